@@ -1,0 +1,50 @@
+# The same targets run locally and in CI (.ci/run calls `make check`).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTHON ?= python3
+
+.PHONY: install serve test test-fast lint format typecheck cfn-lint check bench constraints build-CoreLayer
+
+$(STAMP): pyproject.toml requirements/constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: install
+	$(VENV)/bin/mcpbridge serve
+
+test: install
+	$(PY) -m pytest
+
+test-fast: install
+	$(PY) -m pytest -m "not slow"
+
+lint: install
+	$(VENV)/bin/ruff check shared functions tests
+	$(VENV)/bin/ruff format --check shared functions tests
+
+format: install
+	$(VENV)/bin/ruff check --fix shared functions tests
+	$(VENV)/bin/ruff format shared functions tests
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+cfn-lint: install
+	$(VENV)/bin/cfn-lint template.yaml
+
+check: lint typecheck cfn-lint test
+
+bench: install
+	$(PY) tests/bench/cold_start.py
+
+# Re-pin after changing dependencies in pyproject.toml.
+constraints: install
+	$(PY) -m pip freeze --exclude-editable > requirements/constraints.txt
+
+# Called by `sam build` for the CoreLayer resource (BuildMethod: makefile).
+build-CoreLayer:
+	bash infra/build-layer.sh "$(ARTIFACTS_DIR)"
