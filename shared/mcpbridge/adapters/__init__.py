@@ -1,0 +1,1 @@
+"""Implementations of the ports. Only ``mcpbridge.bootstrap`` imports from here."""

@@ -1,0 +1,1 @@
+"""AWS adapters: DynamoDB, KMS (and later S3, Step Functions, Bedrock)."""

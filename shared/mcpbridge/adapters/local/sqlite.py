@@ -1,0 +1,281 @@
+"""The store on SQLite: one table of JSON items, WAL journal, the same contract as DynamoDB.
+
+Every write runs in a ``BEGIN IMMEDIATE`` transaction: it reads the current row, evaluates the named condition with
+the reference semantics of ``domain.items.evaluate`` and writes. SQLite lets one writer in at a time (across
+threads and processes), so two writers racing on the same condition cannot both win.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from mcpbridge.domain.items import (
+    INDEX_KEYS,
+    Check,
+    Condition,
+    IndexName,
+    Item,
+    Key,
+    Page,
+    Patch,
+    Put,
+    Remove,
+    Update,
+    WriteOp,
+    decode_cursor,
+    encode_cursor,
+    evaluate,
+    is_live,
+    key_of,
+    op_key,
+    position_of,
+    validate_item,
+)
+from mcpbridge.errors import ConditionFailed, InvalidInput, Unavailable
+from mcpbridge.ports import Clock
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    pk TEXT NOT NULL,
+    sk TEXT NOT NULL,
+    gsi1pk TEXT,
+    gsi1sk TEXT,
+    gsi2pk TEXT,
+    gsi2sk TEXT,
+    expires_at INTEGER,
+    body TEXT NOT NULL,
+    PRIMARY KEY (pk, sk)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS items_gsi1 ON items (gsi1pk, gsi1sk, pk, sk) WHERE gsi1pk IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_gsi2 ON items (gsi2pk, gsi2sk, pk, sk) WHERE gsi2pk IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at) WHERE expires_at IS NOT NULL;
+"""
+
+_COLUMNS = ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "expires_at", "body")
+# Larger than any character, so "prefix || _TOP" bounds every string that starts with prefix.
+_TOP = "\U0010ffff"
+MAX_TRANSACTION_OPS = 100
+
+
+class SqliteStore:
+    """``ports.Store`` on a SQLite file. One connection per thread; safe across processes."""
+
+    def __init__(self, path: Path, clock: Clock) -> None:
+        self._path = path
+        self._clock = clock
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._ready = False
+
+    # ------------------------------------------------------------------------------------------ connections
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        try:
+            self._create_file()
+            conn = sqlite3.connect(self._path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout=30000")
+            with self._lock:
+                if not self._ready:
+                    _initialise(conn)
+                    self._ready = True
+            # FULL: a committed write survives a power cut, not only a crash of the process.
+            conn.execute("PRAGMA synchronous=FULL")
+        except (sqlite3.Error, OSError) as exc:
+            raise Unavailable(f"cannot open the SQLite store at {self._path}: {exc}", code="store_unavailable") from exc
+        self._local.conn = conn
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    def _create_file(self) -> None:
+        # The file holds key hashes and sealed secrets: readable by its owner only.
+        self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self._path.exists():
+            fd = os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.close(fd)
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise Unavailable(f"the SQLite store is busy: {exc}", code="store_busy") from exc
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    # ------------------------------------------------------------------------------------------ rows
+
+    def _raw(self, conn: sqlite3.Connection, key: Key) -> Item | None:
+        row = conn.execute("SELECT body FROM items WHERE pk = ? AND sk = ?", (key.pk, key.sk)).fetchone()
+        return None if row is None else _load(row[0])
+
+    def _live(self, conn: sqlite3.Connection, key: Key) -> Item | None:
+        item = self._raw(conn, key)
+        return item if is_live(item, self._clock.now()) else None
+
+    def _check(self, condition: Condition | None, current: Item | None, index: int | None = None) -> None:
+        if condition is not None and not evaluate(condition.clause, current):
+            raise ConditionFailed(condition.name, current, operation_index=index)
+
+    def _write_row(self, conn: sqlite3.Connection, item: Item) -> None:
+        validate_item(item)
+        values = [item.get(c) for c in _COLUMNS[:-1]]
+        conn.execute(
+            f"INSERT OR REPLACE INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",  # noqa: S608 - fixed column names
+            (*values, _dump(item)),
+        )
+
+    def _delete_row(self, conn: sqlite3.Connection, key: Key) -> None:
+        conn.execute("DELETE FROM items WHERE pk = ? AND sk = ?", (key.pk, key.sk))
+
+    # ------------------------------------------------------------------------------------------ the port
+
+    def get(self, key: Key) -> Item | None:
+        return self._live(self._connection(), key)
+
+    def put(self, item: Item, *, condition: Condition | None = None) -> None:
+        validate_item(item)
+        with self._write() as conn:
+            self._check(condition, self._live(conn, key_of(item)))
+            self._write_row(conn, item)
+
+    def update(self, key: Key, update: Update, *, condition: Condition | None = None) -> Item:
+        with self._write() as conn:
+            current = self._live(conn, key)
+            self._check(condition, current)
+            item = update.apply(key, current)
+            self._write_row(conn, item)
+        return item
+
+    def delete(self, key: Key, *, condition: Condition | None = None) -> Item | None:
+        with self._write() as conn:
+            current = self._live(conn, key)
+            self._check(condition, current)
+            self._delete_row(conn, key)
+        return current
+
+    def query(
+        self,
+        partition: str,
+        *,
+        sk_prefix: str = "",
+        index: IndexName | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        descending: bool = False,
+    ) -> Page:
+        if limit < 1:
+            raise InvalidInput("limit must be at least 1")
+        pk_col, sk_col = INDEX_KEYS[index] if index else ("pk", "sk")
+        order_cols = [sk_col, *(["pk", "sk"] if index else [])]
+        where = [f"{pk_col} = ?", "(expires_at IS NULL OR expires_at > ?)"]
+        params: list[Any] = [partition, self._clock.now()]
+        if sk_prefix:
+            where.append(f"{sk_col} >= ? AND {sk_col} < ?")
+            params += [sk_prefix, sk_prefix + _TOP]
+        if cursor:
+            try:
+                position = decode_cursor(cursor, partition=partition, index=index)
+            except ValueError as exc:
+                raise InvalidInput(str(exc), code="invalid_cursor") from exc
+            # Row-value comparison: strictly after (or before) the last item returned.
+            cols = ", ".join(order_cols)
+            marks = ", ".join("?" * len(order_cols))
+            where.append(f"({cols}) {'<' if descending else '>'} ({marks})")
+            params += [position[c] for c in order_cols]
+        direction = "DESC" if descending else "ASC"
+        sql = (
+            f"SELECT body FROM items WHERE {' AND '.join(where)} "  # noqa: S608 - fixed column names
+            f"ORDER BY {', '.join(f'{c} {direction}' for c in order_cols)} LIMIT ?"
+        )
+        rows = self._connection().execute(sql, (*params, limit + 1)).fetchall()
+        items = [_load(r[0]) for r in rows[:limit]]
+        next_cursor = encode_cursor(position_of(items[-1], index)) if len(rows) > limit else None
+        return Page(items=items, cursor=next_cursor)
+
+    def transact(self, ops: Sequence[WriteOp]) -> None:
+        keys = [op_key(op) for op in ops]
+        if not ops or len(ops) > MAX_TRANSACTION_OPS:
+            raise ValueError(f"a transaction holds 1 to {MAX_TRANSACTION_OPS} operations")
+        if len(set(keys)) != len(keys):
+            raise ValueError("a transaction may touch each key only once")
+        with self._write() as conn:
+            for position, op in enumerate(ops):
+                key = op_key(op)
+                current = self._live(conn, key)
+                self._check(op.condition, current, position)
+                match op:
+                    case Put(item=item):
+                        self._write_row(conn, item)
+                    case Patch(update=update):
+                        self._write_row(conn, update.apply(key, current))
+                    case Remove():
+                        self._delete_row(conn, key)
+                    case Check():
+                        pass
+
+    def ping(self) -> None:
+        try:
+            self._connection().execute("SELECT 1 FROM items LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            raise Unavailable(f"the SQLite store does not answer: {exc}", code="store_unavailable") from exc
+
+    def purge_expired(self) -> int:
+        """Delete expired rows (reads already hide them; this only reclaims space)."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "DELETE FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?", (self._clock.now(),)
+            )
+            return cur.rowcount
+
+
+def _initialise(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL (a persistent setting) and create the schema.
+
+    Changing the journal mode needs the file to itself and SQLite reports "locked" at once rather than waiting,
+    so another process opening the same file at the same moment is waited out here.
+    """
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _dump(item: Item) -> str:
+    return json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _load(body: str) -> Item:
+    item: Item = json.loads(body)
+    return item
