@@ -1,0 +1,103 @@
+"""Workspaces, users, API keys and the principal a request acts as."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+Role = Literal["viewer", "admin"]
+ROLES: tuple[Role, ...] = ("viewer", "admin")
+
+CAPABILITIES: dict[str, str] = {
+    "read": "search and read knowledge bases",
+    "ask": "ask questions answered from knowledge bases",
+    "wiki": "read knowledge-base wikis",
+    "write": "add, update and delete documents",
+    "manage_knowledge": "create and change knowledge bases",
+    "manage_channels": "publish MCP endpoints",
+    "manage_services": "register external MCP services",
+    "act_as": "call tools on behalf of a named end user",
+}
+
+
+def timestamp(epoch: float) -> str:
+    """ISO 8601 in UTC at second precision: fixed width, so strings sort as times do."""
+    return datetime.fromtimestamp(int(epoch), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a credential may reach. ``None`` means unrestricted for that dimension."""
+
+    capabilities: frozenset[str] | None = None
+    knowledge_base_ids: frozenset[str] | None = None
+
+    def covers(self, other: Scope) -> bool:
+        """True when ``other`` grants nothing this scope does not."""
+        return _within(other.capabilities, self.capabilities) and _within(
+            other.knowledge_base_ids, self.knowledge_base_ids
+        )
+
+    def allows(self, capability: str) -> bool:
+        return self.capabilities is None or capability in self.capabilities
+
+    def allows_knowledge_base(self, kb_id: str) -> bool:
+        return self.knowledge_base_ids is None or kb_id in self.knowledge_base_ids
+
+
+def _within(inner: frozenset[str] | None, outer: frozenset[str] | None) -> bool:
+    if outer is None:
+        return True
+    return inner is not None and inner <= outer
+
+
+def scope_of(capabilities: Iterable[str] | None, knowledge_base_ids: Iterable[str] | None) -> Scope:
+    return Scope(
+        capabilities=None if capabilities is None else frozenset(capabilities),
+        knowledge_base_ids=None if knowledge_base_ids is None else frozenset(knowledge_base_ids),
+    )
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts as: an API key of a user in a workspace, with the key's role and scope."""
+
+    workspace_id: str
+    user_id: str
+    api_key_id: str
+    role: Role
+    scope: Scope
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: str
+    name: str
+    status: Literal["active", "inactive"]
+    created_at: str
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An API key as stored, minus its hash. The plaintext exists only in the response that creates it."""
+
+    id: str
+    workspace_id: str
+    user_id: str
+    name: str
+    role: Role
+    scope: Scope
+    hint: str
+    created_at: str
+    last_used_at: str | None
+    revoked_at: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None

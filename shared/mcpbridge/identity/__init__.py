@@ -1,0 +1,1 @@
+"""Workspaces, users, API keys and how a request is authenticated."""

@@ -1,0 +1,309 @@
+"""Workspaces, users and API keys on the store: first-run initialisation, authentication, key management.
+
+Items (single table):
+
+    INSTALL / INSTALL                      the install marker: which workspace ``init`` created
+    WS#<ws> / WS                           a workspace
+    WS#<ws> / USER#<user>                  a user of the workspace
+    WS#<ws> / APIKEY#<key>                 an API key; gsi1 = APIKEY#<sha256> / APIKEY while it is active
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from mcpbridge.domain import credentials
+from mcpbridge.domain.identity import (
+    CAPABILITIES,
+    ROLES,
+    ApiKey,
+    Principal,
+    Role,
+    Scope,
+    Workspace,
+    scope_of,
+    timestamp,
+)
+from mcpbridge.domain.ids import new_id
+from mcpbridge.domain.items import AttrAbsent, Compare, Condition, Item, ItemExists, Key, Put, Update, all_of, any_of
+from mcpbridge.errors import ConditionFailed, Forbidden, InvalidInput, NotFound, Unauthenticated
+from mcpbridge.ports import Clock, Store
+
+log = logging.getLogger("mcpbridge.identity")
+
+INSTALL_KEY = Key("INSTALL", "INSTALL")
+LAST_USED_EVERY_SECONDS = 60
+NAME_MAX_BYTES = 255
+
+
+def workspace_key(workspace_id: str) -> Key:
+    return Key(f"WS#{workspace_id}", "WS")
+
+
+def user_key(workspace_id: str, user_id: str) -> Key:
+    return Key(f"WS#{workspace_id}", f"USER#{user_id}")
+
+
+def api_key_key(workspace_id: str, key_id: str) -> Key:
+    return Key(f"WS#{workspace_id}", f"APIKEY#{key_id}")
+
+
+@dataclass(frozen=True)
+class Initialization:
+    created: bool
+    workspace_id: str
+    api_key: str | None
+    """The admin key's plaintext, present only when this call created it."""
+
+
+@dataclass(frozen=True)
+class NewApiKey:
+    record: ApiKey
+    plaintext: str
+
+
+class IdentityService:
+    """Initialisation, authentication and API-key management for workspaces."""
+
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    # ------------------------------------------------------------------------------------------ first run
+
+    def initialize(self, workspace_name: str = "Default workspace") -> Initialization:
+        """Create the default workspace, its first user and an admin key, exactly once per install."""
+        existing = self._store.get(INSTALL_KEY)
+        if existing is not None:
+            return Initialization(created=False, workspace_id=existing["workspace_id"], api_key=None)
+        now = timestamp(self._clock.now())
+        workspace_id, user_id = new_id("ws"), new_id("usr")
+        issued = credentials.issue(credentials.API_KEY_PREFIX)
+        key_id = new_id("key")
+        try:
+            self._store.transact(
+                [
+                    Put(
+                        {**INSTALL_KEY.as_dict(), "workspace_id": workspace_id, "created_at": now},
+                        Condition.absent("first_install"),
+                    ),
+                    Put(_workspace_item(workspace_id, workspace_name, now), Condition.absent("workspace_new")),
+                    Put(
+                        {
+                            **user_key(workspace_id, user_id).as_dict(),
+                            "id": user_id,
+                            "name": "admin",
+                            "created_at": now,
+                        },
+                        Condition.absent("user_new"),
+                    ),
+                    Put(
+                        _api_key_item(
+                            workspace_id, key_id, user_id, "admin (created by init)", "admin", Scope(), issued, now
+                        ),
+                        Condition.absent("api_key_new"),
+                    ),
+                ]
+            )
+        except ConditionFailed as lost:
+            if lost.condition != "first_install" or lost.current is None:
+                raise
+            # Another process initialised first: report its workspace, create nothing.
+            return Initialization(created=False, workspace_id=lost.current["workspace_id"], api_key=None)
+        log.info("initialised workspace %s with an admin API key %s", workspace_id, issued.hint)
+        return Initialization(created=True, workspace_id=workspace_id, api_key=issued.plaintext)
+
+    def installed_workspace_id(self) -> str | None:
+        install = self._store.get(INSTALL_KEY)
+        return None if install is None else str(install["workspace_id"])
+
+    # ------------------------------------------------------------------------------------------ auth
+
+    def authenticate(self, presented: str | None) -> Principal:
+        """The principal behind an API key, checked against the store on every call (no cache)."""
+        if not presented:
+            raise Unauthenticated("an API key is required (Authorization: Bearer sk_... or X-API-Key)")
+        if not credentials.well_formed(presented, credentials.API_KEY_PREFIX):
+            raise Unauthenticated("the API key is not valid", code="invalid_api_key")
+        sha = credentials.digest(presented)
+        page = self._store.query(f"APIKEY#{sha}", index="gsi1", limit=2)
+        if not page.items:
+            raise Unauthenticated("the API key is not valid", code="invalid_api_key")
+        indexed = page.items[0]
+        # The index may lag a revocation: the base item, read consistently, has the last word.
+        item = self._store.get(api_key_key(indexed["workspace_id"], indexed["id"]))
+        if item is None or item.get("revoked_at") or not credentials.same_digest(item["sha256"], sha):
+            raise Unauthenticated("the API key is not valid", code="invalid_api_key")
+        workspace = self._store.get(workspace_key(item["workspace_id"]))
+        if workspace is None or workspace.get("status") != "active":
+            raise Forbidden("the workspace is not active", code="workspace_inactive")
+        self._touch(item)
+        record = _api_key_of(item)
+        return Principal(
+            workspace_id=record.workspace_id,
+            user_id=record.user_id,
+            api_key_id=record.id,
+            role=record.role,
+            scope=record.scope,
+        )
+
+    def _touch(self, item: Item) -> None:
+        now = self._clock.now()
+        cutoff = timestamp(now - LAST_USED_EVERY_SECONDS)
+        if (item.get("last_used_at") or "") >= cutoff:
+            return
+        stale_and_active = all_of(
+            ItemExists(),
+            AttrAbsent("revoked_at"),
+            any_of(AttrAbsent("last_used_at"), Compare("last_used_at", "<", cutoff)),
+        )
+        # Losing means another request recorded it this minute (or the key was just revoked): nothing to do.
+        with contextlib.suppress(ConditionFailed):
+            self._store.update(
+                api_key_key(item["workspace_id"], item["id"]),
+                Update(set={"last_used_at": timestamp(now)}),
+                condition=Condition("last_used_stale", stale_and_active),
+            )
+
+    # ------------------------------------------------------------------------------------------ keys
+
+    def create_api_key(
+        self,
+        principal: Principal,
+        *,
+        name: str,
+        role: Role,
+        capabilities: Iterable[str] | None = None,
+        knowledge_base_ids: Iterable[str] | None = None,
+    ) -> NewApiKey:
+        _require_admin(principal)
+        name = _clean_name(name)
+        if role not in ROLES:
+            raise InvalidInput(f"role must be one of {', '.join(ROLES)}", code="invalid_role")
+        caps = None if capabilities is None else sorted(set(capabilities))
+        unknown = [c for c in caps or [] if c not in CAPABILITIES]
+        if unknown:
+            raise InvalidInput(
+                f"unknown capabilities: {', '.join(unknown)}",
+                code="unknown_capability",
+                details={"known": sorted(CAPABILITIES)},
+            )
+        kbs = None if knowledge_base_ids is None else sorted({k.strip() for k in knowledge_base_ids if k.strip()})
+        scope = scope_of(caps, kbs)
+        if role == "admin" and not principal.is_admin:
+            raise Forbidden("a key cannot grant a role above its own", code="scope_exceeded")
+        if not principal.scope.covers(scope):
+            raise Forbidden("a key cannot grant capabilities or knowledge bases beyond its own", code="scope_exceeded")
+        now = timestamp(self._clock.now())
+        issued = credentials.issue(credentials.API_KEY_PREFIX)
+        item = _api_key_item(principal.workspace_id, new_id("key"), principal.user_id, name, role, scope, issued, now)
+        self._store.put(item, condition=Condition.absent("api_key_new"))
+        return NewApiKey(record=_api_key_of(item), plaintext=issued.plaintext)
+
+    def list_api_keys(
+        self, principal: Principal, *, limit: int = 50, cursor: str | None = None
+    ) -> tuple[list[ApiKey], str | None]:
+        _require_admin(principal)
+        page = self._store.query(f"WS#{principal.workspace_id}", sk_prefix="APIKEY#", limit=limit, cursor=cursor)
+        return [_api_key_of(i) for i in page.items], page.cursor
+
+    def get_api_key(self, principal: Principal, key_id: str) -> ApiKey:
+        _require_admin(principal)
+        item = self._store.get(api_key_key(principal.workspace_id, key_id))
+        if item is None:
+            raise NotFound("no such API key", code="api_key_not_found")
+        return _api_key_of(item)
+
+    def revoke_api_key(self, principal: Principal, key_id: str) -> ApiKey:
+        """Revoke at once (the next request with it fails). Revoking a revoked key changes nothing."""
+        _require_admin(principal)
+        key = api_key_key(principal.workspace_id, key_id)
+        try:
+            item = self._store.update(
+                key,
+                Update(set={"revoked_at": timestamp(self._clock.now())}, remove=["gsi1pk", "gsi1sk"]),
+                condition=Condition("key_active", all_of(ItemExists(), AttrAbsent("revoked_at"))),
+            )
+        except ConditionFailed as lost:
+            if lost.current is None:
+                raise NotFound("no such API key", code="api_key_not_found") from None
+            return _api_key_of(lost.current)
+        log.info("revoked API key %s", key_id)
+        return _api_key_of(item)
+
+    # ------------------------------------------------------------------------------------------ workspaces
+
+    def get_workspace(self, workspace_id: str) -> Workspace:
+        item = self._store.get(workspace_key(workspace_id))
+        if item is None:
+            raise NotFound("no such workspace", code="workspace_not_found")
+        return Workspace(id=item["id"], name=item["name"], status=item["status"], created_at=item["created_at"])
+
+
+def _require_admin(principal: Principal) -> None:
+    if not principal.is_admin:
+        raise Forbidden("this needs an admin API key", code="admin_required")
+
+
+def _clean_name(name: str) -> str:
+    name = name.strip()
+    if not name or len(name.encode()) > NAME_MAX_BYTES:
+        raise InvalidInput(f"name must be 1 to {NAME_MAX_BYTES} bytes", code="invalid_name")
+    return name
+
+
+def _workspace_item(workspace_id: str, name: str, now: str) -> Item:
+    return {
+        **workspace_key(workspace_id).as_dict(),
+        "id": workspace_id,
+        "name": name,
+        "status": "active",
+        "created_at": now,
+        "gsi1pk": "WORKSPACES",
+        "gsi1sk": workspace_id,
+    }
+
+
+def _api_key_item(
+    workspace_id: str,
+    key_id: str,
+    user_id: str,
+    name: str,
+    role: Role,
+    scope: Scope,
+    issued: credentials.IssuedCredential,
+    now: str,
+) -> Item:
+    return {
+        **api_key_key(workspace_id, key_id).as_dict(),
+        "gsi1pk": f"APIKEY#{issued.sha256}",
+        "gsi1sk": "APIKEY",
+        "id": key_id,
+        "workspace_id": workspace_id,
+        "user_id": user_id,
+        "name": name,
+        "role": role,
+        "capabilities": None if scope.capabilities is None else sorted(scope.capabilities),
+        "knowledge_base_ids": None if scope.knowledge_base_ids is None else sorted(scope.knowledge_base_ids),
+        "sha256": issued.sha256,
+        "hint": issued.hint,
+        "created_at": now,
+    }
+
+
+def _api_key_of(item: Item) -> ApiKey:
+    return ApiKey(
+        id=item["id"],
+        workspace_id=item["workspace_id"],
+        user_id=item["user_id"],
+        name=item["name"],
+        role=item["role"],
+        scope=scope_of(item.get("capabilities"), item.get("knowledge_base_ids")),
+        hint=item["hint"],
+        created_at=item["created_at"],
+        last_used_at=item.get("last_used_at"),
+        revoked_at=item.get("revoked_at"),
+    )
