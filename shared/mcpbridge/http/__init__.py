@@ -1,0 +1,1 @@
+"""HTTP surfaces: FastAPI app factories, routers and the problem+json mapping."""

@@ -1,0 +1,100 @@
+"""Errors as ``application/problem+json`` (RFC 9457) with a stable ``code``.
+
+Mapped by type, never by message: an ``MCPBridgeError`` carries its status and code; FastAPI's validation errors
+become 400 (body is not JSON) or 422 (wrong shape); anything else is a 500 whose details stay in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from mcpbridge.errors import MCPBridgeError, Unauthenticated
+
+log = logging.getLogger("mcpbridge.http")
+
+PROBLEM_JSON = "application/problem+json"
+WWW_AUTHENTICATE = 'Bearer realm="mcpbridge"'
+
+_STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    421: "misdirected_request",
+    429: "rate_limited",
+}
+
+
+def problem(
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    title: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    body = {
+        "type": f"urn:mcpbridge:problem:{code}",
+        "title": title or code.replace("_", " ").capitalize(),
+        "status": status,
+        "code": code,
+        "detail": detail,
+        **extra,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def problem_from_error(error: MCPBridgeError) -> JSONResponse:
+    headers = {"WWW-Authenticate": WWW_AUTHENTICATE} if isinstance(error, Unauthenticated) else None
+    extra: dict[str, Any] = {"retryable": error.retryable}
+    if error.details:
+        extra["details"] = error.details
+    return problem(error.status, error.code, error.message, headers=headers, **extra)
+
+
+async def _on_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, MCPBridgeError)
+    if exc.status >= 500:
+        log.warning("%s %s failed: %s (%s)", request.method, request.url.path, exc.code, exc.message)
+    return problem_from_error(exc)
+
+
+async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return problem(400, "malformed_json", "the request body is not valid JSON")
+    # Only where and why: the submitted values are not echoed (they may hold secrets).
+    fields = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in errors]
+    return problem(422, "validation_failed", "the request does not have the expected shape", errors=fields)
+
+
+async def _on_http(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _STATUS_CODES.get(exc.status_code, "http_error")
+    detail = exc.detail if isinstance(exc.detail, str) else code
+    return problem(exc.status_code, code, detail, headers=dict(exc.headers or {}) or None)
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("%s %s failed unexpectedly", request.method, request.url.path)
+    return problem(500, "internal_error", "an internal error occurred; retry later", retryable=True)
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(MCPBridgeError, _on_error)
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(StarletteHTTPException, _on_http)
+    app.add_exception_handler(Exception, _on_unexpected)

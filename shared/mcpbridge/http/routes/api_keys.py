@@ -1,0 +1,128 @@
+"""``/api/v1/api-keys`` (admin): list, create (the plaintext key is in this one response), get, revoke;
+``/api/v1/me``: who the presented key acts as."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcpbridge.domain.identity import ApiKey, Principal
+from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+
+router = APIRouter(prefix="/api/v1", tags=["api-keys"])
+
+
+class CreateApiKey(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(min_length=1, max_length=255)
+    role: Literal["viewer", "admin"] = "viewer"
+    capabilities: list[str] | None = Field(default=None, description="Omit for every capability of the role.")
+    knowledge_base_ids: list[str] | None = Field(default=None, description="Omit for every knowledge base.")
+
+
+class ApiKeyOut(BaseModel):
+    """An API key as listed. It has no field for the key or its hash."""
+
+    id: str
+    name: str
+    role: Literal["viewer", "admin"]
+    capabilities: list[str] | None
+    knowledge_base_ids: list[str] | None
+    hint: str
+    status: Literal["active", "revoked"]
+    user_id: str
+    created_at: str
+    last_used_at: str | None
+    revoked_at: str | None
+
+    @classmethod
+    def of(cls, key: ApiKey) -> ApiKeyOut:
+        scope = key.scope
+        return cls(
+            id=key.id,
+            name=key.name,
+            role=key.role,
+            capabilities=None if scope.capabilities is None else sorted(scope.capabilities),
+            knowledge_base_ids=None if scope.knowledge_base_ids is None else sorted(scope.knowledge_base_ids),
+            hint=key.hint,
+            status="active" if key.active else "revoked",
+            user_id=key.user_id,
+            created_at=key.created_at,
+            last_used_at=key.last_used_at,
+            revoked_at=key.revoked_at,
+        )
+
+
+class CreatedApiKey(ApiKeyOut):
+    key: str = Field(description="The API key. It is shown only in this response: store it now.")
+
+
+class ApiKeyPage(BaseModel):
+    items: list[ApiKeyOut]
+    next_cursor: str | None
+
+
+class Me(BaseModel):
+    workspace_id: str
+    user_id: str
+    api_key_id: str
+    role: Literal["viewer", "admin"]
+    capabilities: list[str] | None
+    knowledge_base_ids: list[str] | None
+
+    @classmethod
+    def of(cls, principal: Principal) -> Me:
+        scope = principal.scope
+        return cls(
+            workspace_id=principal.workspace_id,
+            user_id=principal.user_id,
+            api_key_id=principal.api_key_id,
+            role=principal.role,
+            capabilities=None if scope.capabilities is None else sorted(scope.capabilities),
+            knowledge_base_ids=None if scope.knowledge_base_ids is None else sorted(scope.knowledge_base_ids),
+        )
+
+
+@router.get("/me", tags=["identity"])
+def whoami(principal: CurrentPrincipal) -> Me:
+    return Me.of(principal)
+
+
+@router.get("/api-keys")
+def list_api_keys(
+    principal: CurrentPrincipal,
+    container: ContainerDep,
+    limit: int = Query(default=50, ge=1, le=200),
+    cursor: str | None = None,
+) -> ApiKeyPage:
+    keys, next_cursor = container.identity.list_api_keys(principal, limit=limit, cursor=cursor)
+    return ApiKeyPage(items=[ApiKeyOut.of(k) for k in keys], next_cursor=next_cursor)
+
+
+@router.post("/api-keys", status_code=201)
+def create_api_key(
+    body: CreateApiKey, principal: CurrentPrincipal, container: ContainerDep, response: Response
+) -> CreatedApiKey:
+    created = container.identity.create_api_key(
+        principal,
+        name=body.name,
+        role=body.role,
+        capabilities=body.capabilities,
+        knowledge_base_ids=body.knowledge_base_ids,
+    )
+    response.headers["Cache-Control"] = "no-store"
+    return CreatedApiKey(**ApiKeyOut.of(created.record).model_dump(), key=created.plaintext)
+
+
+@router.get("/api-keys/{key_id}")
+def get_api_key(key_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ApiKeyOut:
+    return ApiKeyOut.of(container.identity.get_api_key(principal, key_id))
+
+
+@router.delete("/api-keys/{key_id}", status_code=204)
+def revoke_api_key(key_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
+    container.identity.revoke_api_key(principal, key_id)
+    return Response(status_code=204)

@@ -1,0 +1,35 @@
+"""Liveness (``/healthz``: the process answers) and readiness (``/readyz``: store and secrets reachable)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from mcpbridge.errors import MCPBridgeError
+from mcpbridge.http.auth import ContainerDep
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+def _probe(check: Callable[[], None]) -> str:
+    try:
+        check()
+    except MCPBridgeError as exc:
+        return exc.code
+    return "ok"
+
+
+@router.get("/readyz", response_model=None)
+def readyz(container: ContainerDep) -> JSONResponse:
+    checks = {"store": _probe(lambda: container.store.ping()), "secrets": _probe(lambda: container.secrets.ping())}
+    ready = all(v == "ok" for v in checks.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "unavailable", "checks": checks}, status_code=200 if ready else 503
+    )
