@@ -1,0 +1,217 @@
+"""Cold-start cost of each Lambda handler module, measured in fresh interpreters.
+
+For every target, each run starts a new Python process that times, with ``time.perf_counter``, only the work a
+Lambda cold start (or a SnapStart snapshot) does before the first invocation:
+
+    baseline       import fastapi, mangum, boto3
+    <function>     load functions/<function>/handler.py by path (imports + settings + container + app + Mangum)
+
+The handler processes get ``MCPBRIDGE_BACKEND=aws`` and fake AWS settings whose endpoint is a closed port on
+127.0.0.1, so nothing can reach the network even by mistake (import is meant to touch none). Runs of the targets
+are interleaved so drift on the machine affects them alike, after one discarded warm-up run each (``.pyc``).
+
+    .venv/bin/python tests/bench/cold_start.py [--runs 7] [--warmup 1] [--json]
+
+Numbers depend on the machine: compare targets through their ratio to the baseline median of the same run, and
+never assert on them (see tests/bench/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FUNCTIONS = ("admin_api", "mcp_endpoint", "oauth_callback", "resolutions")
+BASELINE = "baseline"
+RUN_TIMEOUT = 120.0
+
+_BASELINE_CODE = "import fastapi, mangum, boto3"
+_HANDLER_CODE = """\
+_spec = importlib.util.spec_from_file_location("handler", {path!r})
+_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_module)
+assert callable(_module.handler)
+"""
+_PROBE = """\
+import importlib.util, json, sys, time
+_t0 = time.perf_counter()
+{body}
+_ms = (time.perf_counter() - _t0) * 1000
+print(json.dumps({{"ms": _ms, "modules": len(sys.modules), "boto3": "boto3" in sys.modules}}))
+"""
+
+# Settings a deployed function has (template.yaml Globals), pointing at nothing that answers.
+_FAKE_ENV = {
+    "MCPBRIDGE_BACKEND": "aws",
+    "MCPBRIDGE_TABLE_NAME": "mcpbridge-bench",
+    "MCPBRIDGE_KMS_KEY_ID": "arn:aws:kms:eu-west-1:123456789012:key/00000000-0000-0000-0000-000000000000",
+    "MCPBRIDGE_BUCKET_NAME": "mcpbridge-bench",
+    "MCPBRIDGE_LOG_LEVEL": "INFO",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "eu-west-1",
+    "AWS_REGION": "eu-west-1",
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "POWERTOOLS_SERVICE_NAME": "mcpbridge",
+}
+
+
+@dataclass
+class Sample:
+    ms: float
+    process_ms: float
+    modules: int
+    boto3: bool
+
+
+@dataclass
+class Result:
+    target: str
+    runs: int
+    median_ms: float
+    p90_ms: float
+    ratio_to_baseline: float
+    process_median_ms: float
+    modules: int
+    boto3_imported: bool
+
+
+def _code(target: str) -> str:
+    if target == BASELINE:
+        body = _BASELINE_CODE
+    else:
+        body = _HANDLER_CODE.format(path=str(REPO_ROOT / "functions" / target / "handler.py"))
+    return _PROBE.format(body=body)
+
+
+def _env() -> dict[str, str]:
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("MCPBRIDGE_", "AWS_", "POWERTOOLS_")) and name != "PYTHONPATH"
+    }
+    env.update(_FAKE_ENV)
+    return env
+
+
+def measure(target: str, env: dict[str, str]) -> Sample:
+    started = time.perf_counter()
+    # -I: isolated (no user site, no script dir or cwd on sys.path); the editable install still resolves mcpbridge.
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", _code(target)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    process_ms = (time.perf_counter() - started) * 1000
+    if done.returncode != 0:
+        raise SystemExit(f"{target}: the probe failed ({done.returncode}):\n{done.stderr}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return Sample(ms=report["ms"], process_ms=process_ms, modules=report["modules"], boto3=report["boto3"])
+
+
+def p90(values: list[float]) -> float:
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=10, method="inclusive")[8]
+
+
+def run(runs: int, warmup: int, targets: tuple[str, ...]) -> list[Result]:
+    env = _env()
+    samples: dict[str, list[Sample]] = {t: [] for t in targets}
+    for _ in range(warmup):
+        for target in targets:
+            measure(target, env)
+    for _ in range(runs):
+        for target in targets:
+            samples[target].append(measure(target, env))
+    baseline = statistics.median(s.ms for s in samples[BASELINE])
+    results = []
+    for target in targets:
+        ms = [s.ms for s in samples[target]]
+        median = statistics.median(ms)
+        results.append(
+            Result(
+                target=target,
+                runs=len(ms),
+                median_ms=round(median, 1),
+                p90_ms=round(p90(ms), 1),
+                ratio_to_baseline=round(median / baseline, 2),
+                process_median_ms=round(statistics.median(s.process_ms for s in samples[target]), 1),
+                modules=samples[target][-1].modules,
+                boto3_imported=samples[target][-1].boto3,
+            )
+        )
+    return results
+
+
+def table(results: list[Result]) -> str:
+    header = ("target", "runs", "median ms", "p90 ms", "x baseline", "process ms", "modules", "boto3 loaded")
+    rows = [
+        (
+            r.target,
+            str(r.runs),
+            f"{r.median_ms:.1f}",
+            f"{r.p90_ms:.1f}",
+            f"{r.ratio_to_baseline:.2f}",
+            f"{r.process_median_ms:.1f}",
+            str(r.modules),
+            "yes" if r.boto3_imported else "no",
+        )
+        for r in results
+    ]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    return "\n".join([line(header), line(tuple("-" * w for w in widths)), *(line(row) for row in rows)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=7, help="measured runs per target (default 7)")
+    parser.add_argument("--warmup", type=int, default=1, help="discarded runs per target first (default 1)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+    if args.runs < 1 or args.warmup < 0:
+        parser.error("--runs must be at least 1 and --warmup at least 0")
+
+    results = run(args.runs, args.warmup, (BASELINE, *FUNCTIONS))
+    meta: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "runs": args.runs,
+        "warmup": args.warmup,
+        "baseline": _BASELINE_CODE,
+        "measured": "perf_counter around the import/load in a fresh `python -I` process; process = whole subprocess",
+    }
+    if args.json:
+        print(json.dumps({**meta, "results": [asdict(r) for r in results]}, indent=2))
+    else:
+        print(f"cold start, Python {meta['python']} on {meta['machine']}, {args.runs} runs (+{args.warmup} warm-up)")
+        print(f"baseline: {_BASELINE_CODE}")
+        print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
