@@ -27,20 +27,13 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def store(backend: str, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+def store(backend: str, clock: FakeClock, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
     if backend == "local":
         sqlite = SqliteStore(tmp_path / "store.sqlite3", clock)
         yield sqlite
         sqlite.close()
         return
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "eu-west-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    request.getfixturevalue("aws_credentials")
     from tests.support.aws import table_create_kwargs
 
     with mock_aws(), atomic_dynamodb():

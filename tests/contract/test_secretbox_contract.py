@@ -28,15 +28,6 @@ SECRET = "sk-live-0123456789abcdef"
 
 
 @pytest.fixture
-def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_KMS"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(name, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-
-
-@pytest.fixture
 def kms_box(aws_credentials: None) -> Iterator[KmsSecretBox]:
     with mock_aws():
         client = boto3.client("kms", region_name="eu-west-1")

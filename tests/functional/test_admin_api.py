@@ -16,7 +16,7 @@ from tests.support.clock import FakeClock
 
 
 @pytest.fixture(params=["local", "aws"])
-def container(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Container]:
+def container(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Container]:
     clock = FakeClock()
     if request.param == "local":
         built = Container(Settings(data_dir=tmp_path / "data"), clock=clock)
@@ -27,10 +27,7 @@ def container(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
 
     from tests.support.aws import create_aws_resources
 
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(name, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    request.getfixturevalue("aws_credentials")
     with mock_aws():
         resources = create_aws_resources(table_name="admin-api")
         settings = Settings(

@@ -39,7 +39,13 @@ def set_fake_aws_env(monkeypatch: pytest.MonkeyPatch, region: str = "eu-west-1")
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("AWS_DEFAULT_REGION", region)
     monkeypatch.setenv("AWS_REGION", region)
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL"):
+    for name in (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_KMS",
+        "AWS_ENDPOINT_URL_DYNAMODB",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -45,15 +45,6 @@ class KmsCalls(Counter[str]):
 
 
 @pytest.fixture
-def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_KMS"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(name, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-
-
-@pytest.fixture
 def client(aws_credentials: None) -> Iterator[Any]:
     with mock_aws():
         yield boto3.client("kms", region_name=REGION)

@@ -235,10 +235,13 @@ class Page:
     cursor: str | None
 
 
+def _position_attrs(index: IndexName | None) -> list[str]:
+    return [*KEY_ATTRS, *(INDEX_KEYS[index] if index else ())]
+
+
 def position_of(item: Mapping[str, Any], index: IndexName | None) -> dict[str, str]:
     """The key attributes that locate an item in the table or in an index (what a cursor remembers)."""
-    names = [*KEY_ATTRS, *(INDEX_KEYS[index] if index else ())]
-    return {name: item[name] for name in names}
+    return {name: item[name] for name in _position_attrs(index)}
 
 
 def encode_cursor(position: Mapping[str, str]) -> str:
@@ -253,7 +256,7 @@ def decode_cursor(cursor: str, *, partition: str, index: IndexName | None) -> di
         position = json.loads(raw)
     except (ValueError, binascii.Error) as exc:
         raise ValueError("malformed cursor") from exc
-    names = [*KEY_ATTRS, *(INDEX_KEYS[index] if index else ())]
+    names = _position_attrs(index)
     if (
         not isinstance(position, dict)
         or sorted(position) != sorted(names)
@@ -297,8 +300,20 @@ class Check:
 WriteOp: TypeAlias = Put | Patch | Remove | Check
 
 
+MAX_TRANSACTION_OPS = 100
+
+
 def op_key(op: WriteOp) -> Key:
     return key_of(op.item) if isinstance(op, Put) else op.key
+
+
+def validate_transaction(ops: Sequence[WriteOp]) -> None:
+    """DynamoDB's rules, held on both backends: 1 to 100 operations, each key at most once."""
+    if not ops or len(ops) > MAX_TRANSACTION_OPS:
+        raise ValueError(f"a transaction holds 1 to {MAX_TRANSACTION_OPS} operations")
+    keys = [op_key(op) for op in ops]
+    if len(set(keys)) != len(keys):
+        raise ValueError("a transaction may touch each key only once")
 
 
 def _validate_reserved(attr: str, value: Any) -> None:

@@ -113,7 +113,7 @@ class IdentityService:
                 raise
             # Another process initialised first: report its workspace, create nothing.
             return Initialization(created=False, workspace_id=lost.current["workspace_id"], api_key=None)
-        log.info("initialised workspace %s with an admin API key %s", workspace_id, issued.hint)
+        log.info("initialised workspace %s with admin API key %s", workspace_id, key_id)
         return Initialization(created=True, workspace_id=workspace_id, api_key=issued.plaintext)
 
     def installed_workspace_id(self) -> str | None:

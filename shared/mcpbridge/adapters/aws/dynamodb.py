@@ -43,9 +43,9 @@ from mcpbridge.domain.items import (
     encode_cursor,
     evaluate,
     is_live,
-    op_key,
     position_of,
     validate_item,
+    validate_transaction,
 )
 from mcpbridge.errors import ConditionFailed, InvalidInput, Unavailable
 from mcpbridge.ports import Clock
@@ -53,7 +53,6 @@ from mcpbridge.ports import Clock
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-MAX_TRANSACTION_OPS = 100
 _ATTEMPTS = 5
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -281,11 +280,7 @@ class DynamoStore:
             request["ExclusiveStartKey"] = last
 
     def transact(self, ops: Sequence[WriteOp]) -> None:
-        keys = [op_key(op) for op in ops]
-        if not ops or len(ops) > MAX_TRANSACTION_OPS:
-            raise ValueError(f"a transaction holds 1 to {MAX_TRANSACTION_OPS} operations")
-        if len(set(keys)) != len(keys):
-            raise ValueError("a transaction may touch each key only once")
+        validate_transaction(ops)
         pending = list(ops)
         replaced: set[int] = set()
         for attempt in range(_ATTEMPTS):

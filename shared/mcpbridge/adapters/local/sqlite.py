@@ -38,6 +38,7 @@ from mcpbridge.domain.items import (
     op_key,
     position_of,
     validate_item,
+    validate_transaction,
 )
 from mcpbridge.errors import ConditionFailed, InvalidInput, Unavailable
 from mcpbridge.ports import Clock
@@ -62,7 +63,6 @@ CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at) WHERE expires_at I
 _COLUMNS = ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "expires_at", "body")
 # Larger than any character, so "prefix || _TOP" bounds every string that starts with prefix.
 _TOP = "\U0010ffff"
-MAX_TRANSACTION_OPS = 100
 
 
 class SqliteStore:
@@ -219,11 +219,7 @@ class SqliteStore:
         return Page(items=items, cursor=next_cursor)
 
     def transact(self, ops: Sequence[WriteOp]) -> None:
-        keys = [op_key(op) for op in ops]
-        if not ops or len(ops) > MAX_TRANSACTION_OPS:
-            raise ValueError(f"a transaction holds 1 to {MAX_TRANSACTION_OPS} operations")
-        if len(set(keys)) != len(keys):
-            raise ValueError("a transaction may touch each key only once")
+        validate_transaction(ops)
         with self._write() as conn:
             for position, op in enumerate(ops):
                 key = op_key(op)

@@ -8,10 +8,17 @@ from typing import Literal
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpbridge.domain.identity import ApiKey, Principal
+from mcpbridge.domain.identity import ApiKey, Principal, Scope
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
 
 router = APIRouter(prefix="/api/v1", tags=["api-keys"])
+
+
+def _scope_fields(scope: Scope) -> dict[str, list[str] | None]:
+    return {
+        "capabilities": None if scope.capabilities is None else sorted(scope.capabilities),
+        "knowledge_base_ids": None if scope.knowledge_base_ids is None else sorted(scope.knowledge_base_ids),
+    }
 
 
 class CreateApiKey(BaseModel):
@@ -40,13 +47,11 @@ class ApiKeyOut(BaseModel):
 
     @classmethod
     def of(cls, key: ApiKey) -> ApiKeyOut:
-        scope = key.scope
         return cls(
             id=key.id,
             name=key.name,
             role=key.role,
-            capabilities=None if scope.capabilities is None else sorted(scope.capabilities),
-            knowledge_base_ids=None if scope.knowledge_base_ids is None else sorted(scope.knowledge_base_ids),
+            **_scope_fields(key.scope),
             hint=key.hint,
             status="active" if key.active else "revoked",
             user_id=key.user_id,
@@ -75,14 +80,12 @@ class Me(BaseModel):
 
     @classmethod
     def of(cls, principal: Principal) -> Me:
-        scope = principal.scope
         return cls(
             workspace_id=principal.workspace_id,
             user_id=principal.user_id,
             api_key_id=principal.api_key_id,
             role=principal.role,
-            capabilities=None if scope.capabilities is None else sorted(scope.capabilities),
-            knowledge_base_ids=None if scope.knowledge_base_ids is None else sorted(scope.knowledge_base_ids),
+            **_scope_fields(principal.scope),
         )
 
 
