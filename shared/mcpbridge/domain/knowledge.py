@@ -1,0 +1,123 @@
+"""Knowledge content as the search index and the tools see it: chunks with reading order and source lines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+ChunkType = Literal["text", "summary", "image_ocr", "image_caption"]
+CHUNK_TYPES: tuple[ChunkType, ...] = ("text", "summary", "image_ocr", "image_caption")
+DocumentFormat = Literal["markdown", "text"]
+
+
+@dataclass(frozen=True)
+class ChunkDraft:
+    """A piece of a document before it is stored: where it sits in the source and what it says.
+
+    Lines are 1-based and inclusive; offsets are 0-based character offsets into the document's stored text, end
+    exclusive. ``seq`` is the reading order within the document, from 0.
+    """
+
+    seq: int
+    text: str
+    start_line: int
+    end_line: int
+    start_offset: int
+    end_offset: int
+    heading_path: tuple[str, ...] = ()
+    type: ChunkType = "text"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A stored chunk: a draft placed in a document of a knowledge base."""
+
+    id: str
+    knowledge_base_id: str
+    document_id: str
+    document_title: str
+    seq: int
+    text: str
+    start_line: int
+    end_line: int
+    start_offset: int
+    end_offset: int
+    heading_path: tuple[str, ...] = ()
+    type: ChunkType = "text"
+
+    @staticmethod
+    def make_id(document_id: str, seq: int) -> str:
+        return f"{document_id}#{seq:05d}"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A chunk found by a search, with the score of the method that found it (higher is better)."""
+
+    chunk: Chunk
+    score: float
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    """A source (Markdown, text, HTML, PDF) turned into the text mcpbridge stores and chunks.
+
+    ``text`` is the canonical content: line numbers and offsets of chunks refer to it, and ``read_document`` opens
+    it at a line. ``title`` is a title found in the source (an HTML <title>, a first Markdown heading), if any.
+    """
+
+    text: str
+    format: DocumentFormat
+    title: str | None = None
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class KnowledgeAccess:
+    """Which knowledge bases a caller may reach: one workspace, and optionally only some of its KBs."""
+
+    workspace_id: str
+    knowledge_base_ids: frozenset[str] | None = None
+    """None: every knowledge base of the workspace."""
+
+    def allows(self, kb_id: str) -> bool:
+        return self.knowledge_base_ids is None or kb_id in self.knowledge_base_ids
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    id: str
+    workspace_id: str
+    name: str
+    description: str
+    document_count: int
+    wiki_page_count: int
+    created_at: str
+    updated_at: str
+
+
+ParseStatus = Literal["pending", "processing", "completed", "failed"]
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    workspace_id: str
+    knowledge_base_id: str
+    title: str
+    source: str
+    """``text``, ``url`` or ``file``."""
+    url: str | None
+    filename: str | None
+    content_type: str
+    size_bytes: int
+    version: int
+    parse_status: ParseStatus
+    parse_error: str | None
+    chunk_count: int
+    line_count: int
+    created_at: str
+    updated_at: str
+    indexed_at: str | None
+    indexed_version: int | None = None
+    """The version whose chunks are in the index (it may lag ``version`` while a change is being indexed)."""

@@ -1,0 +1,1 @@
+"""Knowledge bases: documents, chunks, search, wiki and answers."""
