@@ -1,0 +1,672 @@
+"""The search index of one knowledge base, in one SQLite file: chunks, an FTS5 keyword index and vectors.
+
+    meta        key → value: schema_version, generation, file_id, knowledge_base_id, embedder, dimension
+    chunks      one row per chunk (rowid, id, document, reading order, text, lines, offsets, heading path JSON)
+    chunks_fts  FTS5 over each chunk's ``search_tokens`` joined by spaces, rowid = chunks.rowid; ranked by bm25()
+    vectors     rowid = chunks.rowid → float32 little-endian blob; one embedder (name + dimension) per file
+
+Keyword search tokenises in Python (``domain.text_tokens``: words, accents folded, CJK bigrams) and stores the
+terms with FTS5's ``ascii`` tokenizer, which splits on ASCII punctuation and space only and keeps every non-ASCII
+character inside its token: a term written is a term indexed, whatever SQLite's Unicode tables say. Semantic search
+is a cosine over all the file's vectors with numpy, on a matrix cached per file generation.
+
+Threads and processes: a call borrows a connection from a small pool (at most ``IDLE_CONNECTIONS`` kept idle, so
+a server with many threads and many knowledge bases does not hold a file descriptor per pair) and gives it back
+when it returns; no connection is used by two calls at once. The file is in WAL mode: any number of calls (in
+threads or processes) read at once and never wait for a writer, and each read sees one committed state. Writes run
+in ``BEGIN IMMEDIATE`` transactions, so one writer at a time across threads and processes (others wait up to
+``BUSY_TIMEOUT_SECONDS``, then ``errors.Unavailable``). The vector cache is shared by the calls of an instance.
+
+Files replaced on disk: every call first checks the file's identity (``os.stat``); a pooled connection opened on
+an older file is closed and the path opened again, so calls see a newer copy from the next one on (a call already
+running finishes on the file it started with). Replace a file by renaming a complete copy over it
+(``os.replace``), never by writing into it; a copy is complete when no connection writes it any more (close the
+writer, or make it with ``copy_to``). Replicas that are only ever swapped that way (the S3 reader's cache) are best
+opened with ``read_only=True``: they are then read as immutable files, with no ``-wal``/``-shm`` beside them to
+outlive a swap, and their identity also covers size and modification time. ``reopen()`` forces a fresh open.
+
+Durability: ``synchronous=NORMAL``: a commit survives a crash of the process; a power cut may lose the last
+writes. The index is derived data, rebuilt from the documents.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from mcpbridge.domain.knowledge import CHUNK_TYPES, Chunk, ChunkType, Hit
+from mcpbridge.domain.text_tokens import is_cjk, query_tokens, search_tokens
+from mcpbridge.errors import Unavailable
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_SECONDS = 30.0
+IDLE_CONNECTIONS = 4
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
+    """CREATE TABLE IF NOT EXISTS chunks (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        document_id TEXT NOT NULL,
+        document_title TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        text TEXT NOT NULL,
+        heading_path TEXT NOT NULL,
+        start_line INTEGER NOT NULL,
+        end_line INTEGER NOT NULL,
+        start_offset INTEGER NOT NULL,
+        end_offset INTEGER NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS chunks_reading_order ON chunks (document_id, seq)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(terms, tokenize = 'ascii')",
+    "CREATE TABLE IF NOT EXISTS vectors (rowid INTEGER PRIMARY KEY, vector BLOB NOT NULL)",
+)
+
+_CHUNK_COLUMNS = (
+    "c.id, c.document_id, c.document_title, c.seq, c.type, c.text, c.heading_path, "
+    "c.start_line, c.end_line, c.start_offset, c.end_offset"
+)
+# Chunks of the documents named in a JSON array: the filter of every search, applied inside the query.
+_IN_DOCUMENTS = "SELECT rowid FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))"
+
+_FileIdentity = tuple[int, ...]
+_Matrix = npt.NDArray[np.float32]
+
+
+@dataclass
+class _Connection:
+    """A pooled connection, the file it opened and the epoch (of ``reopen``/``close``) it belongs to."""
+
+    conn: sqlite3.Connection
+    identity: _FileIdentity
+    epoch: int
+    knowledge_base_id: str | None = None
+
+
+@dataclass(frozen=True)
+class _Vectors:
+    """The file's vectors at one generation: unit rows grouped by document, in reading order."""
+
+    key: tuple[str, int]
+    matrix: _Matrix
+    rowids: npt.NDArray[np.int64]
+    spans: dict[str, tuple[int, int]]
+
+
+class KbIndexFile:
+    """The search index of one knowledge base in one SQLite file (see the module docstring for the contract).
+
+    The file and its schema are created on first use (not by the constructor); ``read_only=True`` opens an
+    existing file as immutable and refuses writes.
+    """
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self._path = path
+        self._read_only = read_only
+        self._lock = threading.Lock()
+        self._idle: list[_Connection] = []  # most recently returned last
+        self._epoch = 0
+        self._vectors_cache: _Vectors | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    # ------------------------------------------------------------------------------------------ writing
+
+    def replace_document(
+        self,
+        document_id: str,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]] | None,
+        embedder_name: str | None,
+    ) -> None:
+        """Make ``chunks`` (and their ``vectors``, same order, made by ``embedder_name``) the whole indexed content
+        of the document, in one transaction.
+
+        Raise ``ValueError`` for chunks of another document or knowledge base, duplicate ids or ``seq``, vectors
+        that do not match the chunks, and vectors of another embedder (name or dimension) than the file holds: a
+        knowledge base never mixes embedders. The file forgets its embedder when its last vector is removed.
+        """
+        rows = _chunk_rows(document_id, chunks)
+        blobs = _vector_blobs(chunks, vectors, embedder_name)
+        kb_ids = {chunk.knowledge_base_id for chunk in chunks}
+        if len(kb_ids) > 1:
+            raise ValueError(f"chunks of document {document_id!r} belong to several knowledge bases")
+        terms = [" ".join(search_tokens(chunk.text)) for chunk in chunks]
+        with self._writing() as conn:
+            if kb_ids:
+                _claim(conn, "knowledge_base_id", next(iter(kb_ids)), "knowledge base")
+            _delete_rows(conn, document_id)
+            conn.executemany(
+                "INSERT INTO chunks (id, document_id, document_title, seq, type, text, heading_path, start_line,"
+                " end_line, start_offset, end_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            rowids: dict[str, int] = dict(
+                conn.execute("SELECT id, rowid FROM chunks WHERE document_id = ?", (document_id,)).fetchall()
+            )
+            conn.executemany(
+                "INSERT INTO chunks_fts (rowid, terms) VALUES (?, ?)",
+                [(rowids[chunk.id], text) for chunk, text in zip(chunks, terms, strict=True)],
+            )
+            if blobs is not None:
+                dimension, data = blobs
+                _use_embedder(conn, cast(str, embedder_name), dimension)
+                conn.executemany(
+                    "INSERT INTO vectors (rowid, vector) VALUES (?, ?)",
+                    [(rowids[chunk.id], blob) for chunk, blob in zip(chunks, data, strict=True)],
+                )
+            _bump_generation(conn)
+
+    def delete_document(self, document_id: str) -> None:
+        """Remove the document's chunks, terms and vectors; a document that is not there changes nothing."""
+        with self._writing() as conn:
+            if _delete_rows(conn, document_id):
+                _bump_generation(conn)
+
+    def copy_to(self, destination: Path) -> None:
+        """Write a compact, self-contained copy of the committed index (``VACUUM INTO``) to a new file: what to
+        upload or to rename over a replica."""
+        if destination.exists():
+            raise FileExistsError(destination)
+        with self._using() as held:
+            held.conn.execute("VACUUM INTO ?", (str(destination),))
+
+    # ------------------------------------------------------------------------------------------ searching
+
+    def keyword(self, query: str, *, document_ids: Collection[str] | None = None, limit: int = 10) -> list[Hit]:
+        """Chunks matching the query's terms, best first, by BM25 in two tiers: chunks holding every term, then
+        (to fill ``limit``) chunks holding some.
+
+        Scores are comparable across files and agree with the order: ``1 + s/(1+s)`` in the first tier and
+        ``s/(1+s)`` in the second, where ``s = -bm25()`` (BM25 statistics are the whole file's). A query term that
+        is a single CJK character also matches the bigrams it starts. ``document_ids`` restricts the search before
+        ranking and ``limit``; an empty collection, a query without terms or ``limit < 1`` find nothing.
+        """
+        terms = list(dict.fromkeys(query_tokens(query)))
+        documents = _documents_json(document_ids)
+        if not terms or limit < 1 or documents == "[]":
+            return []
+        phrases = [_phrase(term, prefix=is_cjk(term) and len(term) == 1) for term in terms]
+        with self._reading() as held:
+            every = self._ranked(held, " AND ".join(phrases), documents, limit)
+            hits = [Hit(chunk, 1.0 + _squash(score)) for chunk, score in every]
+            if len(phrases) > 1 and len(hits) < limit:
+                seen = {hit.chunk.id for hit in hits}
+                some = self._ranked(held, " OR ".join(phrases), documents, limit)
+                hits += [Hit(chunk, _squash(score)) for chunk, score in some if chunk.id not in seen]
+        return hits[:limit]
+
+    def candidates(
+        self, words: Sequence[str], *, document_ids: Collection[str] | None = None, limit: int = 30
+    ) -> list[Chunk]:
+        """Chunks holding every one of ``words`` (from ``text_tokens.literal_words``), best-ranked first: grep's
+        candidates, for its regex to check.
+
+        Each word's terms are looked up as prefixes, so ``oauth`` also selects ``oauth2`` (as the regex would). No
+        words, no candidates.
+        """
+        terms = list(dict.fromkeys(term for word in words for term in search_tokens(word)))
+        documents = _documents_json(document_ids)
+        if not terms or limit < 1 or documents == "[]":
+            return []
+        expression = " AND ".join(_phrase(term, prefix=True) for term in terms)
+        with self._reading() as held:
+            return [chunk for chunk, _ in self._ranked(held, expression, documents, limit)]
+
+    def semantic(
+        self, vector: Sequence[float], *, document_ids: Collection[str] | None = None, limit: int = 10
+    ) -> list[Hit]:
+        """Chunks by cosine similarity to ``vector`` (the score), best first, among the chunks of ``document_ids``
+        when given. Empty when the file has no vectors; ``ValueError`` for a vector of another dimension than the
+        file's, or a zero or non-finite one."""
+        query = np.asarray(vector, dtype=np.float32)
+        if query.ndim != 1:
+            raise ValueError("the query vector must be one-dimensional")
+        norm = float(np.linalg.norm(query))
+        if not math.isfinite(norm) or norm == 0.0:
+            raise ValueError("the query vector must be finite and non-zero")
+        documents = None if document_ids is None else _unique_documents(document_ids)
+        if limit < 1 or documents == []:
+            return []
+        with self._reading() as held:
+            cached = self._vectors(held)
+            if cached.matrix.shape[0] == 0:
+                return []
+            if query.shape[0] != cached.matrix.shape[1]:
+                raise ValueError(
+                    f"the query vector has {query.shape[0]} dimensions; this index holds "
+                    f"{cached.matrix.shape[1]}-dimension vectors"
+                )
+            query = query / np.float32(norm)
+            if documents is None:
+                rows: npt.NDArray[np.int64] | None = None
+                scores = cached.matrix @ query
+            else:
+                spans = [cached.spans[d] for d in documents if d in cached.spans]
+                if not spans:
+                    return []
+                rows = np.concatenate([np.arange(start, stop, dtype=np.int64) for start, stop in spans])
+                scores = cached.matrix[rows] @ query
+            k = min(limit, scores.shape[0])
+            top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
+            top = top[np.argsort(-scores[top], kind="stable")]
+            picked = top if rows is None else rows[top]
+            rowids = [int(r) for r in cached.rowids[picked]]
+            found = self._chunks_by_rowid(held, rowids)
+            return [Hit(found[r], float(s)) for r, s in zip(rowids, scores[top], strict=True) if r in found]
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def chunks(self, document_id: str, *, offset: int = 0, limit: int | None = None) -> list[Chunk]:
+        """The document's chunks in reading order, from position ``offset`` (0-based), at most ``limit``."""
+        if offset < 0 or (limit is not None and limit < 0):
+            raise ValueError("offset and limit must not be negative")
+        with self._using() as held:
+            rows = held.conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks AS c WHERE c.document_id = ? ORDER BY c.seq LIMIT ? OFFSET ?",  # noqa: S608 - fixed columns
+                (document_id, -1 if limit is None else limit, offset),
+            ).fetchall()
+            return [self._chunk(held, row) for row in rows]
+
+    def count(self, document_id: str) -> int:
+        """How many chunks the document has (0 when it is not indexed)."""
+        with self._using() as held:
+            row = held.conn.execute("SELECT count(*) FROM chunks WHERE document_id = ?", (document_id,)).fetchone()
+        return int(row[0])
+
+    def chunk_at_line(self, document_id: str, line: int) -> Chunk | None:
+        """The text chunk whose line range holds ``line`` (the first in reading order), else the first text chunk
+        that starts after it; the same over summaries and image chunks when no text chunk qualifies; None past the
+        document's end."""
+        with self._using() as held:
+            row = held.conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks AS c WHERE c.document_id = ? AND c.end_line >= ? "  # noqa: S608 - fixed columns
+                "ORDER BY c.type != 'text', c.start_line > ?, CASE WHEN c.start_line > ? THEN c.start_line ELSE 0 END, "
+                "c.seq LIMIT 1",
+                (document_id, line, line, line),
+            ).fetchone()
+            return None if row is None else self._chunk(held, row)
+
+    def document_ids(self) -> list[str]:
+        """The documents that have chunks, sorted."""
+        with self._using() as held:
+            rows = held.conn.execute("SELECT DISTINCT document_id FROM chunks ORDER BY document_id").fetchall()
+        return [str(row[0]) for row in rows]
+
+    def has_vectors(self) -> bool:
+        with self._using() as held:
+            return bool(held.conn.execute("SELECT EXISTS (SELECT 1 FROM vectors)").fetchone()[0])
+
+    def embedder_name(self) -> str | None:
+        """The embedder that made the file's vectors (None when it has none): compare before searching with a
+        query vector, since a vector of another model with the same dimension would be accepted."""
+        with self._reading() as held:
+            if not held.conn.execute("SELECT EXISTS (SELECT 1 FROM vectors)").fetchone()[0]:
+                return None
+            value = _meta(held.conn, "embedder")
+        return None if value is None else str(value)
+
+    def generation(self) -> int:
+        """A number that every write that changed the file increased."""
+        with self._using() as held:
+            return int(_meta(held.conn, "generation") or 0)
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def reopen(self) -> None:
+        """Open the path again from the next call on (e.g. after the file was swapped in a way the identity check
+        cannot see): idle connections are closed now, busy ones when their call ends."""
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections; calls still running finish first, on theirs. A later call opens the file again."""
+        with self._lock:
+            self._epoch += 1
+            self._vectors_cache = None
+            idle, self._idle = self._idle, []
+        for held in idle:
+            held.conn.close()
+
+    # ------------------------------------------------------------------------------------------ internals
+
+    def _identity(self) -> _FileIdentity | None:
+        try:
+            stat = os.stat(self._path)
+        except FileNotFoundError:
+            return None
+        if self._read_only:
+            return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        return (stat.st_dev, stat.st_ino)
+
+    @contextmanager
+    def _using(self) -> Iterator[_Connection]:
+        """A connection to the file now at the path, for this call only (then back to the pool, or closed)."""
+        identity = self._identity()
+        stale: list[_Connection] = []
+        held: _Connection | None = None
+        with self._lock:
+            while self._idle and held is None:
+                candidate = self._idle.pop()
+                if candidate.identity == identity and candidate.epoch == self._epoch:
+                    held = candidate
+                else:
+                    stale.append(candidate)
+        for old in stale:
+            old.conn.close()
+        if held is None:
+            held = self._open(identity)
+        try:
+            yield held
+        finally:
+            with self._lock:
+                keep = held.epoch == self._epoch and not held.conn.in_transaction and len(self._idle) < IDLE_CONNECTIONS
+                if keep:
+                    self._idle.append(held)
+            if not keep:
+                held.conn.close()
+
+    def _open(self, identity: _FileIdentity | None) -> _Connection:
+        epoch = self._epoch
+        conn: sqlite3.Connection | None = None
+        try:
+            if self._read_only:
+                if identity is None:
+                    raise FileNotFoundError(self._path)
+                uri = f"{self._path.resolve().as_uri()}?mode=ro&immutable=1"
+                conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            else:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(
+                    self._path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+                )
+            if not self._read_only:
+                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                if identity is None:
+                    identity = self._identity()
+            version = _schema_version(conn)
+            if version is None and not self._read_only:
+                _create_schema(conn)
+                version = SCHEMA_VERSION
+        except (sqlite3.Error, OSError) as exc:
+            if conn is not None:
+                conn.close()
+            raise Unavailable(
+                f"cannot open the search index at {self._path}: {exc}", code="search_index_unavailable"
+            ) from exc
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise Unavailable(
+                f"the search index at {self._path} has schema version {version}, this code reads {SCHEMA_VERSION}",
+                code="search_index_incompatible",
+            )
+        return _Connection(conn, identity or (), epoch)
+
+    @contextmanager
+    def _reading(self) -> Iterator[_Connection]:
+        """One read transaction: the statements inside see the same committed state."""
+        with self._using() as held:
+            held.conn.execute("BEGIN")
+            try:
+                yield held
+            finally:
+                held.conn.execute("COMMIT")
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        if self._read_only:
+            raise PermissionError(f"the search index at {self._path} is open read-only")
+        with self._using() as held:
+            conn = held.conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise Unavailable(f"the search index is busy: {exc}", code="search_index_busy") from exc
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _ranked(
+        self, held: _Connection, expression: str, documents: str | None, limit: int
+    ) -> list[tuple[Chunk, float]]:
+        """Chunks matching an FTS5 expression with -bm25(), best first.
+
+        The document filter sits inside the ranked subquery, so it applies before ``LIMIT``. It is written
+        ``+rowid IN (...)`` so that SQLite checks it on each match (and computes bm25() only for the rows that pass)
+        instead of handing FTS5 one ``rowid =`` lookup per chunk, each of which would recompute the BM25 statistics.
+        """
+        where = "chunks_fts MATCH ?"
+        params: list[Any] = [expression]
+        if documents is not None:
+            where += f" AND +rowid IN ({_IN_DOCUMENTS})"
+            params.append(documents)
+        params.append(limit)
+        rows = held.conn.execute(
+            f"SELECT {_CHUNK_COLUMNS}, -f.score FROM "  # noqa: S608 - fixed SQL; values are bound
+            f"(SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE {where} ORDER BY score LIMIT ?) AS f "
+            "JOIN chunks AS c ON c.rowid = f.rowid ORDER BY f.score, c.rowid",
+            params,
+        ).fetchall()
+        return [(self._chunk(held, row[:-1]), float(row[-1])) for row in rows]
+
+    def _chunks_by_rowid(self, held: _Connection, rowids: list[int]) -> dict[int, Chunk]:
+        rows = held.conn.execute(
+            f"SELECT c.rowid, {_CHUNK_COLUMNS} FROM chunks AS c WHERE c.rowid IN (SELECT value FROM json_each(?))",  # noqa: S608 - fixed columns
+            (json.dumps(rowids),),
+        ).fetchall()
+        return {int(row[0]): self._chunk(held, row[1:]) for row in rows}
+
+    def _chunk(self, held: _Connection, row: Sequence[Any]) -> Chunk:
+        if held.knowledge_base_id is None:
+            # Set by the first write that had chunks, and never changed: safe to keep per connection.
+            value = _meta(held.conn, "knowledge_base_id")
+            held.knowledge_base_id = None if value is None else str(value)
+        (doc_id, title, seq, type_, text, headings, start_line, end_line, start_offset, end_offset) = row[1:]
+        return Chunk(
+            id=row[0],
+            knowledge_base_id=held.knowledge_base_id or "",
+            document_id=doc_id,
+            document_title=title,
+            seq=seq,
+            text=text,
+            start_line=start_line,
+            end_line=end_line,
+            start_offset=start_offset,
+            end_offset=end_offset,
+            heading_path=() if headings == "[]" else tuple(json.loads(headings)),
+            type=cast(ChunkType, type_),
+        )
+
+    def _vectors(self, held: _Connection) -> _Vectors:
+        """The vectors of the file's current generation, loaded once per generation and shared by the threads."""
+        meta = dict(held.conn.execute("SELECT key, value FROM meta WHERE key IN ('file_id', 'generation')").fetchall())
+        key = (str(meta.get("file_id")), int(meta.get("generation") or 0))
+        cached = self._vectors_cache
+        if cached is not None and cached.key == key:
+            return cached
+        with self._lock:
+            cached = self._vectors_cache
+            if cached is not None and cached.key == key:
+                return cached
+            cached = _load_vectors(held.conn, key)
+            self._vectors_cache = cached
+            return cached
+
+
+# ---------------------------------------------------------------------------------------------- file helpers
+
+
+def _schema_version(conn: sqlite3.Connection) -> int | None:
+    exists = conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'").fetchone()
+    if exists is None:
+        return None
+    value = _meta(conn, "schema_version")
+    return None if value is None else int(value)
+
+
+def _create_schema(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.executemany(
+            "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+            [("schema_version", SCHEMA_VERSION), ("generation", 0), ("file_id", uuid.uuid4().hex)],
+        )
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _meta(conn: sqlite3.Connection, key: str) -> Any:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else row[0]
+
+
+def _claim(conn: sqlite3.Connection, key: str, value: str, what: str) -> None:
+    """Record ``value`` under ``key`` the first time; refuse a different one later."""
+    current = _meta(conn, key)
+    if current is None:
+        conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
+    elif current != value:
+        raise ValueError(f"this index file belongs to {what} {current!r}, not {value!r}")
+
+
+def _use_embedder(conn: sqlite3.Connection, name: str, dimension: int) -> None:
+    held_vectors = conn.execute("SELECT EXISTS (SELECT 1 FROM vectors)").fetchone()[0]
+    current = (_meta(conn, "embedder"), _meta(conn, "dimension"))
+    if held_vectors and current != (name, dimension):
+        raise ValueError(
+            f"this index holds vectors of {current[0]!r} ({current[1]} dimensions), not of {name!r} "
+            f"({dimension} dimensions): a knowledge base never mixes embedders; re-index all of it to switch"
+        )
+    conn.executemany(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [("embedder", name), ("dimension", dimension)]
+    )
+
+
+def _delete_rows(conn: sqlite3.Connection, document_id: str) -> int:
+    of_document = "SELECT rowid FROM chunks WHERE document_id = ?"
+    conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({of_document})", (document_id,))  # noqa: S608 - fixed SQL
+    conn.execute(f"DELETE FROM vectors WHERE rowid IN ({of_document})", (document_id,))  # noqa: S608 - fixed SQL
+    return conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,)).rowcount
+
+
+def _bump_generation(conn: sqlite3.Connection) -> None:
+    conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+
+
+def _load_vectors(conn: sqlite3.Connection, key: tuple[str, int]) -> _Vectors:
+    rows = conn.execute(
+        "SELECT c.document_id, v.rowid, v.vector FROM vectors AS v JOIN chunks AS c ON c.rowid = v.rowid "
+        "ORDER BY c.document_id, c.seq"
+    ).fetchall()
+    dimension = int(_meta(conn, "dimension") or 0)
+    if not rows:
+        return _Vectors(key, np.zeros((0, dimension), dtype=np.float32), np.zeros(0, dtype=np.int64), {})
+    matrix = np.frombuffer(b"".join(row[2] for row in rows), dtype="<f4").reshape(len(rows), -1).astype(np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix /= np.maximum(norms, np.float32(1e-12))
+    spans: dict[str, tuple[int, int]] = {}
+    for i, row in enumerate(rows):
+        start, _ = spans.get(row[0], (i, i))
+        spans[row[0]] = (start, i + 1)
+    return _Vectors(key, matrix, np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows)), spans)
+
+
+# ---------------------------------------------------------------------------------------------- value helpers
+
+
+def _chunk_rows(document_id: str, chunks: Sequence[Chunk]) -> list[tuple[Any, ...]]:
+    ids: set[str] = set()
+    seqs: set[int] = set()
+    rows: list[tuple[Any, ...]] = []
+    for chunk in chunks:
+        if chunk.document_id != document_id:
+            raise ValueError(f"chunk {chunk.id!r} belongs to document {chunk.document_id!r}, not {document_id!r}")
+        if chunk.id in ids or chunk.seq in seqs:
+            raise ValueError(f"chunk {chunk.id!r} (seq {chunk.seq}) appears twice in document {document_id!r}")
+        if chunk.type not in CHUNK_TYPES:
+            raise ValueError(f"chunk {chunk.id!r} has an unknown type {chunk.type!r}")
+        ids.add(chunk.id)
+        seqs.add(chunk.seq)
+        rows.append(
+            (
+                chunk.id,
+                chunk.document_id,
+                chunk.document_title,
+                chunk.seq,
+                chunk.type,
+                chunk.text,
+                json.dumps(list(chunk.heading_path), ensure_ascii=False),
+                chunk.start_line,
+                chunk.end_line,
+                chunk.start_offset,
+                chunk.end_offset,
+            )
+        )
+    return rows
+
+
+def _vector_blobs(
+    chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]] | None, embedder_name: str | None
+) -> tuple[int, list[bytes]] | None:
+    """(dimension, one float32 blob per chunk), or None when no vectors are given."""
+    if vectors is None:
+        return None
+    if not embedder_name:
+        raise ValueError("vectors need the name of the embedder that made them")
+    if len(vectors) != len(chunks):
+        raise ValueError(f"{len(vectors)} vectors for {len(chunks)} chunks")
+    if not chunks:
+        return None
+    try:
+        matrix = np.asarray(vectors, dtype="<f4")
+    except ValueError as exc:
+        raise ValueError("vectors must all have the same dimension") from exc
+    if matrix.ndim != 2 or matrix.shape[1] == 0:
+        raise ValueError("vectors must be non-empty sequences of numbers")
+    if not np.isfinite(matrix).all():
+        raise ValueError("vectors must hold finite numbers")
+    return int(matrix.shape[1]), [row.tobytes() for row in matrix]
+
+
+def _unique_documents(document_ids: Collection[str]) -> list[str]:
+    if isinstance(document_ids, str):
+        raise TypeError("document_ids must be a collection of ids, not one string")
+    return sorted(set(document_ids))
+
+
+def _documents_json(document_ids: Collection[str] | None) -> str | None:
+    return None if document_ids is None else json.dumps(_unique_documents(document_ids))
+
+
+def _phrase(term: str, *, prefix: bool) -> str:
+    quoted = '"' + term.replace('"', '""') + '"'
+    return quoted + "*" if prefix else quoted
+
+
+def _squash(score: float) -> float:
+    """Map -bm25() (≥ 0) into [0, 1), keeping its order."""
+    score = max(score, 0.0)
+    return score / (1.0 + score)

@@ -1,0 +1,387 @@
+"""Words as the keyword index sees them, for every language a knowledge base may hold.
+
+``search_tokens`` is the one rule, applied alike to chunk text (when it is indexed) and to queries:
+
+* the text is NFKC-normalised and case-folded, so full-width ``ＡＢＣ`` is ``abc`` and ``Straße`` is ``strasse``;
+* letters, digits and combining marks form words; anything else (space, punctuation, ``_``, symbols) separates
+  them: ``OAuth2-token`` is ``oauth2``, ``token``. Accents are stripped from Latin and Greek letters (``café`` is
+  ``cafe``), so a query typed without them still matches; other scripts keep their marks (a Devanagari vowel sign
+  is part of its word);
+* a run of CJK characters (Han, Hiragana, Katakana, Hangul), which has no spaces between words, becomes its
+  overlapping character bigrams: ``知识库`` is ``知识``, ``识库``, so a two-character query matches inside a longer
+  run and a longer query matches through its bigrams; a run of one character is that character. Mixed text splits
+  where the script changes: ``OAuth2认证`` is ``oauth2``, ``认证``;
+* nothing is dropped: no stop words, no minimum length, no stemming.
+
+Languages written without spaces outside CJK (Thai, Lao, Khmer, Myanmar) come out as one token per run: searching
+them needs a dictionary segmenter this module does not have.
+
+``literal_words`` serves grep: it finds the words that every match of a regular expression contains, so the keyword
+index can pick candidate chunks before the regex checks them.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+# Hangul Jamo; 々〆〇 and the Suzhou numerals; Hiragana (with the combining sound marks); Katakana without the
+# middle dot ・; Hangul compatibility Jamo; Katakana extensions; CJK ideographs (extension A, unified, compatibility);
+# Hangul syllables and Jamo extensions; half-width Katakana (NFKC widens it anyway); the supplementary ideograph planes.
+_CJK = (
+    "\u1100-\u11ff\u3005-\u3007\u3021-\u3029\u3038-\u303b\u3041-\u3096\u3099-\u309f\u30a1-\u30fa\u30fc-\u30ff"
+    "\u3131-\u318e\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003ffff"
+)
+# The combining marks (Unicode category M) of the Basic Multilingual Plane, as ranges: generated from
+# ``unicodedata`` by merging consecutive marks across letters, digits and unassigned code points, which are word
+# characters anyway. Python's ``\w`` leaves marks out, which would cut ``हिन्दी`` at its vowel signs.
+_MARKS = (
+    "\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1-\u05c2\u05c4-\u05c5\u05c7\u0610-\u061a\u064b-\u065f\u0670"
+    "\u06d6-\u06dc\u06df-\u06e8\u06ea-\u06ed\u0711-\u07f3\u07fd\u0816-\u082d\u0859-\u085b\u0898-\u08e1\u08e3-\u0963"
+    "\u0981-\u09e3\u09fe-\u0a75\u0a81-\u0ae3\u0afa-\u0b63\u0b82-\u0bd7\u0c00-\u0c63\u0c81-\u0c83\u0cbc-\u0d4d"
+    "\u0d57-\u0d63\u0d81-\u0df3\u0e31-\u0e3a\u0e47-\u0e4e\u0eb1-\u0ecd\u0f18-\u0f19\u0f35\u0f37\u0f39\u0f3e-\u0f84"
+    "\u0f86-\u0fbc\u0fc6\u102b-\u103e\u1056-\u109d\u135d-\u135f\u1712-\u1734\u1752-\u17d3\u17dd\u180b-\u180d"
+    "\u180f-\u193b\u1a17-\u1a1b\u1a55-\u1a7f\u1ab0-\u1b44\u1b6b-\u1b73\u1b80-\u1bf3\u1c24-\u1c37\u1cd0-\u1cd2"
+    "\u1cd4-\u1dff\u20d0-\u20f0\u2cef-\u2cf1\u2d7f-\u2dff\u302a-\u302f\ua66f-\ua672\ua674-\ua67d\ua69e-\ua6f1"
+    "\ua802-\ua827\ua82c\ua880-\ua8c5\ua8e0-\ua8f1\ua8ff-\ua92d\ua947-\ua953\ua980-\ua9c0\ua9e5-\uaa4d\uaa7b-\uaac1"
+    "\uaaeb-\uaaef\uaaf5-\uaaf6\uabe3-\uabea\uabec-\uabed\ufb1e\ufe00-\ufe0f\ufe20-\ufe2f"
+)
+_RUN = re.compile(rf"(?:[^\W_]|[{_CJK}{_MARKS}])+")
+_ASCII_RUN = re.compile("[a-z0-9]+")  # after case folding
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+_CJK_SPLIT = re.compile(f"([{_CJK}]+)")
+_STRIPPED_ACCENT = re.compile("[\u0300-\u036f]")
+
+
+def search_tokens(text: str) -> list[str]:
+    """The index terms of ``text``, in order, duplicates kept (see the module docstring for the rule)."""
+    text = _normalise(text)
+    if text.isascii():
+        return _ASCII_RUN.findall(text)
+    tokens: list[str] = []
+    has_cjk = _CJK_CHAR.search(text) is not None
+    for run in _RUN.findall(text):
+        if not has_cjk or _CJK_CHAR.search(run) is None:
+            tokens.append(run if run.isascii() else _strip_accents(run))
+            continue
+        # The split alternates other-script parts (even positions, maybe empty) and CJK runs (odd positions).
+        for i, part in enumerate(_CJK_SPLIT.split(run)):
+            if not part:
+                continue
+            if i % 2 == 0:
+                tokens.append(part if part.isascii() else _strip_accents(part))
+            elif len(part) == 1:
+                tokens.append(part)
+            else:
+                tokens.extend(part[j : j + 2] for j in range(len(part) - 1))
+    return tokens
+
+
+def query_tokens(query: str) -> list[str]:
+    """The terms of a search query: the same rule as for indexed text, so both sides meet."""
+    return search_tokens(query)
+
+
+def is_cjk(token: str) -> bool:
+    """Whether a token came from a CJK run (a bigram or a lone character)."""
+    return _CJK_CHAR.match(token) is not None
+
+
+def _normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _strip_accents(word: str) -> str:
+    decomposed = unicodedata.normalize("NFD", word)
+    if _STRIPPED_ACCENT.search(decomposed) is None:
+        return word
+    kept: list[str] = []
+    base = 0
+    for ch in decomposed:
+        code = ord(ch)
+        if 0x300 <= code <= 0x36F and _accented_script(base):
+            continue
+        kept.append(ch)
+        if not unicodedata.combining(ch):
+            base = code
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
+def _accented_script(code: int) -> bool:
+    # Latin (with its extensions), Greek; Cyrillic keeps its marks: й and и are different letters.
+    return code < 0x250 or 0x370 <= code <= 0x3FF or 0x1E00 <= code <= 0x1FFF
+
+
+# ---------------------------------------------------------------------------------------------- literal words
+
+
+def literal_words(pattern: str) -> list[str]:
+    """Words that every match of ``pattern`` (a Python regex, matched case-insensitively) contains.
+
+    The words come out normalised like index terms (folded, accents stripped), at least two characters long, or a
+    run of CJK characters of any length; feed them to the index's ``candidates``. What counts as certain:
+
+    * literal characters, escaped punctuation (``\\.``) and character escapes (``\\x41``, ``\\u4e00``, ``\\n``);
+      anchors and lookarounds (``^``, ``$``, ``\\b``, ``(?=...)``) match no text, so ``\\bfoo\\b`` is ``foo``;
+    * a group counts like its content; an atom quantified by ``+`` or ``{n,}`` (n ≥ 1) counts once;
+    * an atom that may be absent (``a?``, ``b*``, ``{0,n}``) counts for nothing and cuts the text around it, as do
+      character classes (``[ab]``, ``.``, ``\\d``, ``\\w``, ``\\s``) and back-references: ``oauth\\s+token`` gives
+      ``oauth``, ``token``; ``^\\d+$`` gives none;
+    * an alternation keeps only what all its branches start or end with: ``(foo|bar)baz`` gives ``baz``,
+      ``(token|tokens)`` gives ``token``, and a top-level ``foo|bar`` gives none;
+    * ``_`` separates words in the index, so ``refresh_token`` gives ``refresh``, ``token``.
+
+    The index matches whole words and word starts (``candidates`` looks words up as prefixes), so a literal that a
+    match places in the middle of a longer word (``auth`` inside ``oauth``) does not select that chunk. Patterns in
+    verbose mode (``(?x)``) give none. Raise ``re.error`` when the pattern is not a valid regex.
+    """
+    re.compile(pattern)
+    parser = _PatternParser(pattern)
+    if parser.verbose:
+        return []
+    found = parser.parse()
+    texts = [found.exact] if found.exact is not None else [found.prefix, *found.inner, found.suffix]
+    words: list[str] = []
+    for text in texts:
+        for word in _words_of_literal(text):
+            if word not in words:
+                words.append(word)
+    return words
+
+
+def _words_of_literal(text: str) -> list[str]:
+    words: list[str] = []
+    for run in _RUN.findall(_normalise(text)):
+        for i, part in enumerate(_CJK_SPLIT.split(run)):
+            if i % 2 == 1:
+                words.append(part)
+            elif len(part) >= 2:
+                words.append(part if part.isascii() else _strip_accents(part))
+    return words
+
+
+@dataclass(frozen=True)
+class _Literal:
+    """What every match of a piece of pattern is known to hold.
+
+    ``exact``: every match is exactly this text (None when unknown); ``prefix``/``suffix``: text every match starts
+    or ends with; ``inner``: texts every match contains somewhere.
+    """
+
+    exact: str | None
+    prefix: str = ""
+    suffix: str = ""
+    inner: tuple[str, ...] = ()
+
+    @property
+    def head(self) -> str:
+        return self.exact if self.exact is not None else self.prefix
+
+    @property
+    def tail(self) -> str:
+        return self.exact if self.exact is not None else self.suffix
+
+    def then(self, other: _Literal) -> _Literal:
+        if self.exact is not None and other.exact is not None:
+            return _exact(self.exact + other.exact)
+        joined = () if self.exact is not None or other.exact is not None else (self.suffix + other.prefix,)
+        return _Literal(
+            None,
+            self.exact + other.prefix if self.exact is not None else self.prefix,
+            self.suffix + other.exact if other.exact is not None else other.suffix,
+            self.inner + joined + other.inner,
+        )
+
+    def repeated(self, least: int, most: int | None) -> _Literal:
+        if least == 0:
+            return _UNKNOWN
+        if self.exact is not None and least == most and len(self.exact) * least <= _REPEAT_TEXT_MAX:
+            return _exact(self.exact * least)
+        return _Literal(None, self.head, self.tail, self.inner)
+
+
+def _exact(text: str) -> _Literal:
+    return _Literal(text, text, text)
+
+
+def _either(branches: list[_Literal]) -> _Literal:
+    if len(branches) == 1:
+        return branches[0]
+    exacts = {b.exact for b in branches}
+    if len(exacts) == 1 and None not in exacts:
+        return branches[0]
+    heads = [b.head for b in branches]
+    tails = [b.tail for b in branches]
+    prefix = _common_prefix(heads)
+    suffix = _common_prefix([t[::-1] for t in tails])[::-1]
+    return _Literal(None, prefix, suffix)
+
+
+def _common_prefix(texts: list[str]) -> str:
+    first, last = min(texts), max(texts)
+    size = 0
+    while size < len(first) and first[size] == last[size]:
+        size += 1
+    return first[:size]
+
+
+_EMPTY = _exact("")
+_UNKNOWN = _Literal(None)
+_REPEAT_TEXT_MAX = 256
+_CLASS_ESCAPES = frozenset("dDwWsS")
+_ZERO_WIDTH_ESCAPES = frozenset("bBAZ")
+_CHAR_ESCAPES = {"a": "\a", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_FLAG = re.compile(r"\(\?([aiLmsux]+)(?:-[imsx]*)?[:)]")
+_BRACES = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
+_OCTAL = frozenset("01234567")
+
+
+class _PatternParser:
+    """A recursive-descent reader of a valid Python regex that keeps only what ``_Literal`` tracks."""
+
+    def __init__(self, pattern: str) -> None:
+        self._p = pattern
+        self._i = 0
+        self.verbose = any("x" in flags for flags in _FLAG.findall(pattern))
+
+    def _peek(self, ahead: int = 0) -> str:
+        i = self._i + ahead
+        return self._p[i] if i < len(self._p) else ""
+
+    def parse(self) -> _Literal:
+        return self._alternation()
+
+    def _alternation(self) -> _Literal:
+        branches = [self._sequence()]
+        while self._peek() == "|":
+            self._i += 1
+            branches.append(self._sequence())
+        return _either(branches)
+
+    def _sequence(self) -> _Literal:
+        result = _EMPTY
+        while self._peek() not in ("", "|", ")"):
+            atom = self._atom()
+            result = result.then(self._quantified(atom))
+        return result
+
+    def _quantified(self, atom: _Literal) -> _Literal:
+        while True:
+            c = self._peek()
+            if c in ("*", "?"):
+                self._i += 1
+                atom = atom.repeated(0, None)
+            elif c == "+":
+                self._i += 1
+                atom = atom.repeated(1, None)
+            elif c == "{" and (bounds := self._braces()) is not None:
+                atom = atom.repeated(*bounds)
+            else:
+                return atom
+            if self._peek() in ("?", "+"):  # lazy or possessive: same text
+                self._i += 1
+
+    def _braces(self) -> tuple[int, int | None] | None:
+        found = _BRACES.match(self._p, self._i)
+        if found is None or found.group(0) == "{}":
+            return None
+        self._i = found.end()
+        low, comma, high = found.groups()
+        least = int(low) if low else 0
+        if comma is None:
+            return least, least
+        return least, int(high) if high else None
+
+    def _atom(self) -> _Literal:
+        c = self._peek()
+        self._i += 1
+        if c == "\\":
+            return self._escape()
+        if c == "[":
+            self._skip_class()
+            return _UNKNOWN
+        if c == "(":
+            return self._group()
+        if c == ".":
+            return _UNKNOWN
+        if c in ("^", "$"):
+            return _EMPTY
+        return _exact(c)
+
+    def _escape(self) -> _Literal:
+        c = self._peek()
+        self._i += 1
+        if c in _CLASS_ESCAPES:
+            return _UNKNOWN
+        if c in _ZERO_WIDTH_ESCAPES:
+            return _EMPTY
+        if c in _CHAR_ESCAPES:
+            return _exact(_CHAR_ESCAPES[c])
+        if c in ("x", "u", "U"):
+            size = {"x": 2, "u": 4, "U": 8}[c]
+            code = int(self._p[self._i : self._i + size], 16)
+            self._i += size
+            return _exact(chr(code))
+        if c == "N":
+            end = self._p.index("}", self._i)
+            name = self._p[self._i + 1 : end]
+            self._i = end + 1
+            return _exact(unicodedata.lookup(name))
+        if c == "0" or (c in _OCTAL and self._peek() in _OCTAL and self._peek(1) in _OCTAL):
+            digits = c
+            while len(digits) < 3 and self._peek() in _OCTAL:
+                digits += self._peek()
+                self._i += 1
+            return _exact(chr(int(digits, 8)))
+        if c.isdigit():  # a back-reference: text unknown
+            if self._peek().isdigit():
+                self._i += 1
+            return _UNKNOWN
+        return _exact(c)
+
+    def _skip_class(self) -> None:
+        if self._peek() == "^":
+            self._i += 1
+        if self._peek() == "]":
+            self._i += 1
+        while self._peek() != "]":
+            self._i += 2 if self._peek() == "\\" else 1
+        self._i += 1
+
+    def _group(self) -> _Literal:
+        if self._peek() != "?":
+            return self._group_body()
+        self._i += 1
+        c = self._peek()
+        if c == ":" or c == ">":  # non-capturing, atomic
+            self._i += 1
+            return self._group_body()
+        if c == "P" and self._peek(1) == "<":
+            self._i = self._p.index(">", self._i) + 1
+            return self._group_body()
+        if c == "P" and self._peek(1) == "=":  # named back-reference
+            self._i = self._p.index(")", self._i) + 1
+            return _UNKNOWN
+        if c == "#":
+            self._i = self._p.index(")", self._i) + 1
+            return _EMPTY
+        if c in ("=", "!") or (c == "<" and self._peek(1) in ("=", "!")):  # lookaround: matches no text
+            self._i += 1 if c != "<" else 2
+            self._group_body()
+            return _EMPTY
+        if c == "(":  # conditional (?(id)yes|no): either branch, or nothing
+            self._i = self._p.index(")", self._i) + 1
+            self._group_body()
+            return _UNKNOWN
+        # Flags: (?aiLmsux) for the whole pattern, or (?flags-flags:...) around a group.
+        end = min(i for i in (self._p.find(")", self._i), self._p.find(":", self._i)) if i >= 0)
+        scoped = self._p[end] == ":"
+        self._i = end + 1
+        return self._group_body() if scoped else _EMPTY
+
+    def _group_body(self) -> _Literal:
+        inside = self._alternation()
+        self._i += 1  # the closing parenthesis
+        return inside
