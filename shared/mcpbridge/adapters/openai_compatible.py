@@ -1,0 +1,359 @@
+"""An ``Embedder`` and an ``Llm`` on any OpenAI-compatible HTTP API: OpenAI, Ollama, vLLM, LM Studio, LiteLLM...
+
+``base_url`` is the API root, e.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:11434/v1`` (Ollama); the
+adapters POST to ``{base_url}/embeddings`` and ``{base_url}/chat/completions``. It is operator configuration and
+may rightly name a private host (an Ollama on the LAN), so no SSRF guard applies here. ``Authorization: Bearer`` is
+sent only when ``api_key`` is not empty.
+
+An ``httpx.Client`` may be injected (tests, connection reuse; the adapter then never closes it); otherwise one is
+made on first use, not in ``__init__``, and ``close()`` releases it. Every request uses the adapter's ``timeout``.
+
+A 429 or 5xx answer, a refused connection or a connection the server dropped is retried once after
+``retry_backoff`` seconds (longer when a 429/503 carries a short ``Retry-After``, at most 2 s). Failures become
+``errors.UpstreamError`` with a stable ``code``:
+
+    provider_throttled     429
+    provider_error         5xx
+    provider_timeout       no answer within ``timeout``
+    provider_unreachable   connection refused, reset, DNS or TLS failure
+    provider_rejected      any other non-2xx status (400, 401, 403, 404, 422...)
+    provider_bad_response  a body that is not JSON or not shaped as the API documents
+
+Messages name the status and the model, plus the provider's own error message when it is short, on one line and
+quotes none of the input; anything that looks like an API key is redacted from it. Input texts and the API key
+never appear in a message.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+import struct
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import httpx
+
+from mcpbridge.errors import InvalidInput, UpstreamError
+from mcpbridge.ports import ChatMessage
+
+DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
+DEFAULT_CHAT_MODEL = "gpt-4o-mini"
+
+_MAX_PROVIDER_MESSAGE = 200
+_FRAGMENT_CHARS = 40
+_MAX_RETRY_AFTER = 2.0
+_KEYLIKE = re.compile(r"\b(?:sk|pk|rk|key)-[\w\-*.]*[\w*]|\b[A-Za-z0-9_\-]{32,}\b")
+
+
+class _Provider:
+    """What the embedder and the chat model share: configuration, the client and one POST with errors mapped."""
+
+    _kind = "provider"
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        model: str,
+        *,
+        client: httpx.Client | None,
+        timeout: float,
+        retry_backoff: float,
+    ) -> None:
+        base_url = base_url.strip().rstrip("/")
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError("base_url must be an http:// or https:// URL, e.g. https://api.openai.com/v1")
+        if not model:
+            raise ValueError("model must not be empty")
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self._base_url = base_url
+        self._api_key = api_key
+        self._model = model
+        self._client = client
+        self._owns_client = client is None
+        self._timeout = timeout
+        self._retry_backoff = max(0.0, retry_backoff)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:  # never the key
+        return f"{type(self).__name__}(model={self._model!r})"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def close(self) -> None:
+        """Release the HTTP client this adapter made (an injected client is left to its owner)."""
+        if not self._owns_client:
+            return
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def _http(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(timeout=self._timeout, follow_redirects=False)
+            return self._client
+
+    def _details(self, **extra: Any) -> dict[str, Any]:
+        return {"provider": "openai-compatible", "model": self._model, **extra}
+
+    def _post(self, path: str, payload: dict[str, Any], inputs: Sequence[str]) -> Any:
+        """POST ``payload`` as JSON to ``{base_url}/{path}`` and return the decoded JSON body."""
+        url = f"{self._base_url}/{path}"
+        headers = {"Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        what = f"the {self._kind} ({self._model})"
+        for attempt in (1, 2):
+            try:
+                response = self._http().post(url, json=payload, headers=headers, timeout=self._timeout)
+            except httpx.TimeoutException as exc:
+                raise UpstreamError(
+                    f"{what} did not answer within {self._timeout:g} s",
+                    code="provider_timeout",
+                    details=self._details(),
+                ) from exc
+            except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
+                if attempt == 1:
+                    self._sleep(None)
+                    continue
+                raise UpstreamError(
+                    f"{what} could not be reached ({type(exc).__name__})",
+                    code="provider_unreachable",
+                    details=self._details(),
+                ) from exc
+            except httpx.HTTPError as exc:
+                raise UpstreamError(
+                    f"{what} could not be reached ({type(exc).__name__})",
+                    code="provider_unreachable",
+                    details=self._details(),
+                ) from exc
+
+            status = response.status_code
+            if status == 429 or status >= 500:
+                if attempt == 1:
+                    self._sleep(response)
+                    continue
+                code = "provider_throttled" if status == 429 else "provider_error"
+                raise UpstreamError(
+                    self._status_message(what, response, inputs), code=code, details=self._details(status=status)
+                )
+            if not 200 <= status < 300:
+                raise UpstreamError(
+                    self._status_message(what, response, inputs),
+                    code="provider_rejected",
+                    details=self._details(status=status),
+                )
+            try:
+                return response.json()
+            except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+                raise self._bad_response("the body is not JSON") from exc
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _sleep(self, response: httpx.Response | None) -> None:
+        delay = self._retry_backoff
+        if response is not None:
+            try:
+                retry_after = float(response.headers.get("retry-after", ""))
+            except ValueError:
+                retry_after = 0.0
+            if math.isfinite(retry_after) and retry_after > delay:
+                delay = min(retry_after, _MAX_RETRY_AFTER)
+        if delay > 0:
+            time.sleep(delay)
+
+    def _status_message(self, what: str, response: httpx.Response, inputs: Sequence[str]) -> str:
+        message = f"{what} answered HTTP {response.status_code}"
+        detail = self._provider_message(response, inputs)
+        return f"{message}: {detail}" if detail else message
+
+    def _provider_message(self, response: httpx.Response, inputs: Sequence[str]) -> str:
+        """The provider's error message (OpenAI, Ollama, vLLM and FastAPI shapes) when it is safe to repeat."""
+        try:
+            body = response.json()
+        except ValueError:
+            return ""
+        message: object = None
+        if isinstance(body, dict):
+            error = body.get("error")
+            if isinstance(error, dict):
+                message = error.get("message")
+            elif isinstance(error, str):
+                message = error
+            if message is None:
+                message = body.get("message", body.get("detail"))
+        if not isinstance(message, str):
+            return ""
+        message = message.strip()
+        if not message or len(message) > _MAX_PROVIDER_MESSAGE or "\n" in message:
+            return ""
+        for text in inputs:
+            fragment = text.strip()[:_FRAGMENT_CHARS]
+            if len(fragment) >= 4 and fragment in message:
+                return ""
+        if self._api_key:
+            message = message.replace(self._api_key, "[redacted]")
+        return _KEYLIKE.sub("[redacted]", message)
+
+    def _bad_response(self, reason: str) -> UpstreamError:
+        return UpstreamError(
+            f"the {self._kind} ({self._model}) returned an unexpected response: {reason}",
+            code="provider_bad_response",
+            details=self._details(),
+        )
+
+
+class OpenAIEmbedder(_Provider):
+    """Embeddings from ``POST {base_url}/embeddings``, ``batch_size`` texts per request, in input order.
+
+    ``dimensions`` is sent when set (text-embedding-3-* shorten their vectors; other servers may ignore it, in which
+    case the length check fails loudly rather than storing vectors of another size). ``purpose`` is not sent: the
+    API has no such field.
+    """
+
+    _kind = "embedding provider"
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        model: str = DEFAULT_EMBEDDING_MODEL,
+        dimensions: int | None = None,
+        *,
+        client: httpx.Client | None = None,
+        timeout: float = 30.0,
+        batch_size: int = 64,
+        retry_backoff: float = 0.5,
+    ) -> None:
+        super().__init__(base_url, api_key, model, client=client, timeout=timeout, retry_backoff=retry_backoff)
+        if dimensions is not None and dimensions <= 0:
+            raise ValueError("dimensions must be positive (or None for the model's own size)")
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self._dimensions = dimensions
+        self._batch_size = batch_size
+
+    @property
+    def name(self) -> str:
+        if self._dimensions is None:
+            return f"openai:{self._model}"
+        return f"openai:{self._model}:{self._dimensions}"
+
+    @property
+    def dimensions(self) -> int | None:
+        return self._dimensions
+
+    def embed(self, texts: Sequence[str], *, purpose: Literal["document", "query"]) -> list[list[float]]:
+        del purpose
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single string")
+        for position, text in enumerate(texts):
+            if not text.strip():
+                raise InvalidInput(f"text #{position} is empty: there is nothing to embed", code="empty_text")
+        vectors: list[list[float]] = []
+        width = self._dimensions
+        for start in range(0, len(texts), self._batch_size):
+            batch = list(texts[start : start + self._batch_size])
+            payload: dict[str, Any] = {"model": self._model, "input": batch, "encoding_format": "float"}
+            if self._dimensions is not None:
+                payload["dimensions"] = self._dimensions
+            for vector in self._parse(self._post("embeddings", payload, batch), len(batch)):
+                if width is None:
+                    width = len(vector)
+                elif len(vector) != width:
+                    expected = "were requested" if self._dimensions is not None else "came first"
+                    raise self._bad_response(f"a vector of {len(vector)} numbers where {width} {expected}")
+                vectors.append(vector)
+        return vectors
+
+    def _parse(self, body: Any, count: int) -> list[list[float]]:
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list) or len(data) != count:
+            got = len(data) if isinstance(data, list) else "no"
+            raise self._bad_response(f"{got} embeddings for {count} texts")
+        if not all(isinstance(item, dict) for item in data):
+            raise self._bad_response("an embedding entry is not an object")
+        indexes = [item.get("index") for item in data]
+        if all(index is None for index in indexes):  # some servers leave it out: keep their order
+            ordered = data
+        else:
+            if sorted(i if isinstance(i, int) and not isinstance(i, bool) else -1 for i in indexes) != list(
+                range(count)
+            ):
+                raise self._bad_response("the embeddings' index fields do not number the texts")
+            ordered = sorted(data, key=lambda item: int(item["index"]))
+        return [self._vector(item.get("embedding")) for item in ordered]
+
+    def _vector(self, raw: object) -> list[float]:
+        if isinstance(raw, str):  # base64 little-endian float32, from a server that ignored encoding_format
+            try:
+                packed = base64.b64decode(raw, validate=True)
+                raw = list(struct.unpack(f"<{len(packed) // 4}f", packed)) if len(packed) % 4 == 0 else None
+            except ValueError:
+                raw = None
+        if not isinstance(raw, list) or not raw:
+            raise self._bad_response("an embedding is not a list of numbers")
+        vector: list[float] = []
+        for value in raw:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise self._bad_response("an embedding holds a value that is not a finite number")
+            vector.append(float(value))
+        return vector
+
+
+class OpenAIChat(_Provider):
+    """Chat completions from ``POST {base_url}/chat/completions``: a system message, the conversation, the reply.
+
+    ``max_tokens`` is sent as ``max_tokens``, which OpenAI's chat models and the compatible servers all accept
+    (OpenAI's reasoning models want ``max_completion_tokens`` instead).
+    """
+
+    _kind = "chat provider"
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        model: str = DEFAULT_CHAT_MODEL,
+        *,
+        client: httpx.Client | None = None,
+        timeout: float = 60.0,
+        retry_backoff: float = 0.5,
+    ) -> None:
+        super().__init__(base_url, api_key, model, client=client, timeout=timeout, retry_backoff=retry_backoff)
+
+    @property
+    def name(self) -> str:
+        return f"openai:{self._model}"
+
+    def complete(self, system: str, messages: Sequence[ChatMessage], *, max_tokens: int = 1024) -> str:
+        if not messages:
+            raise InvalidInput("a conversation needs at least one message", code="empty_conversation")
+        if max_tokens < 1:
+            raise InvalidInput("max_tokens must be at least 1")
+        wire: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
+        wire.extend({"role": message.role, "content": message.content} for message in messages)
+        payload = {"model": self._model, "messages": wire, "max_tokens": max_tokens, "stream": False}
+        body = self._post("chat/completions", payload, [system, *(message.content for message in messages)])
+        try:
+            message = body["choices"][0]["message"]
+            content = message.get("content")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise self._bad_response("no choices[0].message") from exc
+        if content is None:  # a refusal or a filtered answer carries no content
+            return ""
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):  # content parts, as some servers send them
+            return "".join(
+                part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
+            )
+        raise self._bad_response("choices[0].message.content is neither text nor parts")
