@@ -15,7 +15,8 @@ import httpx
 import pytest
 from moto.server import ThreadedMotoServer
 
-from tests.functional.test_cli_serve import (
+from tests.support.aws import AwsResources, create_aws_resources
+from tests.support.serve import (
     ServeProcess,
     check_admin_flow,
     check_after_restart,
@@ -23,7 +24,6 @@ from tests.functional.test_cli_serve import (
     free_port,
     run_init,
 )
-from tests.support.aws import AwsResources, create_aws_resources
 
 pytestmark = [pytest.mark.slow]
 
