@@ -40,6 +40,7 @@ check: lint typecheck cfn-lint test
 
 bench: install
 	$(PY) tests/bench/cold_start.py
+	$(PY) tests/bench/search_index.py
 
 # Re-pin after changing dependencies in pyproject.toml.
 constraints: install

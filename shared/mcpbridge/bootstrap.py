@@ -6,35 +6,42 @@ random or networked is captured at import time (SnapStart restores the same snap
 
 from __future__ import annotations
 
+import logging
+import tempfile
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpbridge.identity.service import IdentityService
-from mcpbridge.ports import Clock, SecretBox, Store
+from mcpbridge.ports import Blobs, Clock, Embedder, Jobs, Llm, SearchIndex, SecretBox, Store
 from mcpbridge.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     import boto3
 
+    from mcpbridge.knowledge.answers import Answerer
+    from mcpbridge.knowledge.bases import KnowledgeBases
+    from mcpbridge.knowledge.documents import Documents
+    from mcpbridge.knowledge.reading import DocumentReader
+    from mcpbridge.knowledge.search import KnowledgeSearch
+    from mcpbridge.knowledge.wiki import Wiki
+    from mcpbridge.outbound.policy import EgressPolicy
+
+log = logging.getLogger("mcpbridge.bootstrap")
+
+_OVERRIDABLE = frozenset({"clock", "store", "secrets", "blobs", "search_index", "embedder", "llm", "egress", "jobs"})
+
 
 class Container:
     """The wired application. Tests build it with other settings or adapters through the same constructor."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        clock: Clock | None = None,
-        store: Store | None = None,
-        secrets: SecretBox | None = None,
-    ) -> None:
+    def __init__(self, settings: Settings, **overrides: Any) -> None:
+        """``overrides`` replace, by attribute name, what the settings would build (``store=...``, ``llm=None``)."""
+        unknown = set(overrides) - _OVERRIDABLE
+        if unknown:
+            raise TypeError(f"cannot override {', '.join(sorted(unknown))}")
         self.settings = settings
-        if clock is not None:
-            self.__dict__["clock"] = clock
-        if store is not None:
-            self.__dict__["store"] = store
-        if secrets is not None:
-            self.__dict__["secrets"] = secrets
+        self.__dict__.update(overrides)
 
     @cached_property
     def clock(self) -> Clock:
@@ -84,6 +91,156 @@ class Container:
     def identity(self) -> IdentityService:
         return IdentityService(self.store, self.clock)
 
+    # ------------------------------------------------------------------------------------------ knowledge
+
+    @cached_property
+    def blobs(self) -> Blobs:
+        if self.settings.backend == "aws":
+            from mcpbridge.adapters.aws.s3 import S3Blobs
+
+            return S3Blobs(self._s3, self._bucket())
+        from mcpbridge.adapters.local.files import FileBlobs
+
+        return FileBlobs(self.settings.blobs_dir)
+
+    @cached_property
+    def _s3(self) -> Any:
+        return self._aws_client("s3", connect_timeout=2, read_timeout=30)
+
+    def _bucket(self) -> str:
+        if not self.settings.bucket_name:
+            from mcpbridge.errors import Unavailable
+
+            raise Unavailable("MCPBRIDGE_BUCKET_NAME is not set", code="blobs_unconfigured")
+        return self.settings.bucket_name
+
+    @cached_property
+    def search_index(self) -> SearchIndex:
+        from mcpbridge.adapters.local.search_index import DirectoryIndexFiles, FileSearchIndex
+
+        if self.settings.backend == "aws":
+            from mcpbridge.adapters.aws.s3_search_index import S3IndexFiles
+
+            cache = self.settings.index_cache_dir or Path(tempfile.gettempdir()) / "mcpbridge-indexes"
+            return FileSearchIndex(S3IndexFiles(self.store, self._s3, self._bucket(), cache, self.clock))
+        return FileSearchIndex(DirectoryIndexFiles(self.settings.indexes_dir))
+
+    @cached_property
+    def embedder(self) -> Embedder | None:
+        settings = self.settings
+        if settings.embedding_provider == "bedrock":
+            from mcpbridge.adapters.aws.bedrock import BedrockEmbedder
+
+            client = self._aws_client("bedrock-runtime", connect_timeout=2, read_timeout=30)
+            model = settings.embedding_model or "amazon.titan-embed-text-v2:0"
+            return BedrockEmbedder(client, model_id=model, dimensions=settings.embedding_dimensions)
+        if settings.embedding_provider == "openai":
+            from mcpbridge.adapters.openai_compatible import OpenAIEmbedder
+
+            return OpenAIEmbedder(
+                settings.embedding_base_url or "https://api.openai.com/v1",
+                settings.embedding_api_key,
+                model=settings.embedding_model or "text-embedding-3-small",
+                # 0: the model's own size (Ollama and most local servers ignore a requested size).
+                dimensions=settings.embedding_dimensions or None,
+            )
+        return None
+
+    @cached_property
+    def llm(self) -> Llm | None:
+        settings = self.settings
+        if settings.llm_provider == "bedrock":
+            from mcpbridge.adapters.aws.bedrock import BedrockLlm
+
+            client = self._aws_client("bedrock-runtime", connect_timeout=2, read_timeout=120)
+            return BedrockLlm(client, model_id=settings.llm_model or "anthropic.claude-3-5-haiku-20241022-v1:0")
+        if settings.llm_provider == "openai":
+            from mcpbridge.adapters.openai_compatible import OpenAIChat
+
+            return OpenAIChat(
+                settings.llm_base_url or "https://api.openai.com/v1",
+                settings.llm_api_key,
+                model=settings.llm_model or "gpt-4o-mini",
+            )
+        return None
+
+    @cached_property
+    def egress(self) -> EgressPolicy:
+        from mcpbridge.outbound.policy import EgressPolicy
+
+        return EgressPolicy(self.settings.ssrf_allowlist)
+
+    @cached_property
+    def jobs(self) -> Jobs:
+        mode = self.settings.jobs
+        if mode == "auto":
+            mode = "lambda" if self.settings.backend == "aws" and self.settings.indexer_function else "threads"
+        if mode == "lambda":
+            from mcpbridge.adapters.aws.lambda_jobs import LambdaJobs
+
+            return LambdaJobs(
+                self._aws_client("lambda", connect_timeout=2, read_timeout=10), self.settings.indexer_function
+            )
+        from mcpbridge.adapters.local.jobs import InlineJobs, ThreadJobs
+
+        return InlineJobs(self.run_job) if mode == "inline" else ThreadJobs(self.run_job)
+
+    def run_job(self, kind: str, payload: dict[str, str]) -> None:
+        """Carry out one background job (called by the thread pool, or by the indexer Lambda function)."""
+        if kind == "index_document":
+            self.documents.run_indexing(payload["workspace_id"], payload["document_id"], int(payload["version"]))
+        elif kind == "purge_knowledge_base":
+            self.documents.purge_knowledge_base(payload["workspace_id"], payload["knowledge_base_id"])
+        else:
+            log.warning("unknown job kind %s ignored", kind)
+
+    @cached_property
+    def knowledge_bases(self) -> KnowledgeBases:
+        from mcpbridge.knowledge.bases import KnowledgeBases
+
+        return KnowledgeBases(self.store, self.clock, self.jobs)
+
+    @cached_property
+    def documents(self) -> Documents:
+        from mcpbridge.knowledge.documents import Documents
+
+        return Documents(
+            self.store,
+            self.blobs,
+            self.search_index,
+            self.jobs,
+            self.clock,
+            self.knowledge_bases,
+            embedder=self.embedder,
+            egress=self.egress,
+            max_bytes=self.settings.max_document_bytes,
+            fetch_timeout=self.settings.url_fetch_timeout_seconds,
+        )
+
+    @cached_property
+    def knowledge_search(self) -> KnowledgeSearch:
+        from mcpbridge.knowledge.search import KnowledgeSearch
+
+        return KnowledgeSearch(self.knowledge_bases, self.documents, self.search_index, self.embedder)
+
+    @cached_property
+    def reader(self) -> DocumentReader:
+        from mcpbridge.knowledge.reading import DocumentReader
+
+        return DocumentReader(self.documents, self.search_index)
+
+    @cached_property
+    def wiki(self) -> Wiki:
+        from mcpbridge.knowledge.wiki import Wiki
+
+        return Wiki(self.store, self.clock, self.knowledge_bases)
+
+    @cached_property
+    def answers(self) -> Answerer:
+        from mcpbridge.knowledge.answers import Answerer
+
+        return Answerer(self.store, self.clock, self.knowledge_search, self.llm)
+
     def preload(self) -> None:
         """Import the backend's adapter modules now (no client, no I/O), so a SnapStart snapshot holds them and
         the first request does not pay for them."""
@@ -92,10 +249,11 @@ class Container:
             import mcpbridge.adapters.aws.kms  # noqa: F401
 
     def close(self) -> None:
-        store = self.__dict__.get("store")
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
+        """Finish background jobs, then close what holds files or connections (only what was built)."""
+        for name in ("jobs", "search_index", "store"):
+            close = getattr(self.__dict__.get(name), "close", None)
+            if close is not None:
+                close()
 
 
 def build_container(settings: Settings | None = None) -> Container:

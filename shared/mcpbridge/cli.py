@@ -68,6 +68,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     container = Container(settings)
     try:
         _print_initialization(container.identity.initialize(), settings)
+        resumed = container.documents.resume_pending()
+        if resumed:
+            print(f"Resumed indexing of {resumed} document(s) left pending.", flush=True)
         print(f"mcpbridge listening on http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
         uvicorn.run(
             create_combined_app(container),

@@ -34,3 +34,17 @@ def make_handler(surface: Surface) -> LambdaHandler:
         return response
 
     return handler
+
+
+def make_job_handler() -> LambdaHandler:
+    """The indexer function: runs one background job per (asynchronous) invocation."""
+    container = build_container()
+    container.preload()
+    logging_ = LambdaLogging(container.settings.log_level)
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        logging_.bind(context)
+        container.run_job(str(event["kind"]), {k: str(v) for k, v in dict(event["payload"]).items()})
+        return {"status": "done"}
+
+    return handler

@@ -6,10 +6,12 @@ tests match a Protocol without inheriting from it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from mcpbridge.domain.items import Condition, IndexName, Item, Key, Page, Update, WriteOp
+from mcpbridge.domain.knowledge import Chunk, Hit
 from mcpbridge.domain.secrets import SecretContext
 
 
@@ -78,3 +80,117 @@ class SecretBox(Protocol):
     def ping(self) -> None:
         """Raise ``errors.Unavailable`` when the key material cannot be reached."""
         ...
+
+
+class Blobs(Protocol):
+    """Opaque bytes by key (S3 on AWS, files in the data directory locally)."""
+
+    def put(self, key: str, data: bytes, *, content_type: str = "application/octet-stream") -> None: ...
+
+    def get(self, key: str) -> bytes | None:
+        """The bytes, or None when there is no such blob."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Idempotent."""
+        ...
+
+
+class Embedder(Protocol):
+    """Turns texts into vectors (Bedrock Titan v2, an OpenAI-compatible endpoint, or a test embedder)."""
+
+    @property
+    def name(self) -> str:
+        """Provider and model, e.g. ``bedrock:amazon.titan-embed-text-v2:0``; stored beside the vectors it made."""
+        ...
+
+    def embed(self, texts: Sequence[str], *, purpose: Literal["document", "query"]) -> list[list[float]]:
+        """One vector per text, in order. Raise ``errors.UpstreamError``/``Unavailable`` when the provider fails."""
+        ...
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class Llm(Protocol):
+    """A chat model (Bedrock Converse, an OpenAI-compatible chat endpoint)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def complete(self, system: str, messages: Sequence[ChatMessage], *, max_tokens: int = 1024) -> str:
+        """The assistant's reply. Raise ``errors.UpstreamError``/``Unavailable`` when the provider fails."""
+        ...
+
+
+class SearchIndex(Protocol):
+    """Chunks of documents, per knowledge base, searchable by keywords (BM25) and by vectors.
+
+    Filters (``document_ids``) apply before recall: a search never returns, nor ranks against, chunks outside them.
+    """
+
+    def replace_document(
+        self,
+        kb_id: str,
+        document_id: str,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]] | None,
+        embedder_name: str | None,
+    ) -> None:
+        """Make ``chunks`` (and their vectors, same order, made by ``embedder_name``) the document's whole indexed
+        content. A knowledge base never mixes vectors of two embedders (ValueError)."""
+        ...
+
+    def delete_document(self, kb_id: str, document_id: str) -> None: ...
+
+    def delete_knowledge_base(self, kb_id: str) -> None: ...
+
+    def keyword(
+        self, kb_ids: Collection[str], query: str, *, document_ids: Collection[str] | None = None, limit: int = 10
+    ) -> list[Hit]: ...
+
+    def semantic(
+        self,
+        kb_ids: Collection[str],
+        vector: Sequence[float],
+        *,
+        document_ids: Collection[str] | None = None,
+        limit: int = 10,
+    ) -> list[Hit]: ...
+
+    def chunks(self, kb_id: str, document_id: str, *, offset: int = 0, limit: int | None = None) -> list[Chunk]:
+        """Chunks of one document in reading order."""
+        ...
+
+    def count(self, kb_id: str, document_id: str) -> int:
+        """How many chunks the document has."""
+        ...
+
+    def chunk_at_line(self, kb_id: str, document_id: str, line: int) -> Chunk | None:
+        """The chunk whose line range holds ``line`` (else the next one after it)."""
+        ...
+
+    def candidates(
+        self,
+        kb_ids: Collection[str],
+        words: Sequence[str],
+        *,
+        document_ids: Collection[str] | None = None,
+        limit: int = 30,
+    ) -> list[Chunk]:
+        """Chunks holding every one of ``words`` by the keyword index, best first (grep's candidates)."""
+        ...
+
+    def has_vectors(self, kb_id: str) -> bool: ...
+
+
+class Jobs(Protocol):
+    """Work that runs after the request that asked for it (an in-process pool locally, an async Lambda on AWS).
+
+    A job is a small JSON payload naming what to do; it must be safe to run twice (deliveries are at least once).
+    """
+
+    def submit(self, kind: str, payload: dict[str, str]) -> None: ...

@@ -38,7 +38,36 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
 
-    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    # Outbound HTTP (URL import, external MCP services, OAuth metadata)
+    ssrf_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Hostnames, IPs or CIDRs that may be reached although private (an internal server inside the VPC)."""
+
+    # Background jobs (indexing): threads locally; on AWS an asynchronous invocation of the indexer function
+    jobs: Literal["auto", "threads", "inline", "lambda"] = "auto"
+    indexer_function: str = ""
+
+    # Knowledge
+    index_cache_dir: Path | None = None
+    """AWS mode: where index files fetched from S3 are cached (default: <system temp dir>/mcpbridge-indexes)."""
+    max_document_bytes: int = 5 * 1024 * 1024
+    url_fetch_timeout_seconds: float = 15.0
+
+    embedding_provider: Literal["none", "bedrock", "openai"] = "none"
+    embedding_model: str = ""
+    """Default: amazon.titan-embed-text-v2:0 (bedrock), text-embedding-3-small (openai)."""
+    embedding_base_url: str = ""
+    """OpenAI-compatible base URL, e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1 (Ollama)."""
+    embedding_api_key: str = ""
+    embedding_dimensions: int = 512
+    """Titan v2: 256, 512 or 1024. OpenAI-compatible: requested size, or 0 for the model's own (Ollama, vLLM)."""
+
+    llm_provider: Literal["none", "bedrock", "openai"] = "none"
+    llm_model: str = ""
+    """Default: anthropic.claude-3-5-haiku-20241022-v1:0 (bedrock), gpt-4o-mini (openai)."""
+    llm_base_url: str = ""
+    llm_api_key: str = ""
+
+    @field_validator("allowed_hosts", "allowed_origins", "ssrf_allowlist", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         return _split_csv(value)
@@ -50,6 +79,14 @@ class Settings(BaseSettings):
     @property
     def key_file(self) -> Path:
         return self.data_dir / "secret.key"
+
+    @property
+    def blobs_dir(self) -> Path:
+        return self.data_dir / "blobs"
+
+    @property
+    def indexes_dir(self) -> Path:
+        return self.data_dir / "indexes"
 
 
 def get_settings() -> Settings:

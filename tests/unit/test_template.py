@@ -1,8 +1,10 @@
-"""``template.yaml`` agrees with the code: table schema, function code, runtime, IAM scope, and the test helpers."""
+"""``template.yaml`` agrees with the code: table schema, function code, runtime, settings, IAM scope, and the test
+helpers."""
 
 from __future__ import annotations
 
 import ast
+import typing
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ import pytest
 from moto import mock_aws
 
 from mcpbridge.domain.items import INDEX_KEYS, KEY_ATTRS, TTL_ATTR
+from mcpbridge.settings import Settings
 from tests.support.aws import (
     REPO_ROOT,
     create_aws_resources,
@@ -26,7 +29,12 @@ TEMPLATE = load_template()
 RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
 TABLE: dict[str, Any] = RESOURCES["Table"]["Properties"]
 FUNCTIONS = {name: r for name, r in RESOURCES.items() if r["Type"] == "AWS::Serverless::Function"}
+HTTP_FUNCTIONS = {"AdminApiFunction", "McpEndpointFunction", "OAuthCallbackFunction", "ResolutionsFunction"}
+INDEXER = "IndexerFunction"
+# The functions that submit background jobs, i.e. invoke the indexer.
+JOB_SUBMITTERS = {"AdminApiFunction", "McpEndpointFunction"}
 RUNTIME = "python3.13"
+GLOBAL_ENV: dict[str, Any] = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
 
 
 def function_property(name: str, prop: str) -> Any:
@@ -129,13 +137,8 @@ def test_table_create_kwargs_follow_the_template() -> None:
 # ------------------------------------------------------------------------------------------------ functions
 
 
-def test_there_are_four_functions() -> None:
-    assert set(FUNCTIONS) == {
-        "AdminApiFunction",
-        "McpEndpointFunction",
-        "OAuthCallbackFunction",
-        "ResolutionsFunction",
-    }
+def test_there_are_five_functions() -> None:
+    assert set(FUNCTIONS) == HTTP_FUNCTIONS | {INDEXER}
 
 
 def _defines_handler(source: str) -> bool:
@@ -168,7 +171,38 @@ def test_function_runtime_and_architecture(name: str) -> None:
     assert function_property(name, "Runtime") == RUNTIME
     assert function_property(name, "Architectures") == ["arm64"]
     assert function_property(name, "Layers") == [{"Ref": "CoreLayer"}]
-    assert function_property(name, "Timeout") < 30
+    assert function_property(name, "AutoPublishAlias") == "live"
+    assert function_property(name, "SnapStart") == {"ApplyOn": "PublishedVersions"}
+    if name in HTTP_FUNCTIONS:
+        # API Gateway HTTP APIs give up on an integration after 30 s.
+        assert function_property(name, "Timeout") < 30
+    else:
+        assert function_property(name, "Timeout") == 900
+        assert function_property(name, "MemorySize") == 2048
+
+
+def test_indexer_is_invoked_asynchronously_with_bounded_retries() -> None:
+    assert function_property(INDEXER, "EventInvokeConfig") == {
+        "MaximumRetryAttempts": 2,
+        "MaximumEventAgeInSeconds": 3600,
+    }
+    assert Path(REPO_ROOT, function_property(INDEXER, "CodeUri")) == REPO_ROOT / "functions" / "indexer"
+
+
+def test_only_the_http_functions_are_behind_the_api() -> None:
+    for name in HTTP_FUNCTIONS:
+        events = function_property(name, "Events")
+        assert events, name
+        assert all(e["Type"] == "HttpApi" and e["Properties"]["ApiId"] == {"Ref": "HttpApi"} for e in events.values())
+    assert function_property(INDEXER, "Events") is None
+    assert "Events" not in TEMPLATE["Globals"]["Function"]
+    # Nothing grants a service the right to invoke it, and the API's own definition does not name it.
+    assert not any(r["Type"] == "AWS::Lambda::Permission" and _references(r, INDEXER) for r in RESOURCES.values())
+    assert not _references(RESOURCES["HttpApi"], INDEXER)
+    assert not _references(TEMPLATE["Globals"], INDEXER)
+    # Only the job submitters (their environment) and their roles (the invoke permission) name the indexer.
+    referrers = {name for name, r in RESOURCES.items() if name != INDEXER and _references(r, INDEXER)}
+    assert referrers == JOB_SUBMITTERS | {_role_of(name) for name in JOB_SUBMITTERS}
 
 
 def test_layer_matches_the_functions() -> None:
@@ -182,7 +216,9 @@ def test_layer_matches_the_functions() -> None:
 
 def _references(value: Any, name: str) -> bool:
     if isinstance(value, dict):
-        if value.get("Ref") == name:
+        ref = value.get("Ref")
+        # SAM's referenceable properties: `!Ref Function.Alias` is the function's alias.
+        if isinstance(ref, str) and (ref == name or ref.startswith(name + ".")):
             return True
         getatt = value.get("Fn::GetAtt")
         if isinstance(getatt, list) and getatt and getatt[0] == name:
@@ -197,18 +233,81 @@ def _references(value: Any, name: str) -> bool:
     return False
 
 
+def function_environment(name: str) -> dict[str, Any]:
+    """The function's variables as SAM merges them: its own over ``Globals``."""
+    return GLOBAL_ENV | FUNCTIONS[name]["Properties"].get("Environment", {}).get("Variables", {})
+
+
+# Template parameter -> the setting it configures, on every function.
+PARAMETER_ENV = {
+    "LogLevel": "MCPBRIDGE_LOG_LEVEL",
+    "AllowedOrigins": "MCPBRIDGE_ALLOWED_ORIGINS",
+    "FrontendUrls": "MCPBRIDGE_FRONTEND_URLS",
+    "SsrfAllowlist": "MCPBRIDGE_SSRF_ALLOWLIST",
+    "EmbeddingProvider": "MCPBRIDGE_EMBEDDING_PROVIDER",
+    "EmbeddingModel": "MCPBRIDGE_EMBEDDING_MODEL",
+    "EmbeddingDimensions": "MCPBRIDGE_EMBEDDING_DIMENSIONS",
+    "LlmProvider": "MCPBRIDGE_LLM_PROVIDER",
+    "LlmModel": "MCPBRIDGE_LLM_MODEL",
+}
+
+
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_function_environment(name: str) -> None:
-    env = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"] | (
-        FUNCTIONS[name]["Properties"].get("Environment", {}).get("Variables", {})
-    )
+    env = function_environment(name)
     assert env["MCPBRIDGE_BACKEND"] == "aws"
     assert env["MCPBRIDGE_TABLE_NAME"] == {"Ref": "Table"}
     assert _references(env["MCPBRIDGE_KMS_KEY_ID"], "SecretsKey")
     assert env["MCPBRIDGE_BUCKET_NAME"] == {"Ref": "Bucket"}
-    assert {"MCPBRIDGE_LOG_LEVEL", "MCPBRIDGE_ALLOWED_ORIGINS", "MCPBRIDGE_FRONTEND_URLS"} <= set(env)
+    for parameter, variable in PARAMETER_ENV.items():
+        assert env[variable] == {"Ref": parameter}, variable
     # The API depends on the functions; a function referencing the API would be a circular dependency.
     assert not _references(env, "HttpApi")
+    if name in JOB_SUBMITTERS:
+        # The alias ARN: the jobs run the published (SnapStart) version under the alias's EventInvokeConfig.
+        assert env["MCPBRIDGE_INDEXER_FUNCTION"] == {"Ref": f"{INDEXER}.Alias"}
+    else:
+        assert "MCPBRIDGE_INDEXER_FUNCTION" not in env
+        assert not _references(env, INDEXER)
+
+
+def test_globals_environment_does_not_name_the_indexer() -> None:
+    # The indexer inherits Globals: referencing it there would make it depend on itself.
+    assert not _references(GLOBAL_ENV, INDEXER)
+    assert "MCPBRIDGE_INDEXER_FUNCTION" not in GLOBAL_ENV
+
+
+def test_environment_variables_are_settings() -> None:
+    prefix = Settings.model_config["env_prefix"]
+    assert prefix == "MCPBRIDGE_"
+    fields = {prefix + field.upper() for field in Settings.model_fields}
+    # Passed ahead of the setting that will read it (the OAuth redirect targets); Settings ignores it until then.
+    not_yet_read = {"MCPBRIDGE_FRONTEND_URLS"}
+    for name in FUNCTIONS:
+        variables = {v for v in function_environment(name) if v.startswith("MCPBRIDGE_")}
+        assert variables - not_yet_read <= fields, f"{name}: {sorted(variables - fields)} are not settings"
+
+
+def test_parameters() -> None:
+    parameters = TEMPLATE["Parameters"]
+    assert set(PARAMETER_ENV) <= set(parameters)
+    for provider in ("EmbeddingProvider", "LlmProvider"):
+        field = Settings.model_fields[provider.replace("Provider", "").lower() + "_provider"]
+        assert parameters[provider]["AllowedValues"] == list(typing.get_args(field.annotation)), provider
+    assert parameters["EmbeddingProvider"]["Default"] == "bedrock"
+    assert parameters["EmbeddingModel"]["Default"] == "amazon.titan-embed-text-v2:0"
+    assert parameters["EmbeddingDimensions"]["Default"] == 512
+    assert parameters["EmbeddingDimensions"]["AllowedValues"] == [256, 512, 1024]
+    assert parameters["LlmProvider"]["Default"] == "none"
+    assert parameters["LlmModel"]["Default"] == "anthropic.claude-3-5-haiku-20241022-v1:0"
+    assert parameters["SsrfAllowlist"]["Default"] == ""
+    # Credentials of OpenAI-compatible providers are not parameters (they would sit in the stack in clear text).
+    assert not any("key" in p.lower() or "url" in p.lower() for p in parameters if p != "FrontendUrls")
+    assert not any(v.endswith(("_API_KEY", "_BASE_URL")) for v in GLOBAL_ENV)
+    assert TEMPLATE["Conditions"] == {
+        "EmbeddingOnBedrock": {"Fn::Equals": [{"Ref": "EmbeddingProvider"}, "bedrock"]},
+        "LlmOnBedrock": {"Fn::Equals": [{"Ref": "LlmProvider"}, "bedrock"]},
+    }
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
@@ -216,17 +315,31 @@ def test_function_logs_to_its_own_log_group(name: str) -> None:
     group = function_property(name, "LoggingConfig")["LogGroup"]["Ref"]
     assert RESOURCES[group]["Type"] == "AWS::Logs::LogGroup"
     assert RESOURCES[group]["Properties"]["RetentionInDays"] == 30
+    others = {function_property(other, "LoggingConfig")["LogGroup"]["Ref"] for other in FUNCTIONS if other != name}
+    assert group not in others
 
 
 # ------------------------------------------------------------------------------------------------ IAM
+
+
+_NO_VALUE = {"Ref": "AWS::NoValue"}
+
+
+def _branches(statement: Any) -> list[dict[str, Any]]:
+    """The statements a list entry may become: both sides of an ``Fn::If`` (minus ``AWS::NoValue``), or itself."""
+    if isinstance(statement, dict) and set(statement) == {"Fn::If"}:
+        _, when_true, when_false = statement["Fn::If"]
+        return [s for branch in (when_true, when_false) if branch != _NO_VALUE for s in _branches(branch)]
+    return [statement]
 
 
 def _statements(value: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
     if isinstance(value, dict):
         statements = value.get("Statement")
         if statements is not None:
-            for i, statement in enumerate(statements if isinstance(statements, list) else [statements]):
-                yield f"{path}/Statement/{i}", statement
+            for i, entry in enumerate(statements if isinstance(statements, list) else [statements]):
+                for statement in _branches(entry):
+                    yield f"{path}/Statement/{i}", statement
         for key, child in value.items():
             if key != "Statement":
                 yield from _statements(child, f"{path}/{key}")
@@ -262,37 +375,136 @@ def test_no_wildcard_resources_except_where_aws_requires_them() -> None:
     assert not any("NotResource" in statement or "NotAction" in statement for _, statement in statements)
 
 
+def _role_of(function_name: str) -> str:
+    role = function_property(function_name, "Role")
+    assert set(role) == {"Fn::GetAtt"}
+    assert role["Fn::GetAtt"][1] == "Arn"
+    name: str = role["Fn::GetAtt"][0]
+    return name
+
+
+def _role_statements(function_name: str) -> list[dict[str, Any]]:
+    """Every statement the function's role may hold (conditional ones included)."""
+    return [
+        statement
+        for policy in RESOURCES[_role_of(function_name)]["Properties"]["Policies"]
+        for entry in policy["PolicyDocument"]["Statement"]
+        for statement in _branches(entry)
+    ]
+
+
 def _role_actions(function_name: str) -> set[str]:
-    role = function_property(function_name, "Role")["Fn::GetAtt"][0]
     return {
         action
-        for policy in RESOURCES[role]["Properties"]["Policies"]
-        for statement in policy["PolicyDocument"]["Statement"]
+        for statement in _role_statements(function_name)
         if statement["Effect"] == "Allow"
         for action in _as_list(statement["Action"])
     }
+
+
+def test_every_function_has_its_own_role() -> None:
+    roles = [_role_of(name) for name in FUNCTIONS]
+    assert len(set(roles)) == len(roles)
+    for role in roles:
+        assert RESOURCES[role]["Type"] == "AWS::IAM::Role"
 
 
 def test_roles_grant_what_each_function_needs_and_no_more() -> None:
     assert function_property("ResolutionsFunction", "Policies") is None  # explicit roles, no SAM-generated ones
     kms_read = {"kms:Decrypt", "kms:DescribeKey"}
     kms_rw = kms_read | {"kms:GenerateDataKey"}
-    admin = _role_actions("AdminApiFunction")
-    assert kms_rw <= admin
-    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"} <= admin
-    mcp = _role_actions("McpEndpointFunction")
-    assert kms_rw <= mcp
-    assert "s3:GetObject" in mcp
-    assert not {"s3:PutObject", "s3:DeleteObject"} & mcp
+    # Documents (blobs) and index files: objects in the SSE-KMS bucket, so S3 access comes with the key's data-key
+    # actions; ListBucket turns a missing object into 404 rather than 403.
+    s3_rw = {"s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+    for name in (*JOB_SUBMITTERS, INDEXER):
+        actions = _role_actions(name)
+        assert kms_rw <= actions, name
+        assert {a for a in actions if a.startswith("s3:")} == s3_rw, name
     oauth = _role_actions("OAuthCallbackFunction")
     assert kms_rw <= oauth
     assert not any(a.startswith("s3:") for a in oauth)
     resolutions = _role_actions("ResolutionsFunction")
     assert {a for a in resolutions if a.startswith("kms:")} == kms_read
     assert not any(a.startswith("s3:") for a in resolutions)
-    for actions in (admin, mcp, oauth, resolutions):
-        assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"} <= actions
-        assert not any(a.endswith("*") for a in actions)
+    table_actions = {
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:ConditionCheckItem",
+        "dynamodb:Query",
+        "dynamodb:DescribeTable",
+    }
+    for name in FUNCTIONS:
+        actions = _role_actions(name)
+        assert {a for a in actions if a.startswith("dynamodb:")} == table_actions, name
+        assert not any(a.endswith("*") for a in actions), name
+
+
+def test_only_the_job_submitters_may_invoke_the_indexer_and_only_it() -> None:
+    indexer_arns = [{"Fn::GetAtt": [INDEXER, "Arn"]}, {"Fn::Sub": "${" + INDEXER + ".Arn}:*"}]
+    for name in FUNCTIONS:
+        lambda_statements = [
+            s for s in _role_statements(name) if any(str(a).startswith("lambda:") for a in _as_list(s["Action"]))
+        ]
+        if name in JOB_SUBMITTERS:
+            (statement,) = lambda_statements
+            assert statement["Effect"] == "Allow"
+            assert _as_list(statement["Action"]) == ["lambda:InvokeFunction"]
+            # The function, its versions and its alias: the alias ARN is what the functions are given.
+            assert _as_list(statement["Resource"]) == indexer_arns
+            assert "Condition" not in statement
+        else:
+            assert lambda_statements == [], name
+    # Nor may anything else in the template (a resource policy, another role).
+    granted = [
+        path
+        for path, statement in _statements(TEMPLATE)
+        if any(str(a).startswith("lambda:") for a in _as_list(statement.get("Action", [])))
+    ]
+    assert len(granted) == len(JOB_SUBMITTERS)
+    assert all(path.split("/")[2] in {_role_of(name) for name in JOB_SUBMITTERS} for path in granted)
+
+
+def _foundation_model(parameter: str) -> dict[str, str]:
+    return {"Fn::Sub": "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${" + parameter + "}"}
+
+
+def test_bedrock_access_is_conditional_and_per_model() -> None:
+    # Statements exist only when that provider is bedrock, and name the one configured model.
+    expected = {
+        "EmbeddingOnBedrock": ("BedrockEmbeddingModel", _foundation_model("EmbeddingModel")),
+        "LlmOnBedrock": ("BedrockLlmModel", _foundation_model("LlmModel")),
+    }
+    uses = {
+        "AdminApiFunction": {"EmbeddingOnBedrock", "LlmOnBedrock"},  # query embeddings, answers
+        "McpEndpointFunction": {"EmbeddingOnBedrock", "LlmOnBedrock"},
+        INDEXER: {"EmbeddingOnBedrock"},  # document embeddings
+        "OAuthCallbackFunction": set(),
+        "ResolutionsFunction": set(),
+    }
+    assert set(uses) == set(FUNCTIONS)
+    for name, conditions in uses.items():
+        found = set()
+        for policy in RESOURCES[_role_of(name)]["Properties"]["Policies"]:
+            for entry in policy["PolicyDocument"]["Statement"]:
+                bedrock = [
+                    s for s in _branches(entry) if any(str(a).startswith("bedrock:") for a in _as_list(s["Action"]))
+                ]
+                if not bedrock:
+                    continue
+                condition, when_true, when_false = entry["Fn::If"]
+                assert when_false == _NO_VALUE
+                sid, resource = expected[condition]
+                # Converse is authorised by bedrock:InvokeModel.
+                assert when_true == {
+                    "Sid": sid,
+                    "Effect": "Allow",
+                    "Action": "bedrock:InvokeModel",
+                    "Resource": resource,
+                }
+                found.add(condition)
+        assert found == conditions, name
 
 
 def test_bucket_is_private_encrypted_and_tls_only() -> None:

@@ -14,12 +14,12 @@ from fastapi import APIRouter, FastAPI
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.problems import install_problem_handlers
-from mcpbridge.http.routes import api_keys, health, mcp, oauth_callback, resolutions
+from mcpbridge.http.routes import api_keys, documents, health, knowledge, mcp, oauth_callback, resolutions, wiki
 
 Surface = Literal["admin_api", "mcp_endpoint", "oauth_callback", "resolutions"]
 
 _SURFACES: dict[Surface, tuple[APIRouter, ...]] = {
-    "admin_api": (api_keys.router,),
+    "admin_api": (api_keys.router, knowledge.router, documents.router, wiki.router),
     "mcp_endpoint": (mcp.router,),
     "oauth_callback": (oauth_callback.router,),
     "resolutions": (resolutions.router,),

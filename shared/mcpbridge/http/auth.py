@@ -8,7 +8,8 @@ from fastapi import Depends, Request
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import Principal
-from mcpbridge.errors import Unauthenticated
+from mcpbridge.domain.knowledge import KnowledgeAccess
+from mcpbridge.errors import Forbidden, Unauthenticated
 
 
 def container_of(request: Request) -> Container:
@@ -32,3 +33,17 @@ def current_principal(request: Request) -> Principal:
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
 ContainerDep = Annotated[Container, Depends(container_of)]
+
+
+def knowledge_access(principal: Principal, capability: str) -> KnowledgeAccess:
+    """The knowledge a principal may reach for ``capability`` (read, ask, wiki): its workspace, its KB whitelist."""
+    if not principal.scope.allows(capability):
+        raise Forbidden(f"this API key lacks the {capability} capability", code="capability_missing")
+    return KnowledgeAccess(principal.workspace_id, principal.scope.knowledge_base_ids)
+
+
+def knowledge_write_access(principal: Principal, capability: str) -> KnowledgeAccess:
+    """As ``knowledge_access``, for changes: an admin key with ``capability`` (write, manage_knowledge)."""
+    if not principal.is_admin:
+        raise Forbidden("this needs an admin API key", code="admin_required")
+    return knowledge_access(principal, capability)

@@ -1,0 +1,200 @@
+"""Documents: ``/api/v1/knowledge-bases/{kb_id}/documents`` (list, create from text or URL, upload a file) and
+``/api/v1/documents/{id}`` (get, read, update, delete). Creating returns at once with ``parse_status: pending``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from anyio import to_thread
+from fastapi import APIRouter, File, Form, Query, Response, UploadFile
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from mcpbridge.domain.knowledge import Document
+from mcpbridge.errors import InvalidInput, PayloadTooLarge
+from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.http.routes.knowledge import ChunkOut
+
+router = APIRouter(prefix="/api/v1", tags=["documents"])
+
+
+class DocumentIn(BaseModel):
+    """Exactly one of ``content`` (Markdown or plain text) and ``url`` (fetched now, through the SSRF guard)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    title: str = Field(min_length=1, max_length=255)
+    content: str | None = None
+    url: str | None = Field(default=None, max_length=2048)
+    format: Literal["markdown", "text"] = "markdown"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DocumentIn:
+        if (self.content is None) == (self.url is None):
+            raise ValueError("give either content or url")
+        return self
+
+
+class DocumentPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    title: str | None = Field(default=None, min_length=1, max_length=255)
+    content: str | None = None
+
+
+class DocumentOut(BaseModel):
+    id: str
+    knowledge_base_id: str
+    title: str
+    source: str
+    url: str | None
+    filename: str | None
+    content_type: str
+    size_bytes: int
+    version: int
+    parse_status: str
+    parse_error: str | None
+    chunk_count: int
+    line_count: int
+    created_at: str
+    updated_at: str
+    indexed_at: str | None
+    content: str | None = Field(default=None, description="The indexed text, with include_content=true.")
+
+    @classmethod
+    def of(cls, document: Document, content: str | None = None) -> DocumentOut:
+        fields = {name: getattr(document, name) for name in cls.model_fields if name != "content"}
+        return cls(**fields, content=content)
+
+
+class DocumentPageOut(BaseModel):
+    knowledge_base_id: str
+    total: int
+    page: int
+    page_size: int
+    has_more: bool
+    documents: list[DocumentOut]
+
+
+@router.get("/knowledge-bases/{kb_id}/documents")
+def list_documents(
+    kb_id: str,
+    principal: CurrentPrincipal,
+    container: ContainerDep,
+    keyword: str | None = Query(default=None, max_length=255),
+    page: int = Query(default=1, ge=1),
+    page_size: int = Query(default=20, ge=1, le=100),
+) -> DocumentPageOut:
+    result = container.documents.list_documents(
+        knowledge_access(principal, "read"), kb_id, keyword=keyword, page=page, page_size=page_size
+    )
+    return DocumentPageOut(
+        knowledge_base_id=kb_id,
+        total=result.total,
+        page=result.page,
+        page_size=result.page_size,
+        has_more=result.has_more,
+        documents=[DocumentOut.of(d) for d in result.items],
+    )
+
+
+@router.post("/knowledge-bases/{kb_id}/documents", status_code=201)
+def create_document(kb_id: str, body: DocumentIn, principal: CurrentPrincipal, container: ContainerDep) -> DocumentOut:
+    access = knowledge_write_access(principal, "write")
+    if body.url is not None:
+        document = container.documents.create_from_url(access, kb_id, title=body.title, url=body.url)
+    else:
+        assert body.content is not None
+        document = container.documents.create_from_text(
+            access, kb_id, title=body.title, content=body.content, format=body.format
+        )
+    return DocumentOut.of(document)
+
+
+@router.post("/knowledge-bases/{kb_id}/documents/upload", status_code=201)
+async def upload_document(
+    kb_id: str,
+    principal: CurrentPrincipal,
+    container: ContainerDep,
+    file: Annotated[UploadFile, File(description="Markdown, text, HTML or PDF")],
+    title: Annotated[str | None, Form(max_length=255)] = None,
+) -> DocumentOut:
+    access = knowledge_write_access(principal, "write")
+    limit = container.settings.max_document_bytes
+    data = await file.read(limit + 1)
+    if len(data) > limit:
+        raise PayloadTooLarge(f"the file is larger than {limit} bytes", code="document_too_large")
+    if not file.filename:
+        raise InvalidInput("the upload has no file name", code="invalid_file")
+    document = await to_thread.run_sync(
+        lambda: container.documents.create_from_file(
+            access,
+            kb_id,
+            title=title,
+            filename=file.filename or "",
+            content_type=file.content_type or "application/octet-stream",
+            data=data,
+        )
+    )
+    return DocumentOut.of(document)
+
+
+@router.get("/documents/{document_id}")
+def get_document(
+    document_id: str, principal: CurrentPrincipal, container: ContainerDep, include_content: bool = False
+) -> DocumentOut:
+    document = container.documents.get(knowledge_access(principal, "read"), document_id)
+    return DocumentOut.of(document, container.documents.text(document) if include_content else None)
+
+
+@router.put("/documents/{document_id}")
+def update_document(
+    document_id: str, body: DocumentPatch, principal: CurrentPrincipal, container: ContainerDep
+) -> DocumentOut:
+    access = knowledge_write_access(principal, "write")
+    return DocumentOut.of(container.documents.update(access, document_id, title=body.title, content=body.content))
+
+
+@router.delete("/documents/{document_id}", status_code=204)
+def delete_document(document_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
+    container.documents.delete(knowledge_write_access(principal, "write"), document_id)
+    return Response(status_code=204)
+
+
+class ReadChunkOut(ChunkOut):
+    matched: bool
+
+
+class ReadOut(BaseModel):
+    document: DocumentOut
+    chunks: list[ReadChunkOut]
+    total_chunks: int
+    next_offset: int | None
+    truncated: bool
+    query: str | None
+    matches: int
+    note: str | None
+
+
+@router.get("/documents/{document_id}/read")
+def read_document(
+    document_id: str,
+    principal: CurrentPrincipal,
+    container: ContainerDep,
+    offset: int = Query(default=0, ge=0),
+    limit: int = Query(default=20, ge=1, le=100),
+    query: str | None = Query(default=None, max_length=500),
+    line: int | None = Query(default=None, ge=1),
+) -> ReadOut:
+    result = container.reader.read(
+        knowledge_access(principal, "read"), document_id, offset=offset, limit=limit, query=query, line=line
+    )
+    return ReadOut(
+        document=DocumentOut.of(result.document),
+        chunks=[ReadChunkOut(**ChunkOut.of(r.chunk).model_dump(), matched=r.matched) for r in result.chunks],
+        total_chunks=result.total_chunks,
+        next_offset=result.next_offset,
+        truncated=result.truncated,
+        query=result.query,
+        matches=result.matches,
+        note=result.note,
+    )

@@ -1,0 +1,253 @@
+"""Knowledge bases (``/api/v1/knowledge-bases``) and the retrieval calls the MCP tools also make
+(``/api/v1/knowledge/search``, ``/grep``, ``/ask``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcpbridge.bootstrap import Container
+from mcpbridge.domain.knowledge import Chunk, KnowledgeBase
+from mcpbridge.errors import Forbidden
+from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.knowledge.answers import Answer
+
+router = APIRouter(prefix="/api/v1", tags=["knowledge"])
+
+
+class KnowledgeBaseIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(min_length=1, max_length=255)
+    description: str = Field(default="", max_length=2000)
+
+
+class KnowledgeBasePatch(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+    description: str | None = Field(default=None, max_length=2000)
+
+
+class KnowledgeBaseOut(BaseModel):
+    id: str
+    name: str
+    description: str
+    capabilities: list[Literal["keyword", "semantic", "wiki"]]
+    document_count: int
+    wiki_page_count: int
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, kb: KnowledgeBase, container: Container) -> KnowledgeBaseOut:
+        return cls(
+            id=kb.id,
+            name=kb.name,
+            description=kb.description,
+            capabilities=capabilities(kb, container),
+            document_count=kb.document_count,
+            wiki_page_count=kb.wiki_page_count,
+            created_at=kb.created_at,
+            updated_at=kb.updated_at,
+        )
+
+
+def capabilities(kb: KnowledgeBase, container: Container) -> list[Literal["keyword", "semantic", "wiki"]]:
+    found: list[Literal["keyword", "semantic", "wiki"]] = ["keyword"]
+    if container.embedder is not None:
+        found.append("semantic")
+    if kb.wiki_page_count > 0:
+        found.append("wiki")
+    return found
+
+
+class KnowledgeBaseList(BaseModel):
+    items: list[KnowledgeBaseOut]
+    total: int
+
+
+@router.get("/knowledge-bases")
+def list_knowledge_bases(principal: CurrentPrincipal, container: ContainerDep) -> KnowledgeBaseList:
+    bases = container.knowledge_bases.list_bases(knowledge_access(principal, "read"))
+    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb, container) for kb in bases], total=len(bases))
+
+
+@router.post("/knowledge-bases", status_code=201)
+def create_knowledge_base(
+    body: KnowledgeBaseIn, principal: CurrentPrincipal, container: ContainerDep
+) -> KnowledgeBaseOut:
+    access = knowledge_write_access(principal, "manage_knowledge")
+    if access.knowledge_base_ids is not None:
+        raise Forbidden("a key limited to some knowledge bases cannot create one", code="scope_exceeded")
+    kb = container.knowledge_bases.create(access, name=body.name, description=body.description)
+    return KnowledgeBaseOut.of(kb, container)
+
+
+@router.get("/knowledge-bases/{kb_id}")
+def get_knowledge_base(kb_id: str, principal: CurrentPrincipal, container: ContainerDep) -> KnowledgeBaseOut:
+    return KnowledgeBaseOut.of(container.knowledge_bases.get(knowledge_access(principal, "read"), kb_id), container)
+
+
+@router.put("/knowledge-bases/{kb_id}")
+def update_knowledge_base(
+    kb_id: str, body: KnowledgeBasePatch, principal: CurrentPrincipal, container: ContainerDep
+) -> KnowledgeBaseOut:
+    access = knowledge_write_access(principal, "manage_knowledge")
+    kb = container.knowledge_bases.update(access, kb_id, name=body.name, description=body.description)
+    return KnowledgeBaseOut.of(kb, container)
+
+
+@router.delete("/knowledge-bases/{kb_id}", status_code=204)
+def delete_knowledge_base(kb_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
+    container.knowledge_bases.delete(knowledge_write_access(principal, "manage_knowledge"), kb_id)
+    return Response(status_code=204)
+
+
+# ---------------------------------------------------------------------------------------------------- retrieval
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000)
+    mode: Literal["hybrid", "semantic", "keyword"] = "hybrid"
+    limit: int = Field(default=10, ge=1, le=30)
+    knowledge_base_ids: list[str] | None = None
+    knowledge_ids: list[str] | None = None
+
+
+class ChunkOut(BaseModel):
+    knowledge_base_id: str
+    document_id: str
+    document_title: str
+    chunk_id: str
+    chunk_type: str
+    offset: int = Field(description="The chunk's position in reading order: read_document(offset=...) opens here.")
+    start_line: int
+    end_line: int
+    heading_path: list[str]
+    text: str
+
+    @classmethod
+    def of(cls, chunk: Chunk) -> ChunkOut:
+        return cls(
+            knowledge_base_id=chunk.knowledge_base_id,
+            document_id=chunk.document_id,
+            document_title=chunk.document_title,
+            chunk_id=chunk.id,
+            chunk_type=chunk.type,
+            offset=chunk.seq,
+            start_line=chunk.start_line,
+            end_line=chunk.end_line,
+            heading_path=list(chunk.heading_path),
+            text=chunk.text,
+        )
+
+
+class SearchResultOut(ChunkOut):
+    score: float
+
+
+class SearchOut(BaseModel):
+    mode: str
+    notices: list[str]
+    results: list[SearchResultOut]
+
+
+@router.post("/knowledge/search")
+def search(body: SearchIn, principal: CurrentPrincipal, container: ContainerDep) -> SearchOut:
+    service = container.knowledge_search
+    scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
+    outcome = service.search(scope, body.query, mode=body.mode, limit=body.limit)
+    return SearchOut(
+        mode=outcome.mode,
+        notices=outcome.notices,
+        results=[SearchResultOut(**ChunkOut.of(h.chunk).model_dump(), score=round(h.score, 6)) for h in outcome.hits],
+    )
+
+
+class GrepIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: str = Field(min_length=1, max_length=500)
+    limit: int = Field(default=10, ge=1, le=30)
+    knowledge_base_ids: list[str] | None = None
+    knowledge_ids: list[str] | None = None
+
+
+class GrepLine(BaseModel):
+    line: int
+    text: str
+
+
+class GrepMatchOut(ChunkOut):
+    lines: list[GrepLine]
+
+
+class GrepOut(BaseModel):
+    matches: list[GrepMatchOut]
+
+
+@router.post("/knowledge/grep")
+def grep(body: GrepIn, principal: CurrentPrincipal, container: ContainerDep) -> GrepOut:
+    service = container.knowledge_search
+    scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
+    matches = service.grep(scope, body.pattern, limit=body.limit)
+    return GrepOut(
+        matches=[
+            GrepMatchOut(**ChunkOut.of(m.chunk).model_dump(), lines=[GrepLine(line=n, text=t) for n, t in m.lines])
+            for m in matches
+        ]
+    )
+
+
+class AskIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=4000)
+    session_id: str | None = None
+    knowledge_base_ids: list[str] | None = None
+
+
+class ReferenceOut(BaseModel):
+    n: int
+    knowledge_base_id: str
+    document_id: str
+    document_title: str
+    chunk_id: str
+    start_line: int
+    end_line: int
+    excerpt: str
+
+
+class AskOut(BaseModel):
+    answer: str
+    mode: Literal["llm", "extractive"]
+    session_id: str
+    references: list[ReferenceOut]
+    notices: list[str]
+
+    @classmethod
+    def of(cls, answer: Answer) -> AskOut:
+        return cls(
+            answer=answer.answer,
+            mode=answer.mode,
+            session_id=answer.session_id,
+            references=[ReferenceOut(**vars(r)) for r in answer.references],
+            notices=answer.notices,
+        )
+
+
+@router.post("/knowledge/ask")
+def ask(body: AskIn, principal: CurrentPrincipal, container: ContainerDep) -> AskOut:
+    answer = container.answers.ask(
+        knowledge_access(principal, "ask"),
+        body.question,
+        owner=f"user:{principal.user_id}",
+        session_id=body.session_id,
+        knowledge_base_ids=body.knowledge_base_ids,
+    )
+    return AskOut.of(answer)

@@ -1,0 +1,128 @@
+"""Wiki pages: ``/api/v1/knowledge-bases/{kb_id}/wiki`` (index by type, pages CRUD) and ``/api/v1/wiki/search``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.knowledge.wiki import WikiPage
+
+router = APIRouter(prefix="/api/v1", tags=["wiki"])
+
+
+class PageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    slug: str = Field(min_length=1, max_length=200, examples=["concept/rag"])
+    type: str = Field(min_length=1, max_length=32, examples=["concept"])
+    title: str = Field(min_length=1, max_length=255)
+    content: str = Field(default="")
+    links: list[str] = Field(default_factory=list)
+
+
+class PagePatch(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    type: str | None = Field(default=None, min_length=1, max_length=32)
+    title: str | None = Field(default=None, min_length=1, max_length=255)
+    content: str | None = None
+    links: list[str] | None = None
+
+
+class PageOut(BaseModel):
+    knowledge_base_id: str
+    slug: str
+    type: str
+    title: str
+    content: str
+    links: list[str]
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, page: WikiPage) -> PageOut:
+        return cls(**vars(page))
+
+
+@router.get("/knowledge-bases/{kb_id}/wiki")
+def wiki_index(
+    kb_id: str, principal: CurrentPrincipal, container: ContainerDep, limit: int = Query(default=50, ge=1, le=200)
+) -> dict[str, Any]:
+    return container.wiki.index(knowledge_access(principal, "wiki"), kb_id, limit=limit)
+
+
+@router.post("/knowledge-bases/{kb_id}/wiki/pages", status_code=201)
+def create_page(kb_id: str, body: PageIn, principal: CurrentPrincipal, container: ContainerDep) -> PageOut:
+    access = knowledge_write_access(principal, "manage_knowledge")
+    page = container.wiki.create(
+        access, kb_id, slug=body.slug, type=body.type, title=body.title, content=body.content, links=body.links
+    )
+    return PageOut.of(page)
+
+
+@router.get("/knowledge-bases/{kb_id}/wiki/pages/{slug:path}")
+def get_page(kb_id: str, slug: str, principal: CurrentPrincipal, container: ContainerDep) -> PageOut:
+    return PageOut.of(container.wiki.get(knowledge_access(principal, "wiki"), kb_id, slug))
+
+
+@router.put("/knowledge-bases/{kb_id}/wiki/pages/{slug:path}")
+def update_page(
+    kb_id: str, slug: str, body: PagePatch, principal: CurrentPrincipal, container: ContainerDep
+) -> PageOut:
+    access = knowledge_write_access(principal, "manage_knowledge")
+    page = container.wiki.update(
+        access, kb_id, slug, type=body.type, title=body.title, content=body.content, links=body.links
+    )
+    return PageOut.of(page)
+
+
+@router.delete("/knowledge-bases/{kb_id}/wiki/pages/{slug:path}", status_code=204)
+def delete_page(kb_id: str, slug: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
+    container.wiki.delete(knowledge_write_access(principal, "manage_knowledge"), kb_id, slug)
+    return Response(status_code=204)
+
+
+class WikiSearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=500)
+    regex: bool | None = Field(default=None, description="Unset: a regex when valid, else literal.")
+    knowledge_base_ids: list[str] | None = None
+    limit: int = Field(default=10, ge=1, le=50)
+
+
+class WikiLine(BaseModel):
+    line: int
+    text: str
+
+
+class WikiMatchOut(BaseModel):
+    knowledge_base_id: str
+    slug: str
+    type: str
+    title: str
+    lines: list[WikiLine]
+
+
+@router.post("/wiki/search")
+def wiki_search(body: WikiSearchIn, principal: CurrentPrincipal, container: ContainerDep) -> list[WikiMatchOut]:
+    matches = container.wiki.search(
+        knowledge_access(principal, "wiki"),
+        body.query,
+        regex=body.regex,
+        knowledge_base_ids=body.knowledge_base_ids,
+        limit=body.limit,
+    )
+    return [
+        WikiMatchOut(
+            knowledge_base_id=m.page.knowledge_base_id,
+            slug=m.page.slug,
+            type=m.page.type,
+            title=m.page.title,
+            lines=[WikiLine(line=n, text=t) for n, t in m.lines],
+        )
+        for m in matches
+    ]

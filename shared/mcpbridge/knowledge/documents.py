@@ -1,0 +1,461 @@
+"""Documents: created from text, a URL or a file; indexed by a job that parses, chunks, embeds and indexes them.
+
+    WS#<ws> / DOC#<doc>      the document; gsi1 = KBDOCS#<kb> / <doc> (listing), gsi2 = DOCS_PENDING / <doc>
+                             while it waits for indexing (so a restart can resume it)
+    blobs: documents/<ws>/<doc>/v<version>/source   the bytes as received
+           documents/<ws>/<doc>/v<version>/text     the canonical text chunks and line numbers refer to
+
+Creating or changing a document returns at once with ``parse_status: pending``; the job moves it to
+``completed`` or ``failed`` (with the reason). Jobs carry the version they index, so a job for an older version
+does nothing once a newer one exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mcpbridge.domain.identity import timestamp
+from mcpbridge.domain.ids import new_id
+from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Update
+from mcpbridge.domain.knowledge import Chunk, Document, DocumentFormat, KnowledgeAccess
+from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, NotFound, PayloadTooLarge
+from mcpbridge.knowledge.bases import KnowledgeBases, kb_key
+from mcpbridge.knowledge.chunking import chunk_document
+from mcpbridge.knowledge.parsing import parse_document
+from mcpbridge.outbound.http import fetch
+from mcpbridge.outbound.policy import EgressPolicy
+from mcpbridge.ports import Blobs, Clock, Embedder, Jobs, SearchIndex, Store
+
+log = logging.getLogger("mcpbridge.knowledge")
+
+TITLE_MAX_BYTES = 255
+PAGE_SIZE_DEFAULT = 20
+PAGE_SIZE_MAX = 100
+PENDING = "DOCS_PENDING"
+_CONTENT_TYPES: dict[DocumentFormat, str] = {"markdown": "text/markdown", "text": "text/plain"}
+
+
+def doc_key(workspace_id: str, document_id: str) -> Key:
+    return Key(f"WS#{workspace_id}", f"DOC#{document_id}")
+
+
+def blob_key(workspace_id: str, document_id: str, version: int, part: str) -> str:
+    return f"documents/{workspace_id}/{document_id}/v{version}/{part}"
+
+
+def clean_title(title: str | None) -> str:
+    title = (title or "").strip()
+    if not title:
+        raise InvalidInput("title is required", code="invalid_title")
+    if len(title.encode()) > TITLE_MAX_BYTES:
+        raise InvalidInput(f"title is longer than {TITLE_MAX_BYTES} bytes", code="invalid_title")
+    return title
+
+
+@dataclass(frozen=True)
+class DocumentPage:
+    items: list[Document]
+    total: int
+    page: int
+    page_size: int
+    has_more: bool
+
+
+class Documents:
+    """Document lifecycle and the indexing job."""
+
+    def __init__(
+        self,
+        store: Store,
+        blobs: Blobs,
+        index: SearchIndex,
+        jobs: Jobs,
+        clock: Clock,
+        bases: KnowledgeBases,
+        *,
+        embedder: Embedder | None,
+        egress: EgressPolicy,
+        max_bytes: int,
+        fetch_timeout: float,
+    ) -> None:
+        self._store = store
+        self._blobs = blobs
+        self._index = index
+        self._jobs = jobs
+        self._clock = clock
+        self._bases = bases
+        self._embedder = embedder
+        self._egress = egress
+        self._max_bytes = max_bytes
+        self._fetch_timeout = fetch_timeout
+
+    # ------------------------------------------------------------------------------------------ create
+
+    def create_from_text(
+        self, access: KnowledgeAccess, kb_id: str, *, title: str, content: str, format: DocumentFormat = "markdown"
+    ) -> Document:
+        title = clean_title(title)
+        data = content.encode()
+        if not content.strip():
+            raise InvalidInput("content is empty", code="document_empty")
+        return self._create(access, kb_id, title=title, data=data, content_type=_CONTENT_TYPES[format], source="text")
+
+    def create_from_url(self, access: KnowledgeAccess, kb_id: str, *, title: str, url: str) -> Document:
+        title = clean_title(title)
+        self._bases.get(access, kb_id)
+        # Fetched now, through the SSRF guard (every redirect and resolved address checked), so a refusal is
+        # reported to the caller and nothing is stored.
+        fetched = fetch(url, policy=self._egress, timeout=self._fetch_timeout, max_bytes=self._max_bytes)
+        return self._create(
+            access, kb_id, title=title, data=fetched.content, content_type=fetched.content_type, source="url", url=url
+        )
+
+    def create_from_file(
+        self, access: KnowledgeAccess, kb_id: str, *, title: str | None, filename: str, content_type: str, data: bytes
+    ) -> Document:
+        title = clean_title(title or filename)
+        if not data:
+            raise InvalidInput("the file is empty", code="document_empty")
+        return self._create(
+            access, kb_id, title=title, data=data, content_type=content_type, source="file", filename=filename
+        )
+
+    def _create(
+        self,
+        access: KnowledgeAccess,
+        kb_id: str,
+        *,
+        title: str,
+        data: bytes,
+        content_type: str,
+        source: str,
+        url: str | None = None,
+        filename: str | None = None,
+    ) -> Document:
+        self._check_size(data)
+        self._bases.get(access, kb_id)
+        now = timestamp(self._clock.now())
+        document_id = new_id("doc")
+        item: Item = {
+            **doc_key(access.workspace_id, document_id).as_dict(),
+            "gsi1pk": f"KBDOCS#{kb_id}",
+            "gsi1sk": document_id,
+            "gsi2pk": PENDING,
+            "gsi2sk": document_id,
+            "id": document_id,
+            "workspace_id": access.workspace_id,
+            "knowledge_base_id": kb_id,
+            "title": title,
+            "source": source,
+            "url": url,
+            "filename": filename,
+            "content_type": content_type,
+            "size_bytes": len(data),
+            "version": 1,
+            "parse_status": "pending",
+            "parse_error": None,
+            "chunk_count": 0,
+            "line_count": 0,
+            "created_at": now,
+            "updated_at": now,
+            "indexed_at": None,
+        }
+        self._blobs.put(blob_key(access.workspace_id, document_id, 1, "source"), data, content_type=content_type)
+        try:
+            self._store.transact(
+                [
+                    Put(item, Condition.absent("document_new")),
+                    Patch(
+                        kb_key(access.workspace_id, kb_id),
+                        Update(add={"document_count": 1}),
+                        Condition.exists("kb_exists"),
+                    ),
+                ]
+            )
+        except ConditionFailed:
+            self._blobs.delete(blob_key(access.workspace_id, document_id, 1, "source"))
+            raise NotFound(f"knowledge base {kb_id!r} was not found", code="kb_not_found") from None
+        self._submit(access.workspace_id, document_id, 1)
+        return _document_of(item)
+
+    def _check_size(self, data: bytes) -> None:
+        if len(data) > self._max_bytes:
+            raise PayloadTooLarge(
+                f"the document is {len(data)} bytes; the limit is {self._max_bytes}",
+                code="document_too_large",
+                details={"limit_bytes": self._max_bytes},
+            )
+
+    def _submit(self, workspace_id: str, document_id: str, version: int) -> None:
+        self._jobs.submit(
+            "index_document", {"workspace_id": workspace_id, "document_id": document_id, "version": str(version)}
+        )
+
+    # ------------------------------------------------------------------------------------------ read
+
+    def get(self, access: KnowledgeAccess, document_id: str) -> Document:
+        item = self._store.get(doc_key(access.workspace_id, document_id))
+        if item is None or not access.allows(item["knowledge_base_id"]):
+            raise NotFound(f"document {document_id!r} was not found", code="document_not_found")
+        return _document_of(item)
+
+    def text(self, document: Document) -> str | None:
+        """The canonical text of an indexed document (None before its first successful indexing)."""
+        if document.indexed_version is None:
+            return None
+        data = self._blobs.get(blob_key(document.workspace_id, document.id, document.indexed_version, "text"))
+        return None if data is None else data.decode()
+
+    def list_documents(
+        self,
+        access: KnowledgeAccess,
+        kb_id: str,
+        *,
+        keyword: str | None = None,
+        page: int = 1,
+        page_size: int = PAGE_SIZE_DEFAULT,
+    ) -> DocumentPage:
+        self._bases.get(access, kb_id)
+        page = max(page, 1)
+        page_size = PAGE_SIZE_DEFAULT if page_size < 1 else min(page_size, PAGE_SIZE_MAX)
+        wanted = (keyword or "").strip().casefold()
+        found = [d for d in self._all_of_kb(kb_id) if d.workspace_id == access.workspace_id]
+        if wanted:
+            found = [d for d in found if wanted in d.title.casefold()]
+        found.sort(key=lambda d: d.id, reverse=True)  # newest first: ids are time-ordered
+        start = (page - 1) * page_size
+        return DocumentPage(
+            items=found[start : start + page_size],
+            total=len(found),
+            page=page,
+            page_size=page_size,
+            has_more=start + page_size < len(found),
+        )
+
+    def _all_of_kb(self, kb_id: str) -> list[Document]:
+        found: list[Document] = []
+        cursor: str | None = None
+        while True:
+            result = self._store.query(f"KBDOCS#{kb_id}", index="gsi1", limit=500, cursor=cursor)
+            found += [_document_of(i) for i in result.items]
+            cursor = result.cursor
+            if cursor is None:
+                return found
+
+    # ------------------------------------------------------------------------------------------ change
+
+    def update(
+        self, access: KnowledgeAccess, document_id: str, *, title: str | None = None, content: str | None = None
+    ) -> Document:
+        """Change the title and/or the content (text documents); either change re-indexes the document."""
+        current = self.get(access, document_id)
+        if title is None and content is None:
+            raise InvalidInput("give a new title or new content", code="nothing_to_update")
+        changes: dict[str, object] = {}
+        if title is not None:
+            changes["title"] = clean_title(title)
+        version = current.version + 1
+        if content is not None:
+            if not content.strip():
+                raise InvalidInput("content is empty", code="document_empty")
+            data = content.encode()
+            self._check_size(data)
+            content_type = current.content_type if current.source == "text" else "text/markdown"
+            changes |= {"size_bytes": len(data), "content_type": content_type, "source": "text"}
+        else:
+            data = self._blobs.get(blob_key(access.workspace_id, document_id, current.version, "source")) or b""
+            content_type = current.content_type
+        self._blobs.put(blob_key(access.workspace_id, document_id, version, "source"), data, content_type=content_type)
+        changes |= {
+            "version": version,
+            "parse_status": "pending",
+            "parse_error": None,
+            "updated_at": timestamp(self._clock.now()),
+            "gsi2pk": PENDING,
+            "gsi2sk": document_id,
+        }
+        try:
+            item = self._store.update(
+                doc_key(access.workspace_id, document_id),
+                Update(set=changes),
+                condition=Condition.equals("document_version", "version", current.version),
+            )
+        except ConditionFailed:
+            self._blobs.delete(blob_key(access.workspace_id, document_id, version, "source"))
+            raise NotFound(
+                f"document {document_id!r} changed or was deleted meanwhile; retry", code="document_conflict"
+            ) from None
+        self._submit(access.workspace_id, document_id, version)
+        return _document_of(item)
+
+    def delete(self, access: KnowledgeAccess, document_id: str) -> Document:
+        current = self.get(access, document_id)
+        try:
+            self._store.transact(
+                [
+                    Remove(doc_key(access.workspace_id, document_id), Condition.exists("document_exists")),
+                    Patch(
+                        kb_key(access.workspace_id, current.knowledge_base_id),
+                        Update(add={"document_count": -1}),
+                        Condition.exists("kb_exists"),
+                    ),
+                ]
+            )
+        except ConditionFailed as lost:
+            if lost.condition == "document_exists":
+                raise NotFound(f"document {document_id!r} was not found", code="document_not_found") from None
+            # The knowledge base is being deleted: its purge removes the rest.
+        self._index.delete_document(current.knowledge_base_id, document_id)
+        self._delete_blobs(current)
+        return current
+
+    def _delete_blobs(self, document: Document) -> None:
+        for version in range(1, document.version + 1):
+            for part in ("source", "text"):
+                self._blobs.delete(blob_key(document.workspace_id, document.id, version, part))
+
+    # ------------------------------------------------------------------------------------------ jobs
+
+    def run_indexing(self, workspace_id: str, document_id: str, version: int) -> None:
+        """Parse, chunk, embed and index one version of a document; safe to run twice."""
+        key = doc_key(workspace_id, document_id)
+        try:
+            item = self._store.update(
+                key,
+                Update(set={"parse_status": "processing"}),
+                condition=Condition.equals("document_version", "version", version),
+            )
+        except ConditionFailed:
+            return  # deleted, or superseded by a newer version with its own job
+        document = _document_of(item)
+        try:
+            chunks, vectors, line_count, text = self._prepare(document)
+            self._blobs.put(
+                blob_key(workspace_id, document_id, version, "text"), text.encode(), content_type="text/markdown"
+            )
+            embedder_name = self._embedder.name if self._embedder is not None and vectors is not None else None
+            self._index.replace_document(document.knowledge_base_id, document_id, chunks, vectors, embedder_name)
+        except MCPBridgeError as exc:
+            self._finish(key, version, failed=exc.message)
+            return
+        except ValueError as exc:
+            self._finish(key, version, failed=str(exc))
+            return
+        except Exception:
+            log.exception("indexing document %s failed", document_id)
+            self._finish(key, version, failed="internal error while indexing; update the document to retry")
+            return
+        self._finish(key, version, chunk_count=len(chunks), line_count=line_count)
+
+    def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[float]] | None, int, str]:
+        data = self._blobs.get(blob_key(document.workspace_id, document.id, document.version, "source"))
+        if data is None:
+            raise InvalidInput("the document's source is missing", code="document_source_missing")
+        parsed = parse_document(data, content_type=document.content_type, filename=document.filename)
+        drafts = chunk_document(parsed.text, format=parsed.format)
+        chunks = [
+            Chunk(
+                id=Chunk.make_id(document.id, d.seq),
+                knowledge_base_id=document.knowledge_base_id,
+                document_id=document.id,
+                document_title=document.title,
+                seq=d.seq,
+                text=d.text,
+                start_line=d.start_line,
+                end_line=d.end_line,
+                start_offset=d.start_offset,
+                end_offset=d.end_offset,
+                heading_path=d.heading_path,
+                type=d.type,
+            )
+            for d in drafts
+        ]
+        vectors = self._embed([c.text for c in chunks]) if self._embedder is not None and chunks else None
+        return chunks, vectors, parsed.text.count("\n") + 1, parsed.text
+
+    def _embed(self, texts: Sequence[str]) -> list[list[float]]:
+        assert self._embedder is not None
+        try:
+            return self._embedder.embed(texts, purpose="document")
+        except MCPBridgeError as exc:
+            raise type(exc)(f"the embedding provider failed: {exc.message}", code=exc.code) from exc
+
+    def _finish(
+        self, key: Key, version: int, *, failed: str | None = None, chunk_count: int = 0, line_count: int = 0
+    ) -> None:
+        now = timestamp(self._clock.now())
+        changes: dict[str, object] = {"updated_at": now}
+        if failed is None:
+            changes |= {
+                "parse_status": "completed",
+                "parse_error": None,
+                "chunk_count": chunk_count,
+                "line_count": line_count,
+                "indexed_at": now,
+                "indexed_version": version,
+            }
+        else:
+            changes |= {"parse_status": "failed", "parse_error": failed}
+        # Losing means a newer version superseded this one while it was indexed: its own job owns the status.
+        with contextlib.suppress(ConditionFailed):
+            self._store.update(
+                key,
+                Update(set=changes, remove=["gsi2pk", "gsi2sk"]),
+                condition=Condition.equals("document_version", "version", version),
+            )
+
+    def resume_pending(self) -> int:
+        """Submit a job for every document still waiting for indexing (after a restart). Returns how many."""
+        submitted = 0
+        cursor: str | None = None
+        while True:
+            page = self._store.query(PENDING, index="gsi2", limit=200, cursor=cursor)
+            for item in page.items:
+                self._submit(item["workspace_id"], item["id"], int(item["version"]))
+                submitted += 1
+            cursor = page.cursor
+            if cursor is None:
+                return submitted
+
+    def purge_knowledge_base(self, workspace_id: str, kb_id: str) -> None:
+        """Delete the documents, wiki pages and index of a deleted knowledge base; safe to run twice."""
+        for document in self._all_of_kb(kb_id):
+            if document.workspace_id != workspace_id:
+                continue
+            self._store.delete(doc_key(workspace_id, document.id))
+            self._delete_blobs(document)
+        cursor: str | None = None
+        while True:
+            page = self._store.query(f"KB#{kb_id}", sk_prefix="WIKI#", limit=200, cursor=cursor)
+            for item in page.items:
+                self._store.delete(Key(item["pk"], item["sk"]))
+            cursor = page.cursor
+            if cursor is None:
+                break
+        self._index.delete_knowledge_base(kb_id)
+
+
+def _document_of(item: Item) -> Document:
+    return Document(
+        id=item["id"],
+        workspace_id=item["workspace_id"],
+        knowledge_base_id=item["knowledge_base_id"],
+        title=item["title"],
+        source=item["source"],
+        url=item.get("url"),
+        filename=item.get("filename"),
+        content_type=item["content_type"],
+        size_bytes=int(item["size_bytes"]),
+        version=int(item["version"]),
+        parse_status=item["parse_status"],
+        parse_error=item.get("parse_error"),
+        chunk_count=int(item.get("chunk_count", 0)),
+        line_count=int(item.get("line_count", 0)),
+        created_at=item["created_at"],
+        updated_at=item["updated_at"],
+        indexed_at=item.get("indexed_at"),
+        indexed_version=item.get("indexed_version"),
+    )

@@ -1,0 +1,175 @@
+"""Search (keyword, semantic, hybrid) and grep over the knowledge bases a caller may reach.
+
+Scope rules, shared by the REST API and the MCP tools: knowledge bases are selected by id or case-insensitive
+name; ``knowledge_ids`` (documents) must be non-empty once given, are trimmed and de-duplicated, and each must
+belong to the selected knowledge bases. A filter is applied before recall and never falls back to a wider search.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mcpbridge.domain.knowledge import Chunk, Hit, KnowledgeAccess, KnowledgeBase
+from mcpbridge.domain.ranking import reciprocal_rank_fusion
+from mcpbridge.domain.text_tokens import literal_words
+from mcpbridge.errors import InvalidInput, NotFound
+from mcpbridge.knowledge.bases import KnowledgeBases
+from mcpbridge.knowledge.documents import Documents
+from mcpbridge.ports import Embedder, SearchIndex
+
+SearchMode = Literal["hybrid", "semantic", "keyword"]
+LIMIT_DEFAULT = 10
+LIMIT_MAX = 30
+GREP_CANDIDATES = 30
+QUERY_MAX_CHARS = 2000
+NO_EMBEDDER = "no embedding provider configured"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The resolved target of a search: knowledge bases, and documents when the caller named some."""
+
+    knowledge_bases: list[KnowledgeBase]
+    document_ids: frozenset[str] | None
+
+    @property
+    def kb_ids(self) -> list[str]:
+        return [kb.id for kb in self.knowledge_bases]
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    hits: list[Hit]
+    mode: SearchMode
+    """The mode that ran (hybrid falls back to keyword when no embedder is configured, and says so)."""
+    notices: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GrepMatch:
+    chunk: Chunk
+    lines: list[tuple[int, str]]
+    """(line number in the document, the line's text) for each line holding a match."""
+
+
+class KnowledgeSearch:
+    def __init__(
+        self, bases: KnowledgeBases, documents: Documents, index: SearchIndex, embedder: Embedder | None
+    ) -> None:
+        self._bases = bases
+        self._documents = documents
+        self._index = index
+        self._embedder = embedder
+
+    @property
+    def semantic_available(self) -> bool:
+        return self._embedder is not None
+
+    def scope(
+        self,
+        access: KnowledgeAccess,
+        knowledge_base_ids: Iterable[str] | None = None,
+        knowledge_ids: Sequence[str] | None = None,
+    ) -> Scope:
+        bases = self._bases.select(access, knowledge_base_ids)
+        if not bases:
+            raise NotFound("no knowledge base is available to search", code="kb_not_found")
+        if knowledge_ids is None:
+            return Scope(bases, None)
+        wanted = list(dict.fromkeys(k.strip() for k in knowledge_ids if k and k.strip()))
+        if not wanted:
+            raise InvalidInput("knowledge_ids must name at least one document when given", code="invalid_knowledge_ids")
+        allowed = {kb.id for kb in bases}
+        for document_id in wanted:
+            try:
+                document = self._documents.get(access, document_id)
+            except NotFound:
+                raise NotFound(f"document {document_id!r} was not found", code="document_not_found") from None
+            if document.knowledge_base_id not in allowed:
+                raise InvalidInput(
+                    f"document {document_id!r} is not in the selected knowledge bases", code="document_out_of_scope"
+                )
+        return Scope(bases, frozenset(wanted))
+
+    def search(
+        self, scope: Scope, query: str, *, mode: SearchMode = "hybrid", limit: int = LIMIT_DEFAULT
+    ) -> SearchOutcome:
+        query = _clean_query(query)
+        limit = LIMIT_DEFAULT if limit < 1 else min(limit, LIMIT_MAX)
+        if mode == "keyword":
+            return SearchOutcome(self._keyword(scope, query, limit), "keyword")
+        if self._embedder is None:
+            if mode == "semantic":
+                raise InvalidInput(
+                    f"semantic search is unavailable: {NO_EMBEDDER}; use mode keyword", code="no_embedding_provider"
+                )
+            return SearchOutcome(
+                self._keyword(scope, query, limit), "keyword", [f"hybrid ran keyword only: {NO_EMBEDDER}"]
+            )
+        notices = self._vector_notices(scope)
+        if mode == "semantic":
+            return SearchOutcome(self._semantic(scope, query, limit), "semantic", notices)
+        # Each side is asked for more than the limit so fusion has overlap to work with.
+        keyword = self._keyword(scope, query, limit * 2)
+        semantic = self._semantic(scope, query, limit * 2)
+        return SearchOutcome(reciprocal_rank_fusion([keyword, semantic], limit=limit), "hybrid", notices)
+
+    def _keyword(self, scope: Scope, query: str, limit: int) -> list[Hit]:
+        return self._index.keyword(scope.kb_ids, query, document_ids=scope.document_ids, limit=limit)
+
+    def _semantic(self, scope: Scope, query: str, limit: int) -> list[Hit]:
+        assert self._embedder is not None
+        (vector,) = self._embedder.embed([query], purpose="query")
+        return self._index.semantic(scope.kb_ids, vector, document_ids=scope.document_ids, limit=limit)
+
+    def _vector_notices(self, scope: Scope) -> list[str]:
+        missing = [kb.name for kb in scope.knowledge_bases if kb.document_count and not self._index.has_vectors(kb.id)]
+        if not missing:
+            return []
+        return [f"no embeddings yet in {', '.join(missing)}: semantic results there are empty until it is re-indexed"]
+
+    def grep(self, scope: Scope, pattern: str, *, limit: int = LIMIT_DEFAULT) -> list[GrepMatch]:
+        """Chunks matching a case-insensitive regex: literal words in the pattern pick candidates from the keyword
+        index (at most 30), then the regex decides."""
+        pattern = pattern.strip()
+        if not pattern:
+            raise InvalidInput("pattern is required", code="invalid_pattern")
+        try:
+            regex = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
+        except re.error as exc:
+            raise InvalidInput(f"pattern is not a valid regular expression: {exc}", code="invalid_pattern") from None
+        words = literal_words(pattern)
+        if not words:
+            raise InvalidInput(
+                "the pattern has no literal word to look up (e.g. ^\\d+$); include at least one word it must contain",
+                code="pattern_without_words",
+            )
+        limit = LIMIT_DEFAULT if limit < 1 else min(limit, LIMIT_MAX)
+        matches: list[GrepMatch] = []
+        for chunk in self._index.candidates(
+            scope.kb_ids, words, document_ids=scope.document_ids, limit=GREP_CANDIDATES
+        ):
+            lines = _matching_lines(regex, chunk)
+            if lines:
+                matches.append(GrepMatch(chunk, lines))
+                if len(matches) >= limit:
+                    break
+        return matches
+
+
+def _clean_query(query: str) -> str:
+    query = query.strip()
+    if not query:
+        raise InvalidInput("query is required", code="invalid_query")
+    if len(query) > QUERY_MAX_CHARS:
+        raise InvalidInput(f"query is longer than {QUERY_MAX_CHARS} characters", code="invalid_query")
+    return query
+
+
+def _matching_lines(regex: re.Pattern[str], chunk: Chunk) -> list[tuple[int, str]]:
+    lines = chunk.text.split("\n")
+    found = {chunk.text.count("\n", 0, m.start()) for m in regex.finditer(chunk.text)}
+    return [(chunk.start_line + i, lines[i]) for i in sorted(found)]

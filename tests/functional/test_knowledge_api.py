@@ -1,0 +1,370 @@
+"""Knowledge bases, documents, search, reading, wiki and answers through the REST API, on both backends.
+
+Indexing runs inline here (``jobs=inline``) so each request's effect is visible to the next; the thread-pool
+path is exercised through ``serve`` in test_serve_knowledge.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from mcpbridge.bootstrap import Container
+from mcpbridge.http.apps import create_combined_app
+from tests.support.containers import container_on
+from tests.support.embedder import HashingEmbedder
+
+GUIDE = """# Deployment guide
+
+mcpbridge runs on AWS Lambda behind API Gateway. Each function imports only what it needs, and the core package
+ships as a layer shared by every function of the stack, so that a deployment stays small and quick to start.
+
+## Secrets
+
+Secrets are sealed with KMS envelope encryption before they reach DynamoDB.
+Rotation of the data key happens every five minutes. The encryption context binds each ciphertext to the
+workspace, the kind of secret and the row it belongs to, so a sealed value copied elsewhere does not open.
+
+## Tokens
+
+OAuth refresh tokens are refreshed under a lease so a rotating refresh token is used once. Instances that lose
+the race for the lease wait for the winner and then reuse the token it stored, instead of refreshing again.
+"""
+
+CHINESE = """# 知识库指南
+
+知识库用于存储文档。每个文档被切分成多个片段，便于检索。
+
+## 检索
+
+混合检索结合关键词检索与语义检索。
+"""
+
+
+@pytest.fixture(params=["local", "aws"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def container(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Container]:
+    settings = {"jobs": "inline", "max_document_bytes": 64 * 1024}
+    with container_on(backend, tmp_path, monkeypatch, settings=settings, embedder=HashingEmbedder(64)) as built:
+        yield built
+
+
+@pytest.fixture
+def client(container: Container) -> Iterator[TestClient]:
+    with TestClient(create_combined_app(container), raise_server_exceptions=False) as test_client:
+        key = container.identity.initialize().api_key
+        test_client.headers["Authorization"] = f"Bearer {key}"
+        yield test_client
+
+
+def problem(response: Any, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["code"] == code, body
+    return body
+
+
+def make_kb(client: TestClient, name: str = "Guides") -> dict[str, Any]:
+    response = client.post("/api/v1/knowledge-bases", json={"name": name, "description": f"{name} for tests"})
+    assert response.status_code == 201, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def add_doc(client: TestClient, kb_id: str, title: str, content: str) -> dict[str, Any]:
+    response = client.post(f"/api/v1/knowledge-bases/{kb_id}/documents", json={"title": title, "content": content})
+    assert response.status_code == 201, response.text
+    created = response.json()
+    assert created["parse_status"] == "pending"
+    document = client.get(f"/api/v1/documents/{created['id']}").json()
+    assert document["parse_status"] == "completed", document
+    return document  # type: ignore[no-any-return]
+
+
+def search(client: TestClient, query: str, **body: Any) -> Any:
+    return client.post("/api/v1/knowledge/search", json={"query": query, **body})
+
+
+def doc_count(client: TestClient, kb_id: str) -> int:
+    return int(client.get(f"/api/v1/knowledge-bases/{kb_id}/documents").json()["total"])
+
+
+# ---------------------------------------------------------------------------------------------------- bases
+
+
+def test_knowledge_base_lifecycle_and_unique_names(client: TestClient) -> None:
+    kb = make_kb(client, "Guides")
+    assert kb["capabilities"] == ["keyword", "semantic"]
+    problem(client.post("/api/v1/knowledge-bases", json={"name": "  gUIDES "}), 409, "kb_name_taken")
+    other = make_kb(client, "Runbooks")
+    problem(client.put(f"/api/v1/knowledge-bases/{other['id']}", json={"name": "guides"}), 409, "kb_name_taken")
+    renamed = client.put(f"/api/v1/knowledge-bases/{other['id']}", json={"name": "Playbooks"})
+    assert renamed.json()["name"] == "Playbooks"
+    assert make_kb(client, "Runbooks")["name"] == "Runbooks", "a renamed base frees its old name"
+    assert [kb["name"] for kb in client.get("/api/v1/knowledge-bases").json()["items"]] == [
+        "Guides",
+        "Playbooks",
+        "Runbooks",
+    ]
+    assert client.delete(f"/api/v1/knowledge-bases/{kb['id']}").status_code == 204
+    problem(client.get(f"/api/v1/knowledge-bases/{kb['id']}"), 404, "kb_not_found")
+    assert make_kb(client, "guides")["name"] == "guides", "a deleted base frees its name"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"name": ""}, 422, "validation_failed"),
+        ({"name": 7}, 422, "validation_failed"),
+        ({"name": "x", "colour": "red"}, 422, "validation_failed"),
+        ({"name": "   "}, 400, "invalid_name"),
+    ],
+)
+def test_bad_knowledge_base_input_changes_nothing(
+    client: TestClient, body: dict[str, Any], status: int, code: str
+) -> None:
+    problem(client.post("/api/v1/knowledge-bases", json=body), status, code)
+    assert client.get("/api/v1/knowledge-bases").json()["total"] == 0
+
+
+def test_unknown_knowledge_base_is_404_everywhere(client: TestClient) -> None:
+    problem(client.get("/api/v1/knowledge-bases/kb_missing"), 404, "kb_not_found")
+    problem(
+        client.post("/api/v1/knowledge-bases/kb_missing/documents", json={"title": "t", "content": "c"}),
+        404,
+        "kb_not_found",
+    )
+    problem(client.get("/api/v1/knowledge-bases/kb_missing/documents"), 404, "kb_not_found")
+    problem(search(client, "x", knowledge_base_ids=["kb_missing"]), 404, "kb_not_found")
+
+
+# ---------------------------------------------------------------------------------------------------- documents
+
+
+def test_english_and_chinese_documents_become_searchable(client: TestClient) -> None:
+    kb = make_kb(client)
+    guide = add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    chinese = add_doc(client, kb["id"], "知识库指南", CHINESE)
+    assert guide["chunk_count"] >= 2
+    english = search(client, "envelope encryption", mode="keyword").json()
+    assert english["mode"] == "keyword"
+    top = english["results"][0]
+    assert top["document_id"] == guide["id"]
+    assert top["heading_path"] == ["Deployment guide", "Secrets"]
+    assert "envelope encryption" in top["text"]
+    assert top["start_line"] <= 7 <= top["end_line"]
+    for query in ("检索", "混合检索", "文档"):
+        hits = search(client, query, mode="keyword").json()["results"]
+        assert hits, query
+        assert hits[0]["document_id"] == chinese["id"], query
+
+
+def test_a_document_filter_restricts_results_and_never_widens(client: TestClient) -> None:
+    kb = make_kb(client)
+    other_kb = make_kb(client, "Other")
+    guide = add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    second = add_doc(client, kb["id"], "Tokens again", "Refresh tokens and leases, again: lease tokens refresh.")
+    foreign = add_doc(client, other_kb["id"], "Foreign", "refresh tokens in another base")
+    hits = search(client, "refresh tokens", mode="keyword", knowledge_ids=[f"  {guide['id']} ", guide["id"]]).json()
+    assert {h["document_id"] for h in hits["results"]} == {guide["id"]}
+    assert second["id"] not in {h["document_id"] for h in hits["results"]}
+    problem(search(client, "tokens", knowledge_ids=["doc_unknown"]), 404, "document_not_found")
+    problem(
+        search(client, "tokens", knowledge_base_ids=[kb["id"]], knowledge_ids=[foreign["id"]]),
+        400,
+        "document_out_of_scope",
+    )
+    problem(search(client, "tokens", knowledge_ids=[]), 400, "invalid_knowledge_ids")
+    problem(search(client, "tokens", knowledge_ids=["  "]), 400, "invalid_knowledge_ids")
+    by_name = search(client, "refresh", mode="keyword", knowledge_base_ids=["OTHER"]).json()["results"]
+    assert {h["document_id"] for h in by_name} == {foreign["id"]}
+
+
+def test_semantic_and_hybrid_with_an_embedder(client: TestClient) -> None:
+    kb = make_kb(client)
+    guide = add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    add_doc(client, kb["id"], "Cooking", "Pasta needs salted boiling water and ten minutes.")
+    semantic = search(client, "how are secrets sealed with kms", mode="semantic").json()
+    assert semantic["mode"] == "semantic"
+    assert semantic["results"][0]["document_id"] == guide["id"]
+    hybrid = search(client, "kms envelope encryption").json()
+    assert hybrid["mode"] == "hybrid"
+    assert hybrid["notices"] == []
+    assert hybrid["results"][0]["document_id"] == guide["id"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"title": "", "content": "x"}, 422, "validation_failed"),
+        ({"title": "   ", "content": "x"}, 400, "invalid_title"),
+        ({"title": "t"}, 422, "validation_failed"),
+        ({"title": "t", "content": "x", "url": "https://example.com/"}, 422, "validation_failed"),
+        ({"title": "t", "content": 5}, 422, "validation_failed"),
+        ({"title": "t", "content": "   \n "}, 400, "document_empty"),
+        ({"title": "t", "content": "x" * (64 * 1024 + 1)}, 413, "document_too_large"),
+    ],
+)
+def test_bad_document_input_changes_nothing(client: TestClient, body: dict[str, Any], status: int, code: str) -> None:
+    kb = make_kb(client)
+    problem(client.post(f"/api/v1/knowledge-bases/{kb['id']}/documents", json=body), status, code)
+    assert doc_count(client, kb["id"]) == 0
+    assert client.get(f"/api/v1/knowledge-bases/{kb['id']}").json()["document_count"] == 0
+
+
+def test_listing_documents_pages_and_filters(client: TestClient) -> None:
+    kb = make_kb(client)
+    for i in range(5):
+        add_doc(client, kb["id"], f"Note {i}" if i % 2 else f"Memo {i}", f"body {i}")
+    page = client.get(f"/api/v1/knowledge-bases/{kb['id']}/documents?page=1&page_size=2").json()
+    assert (page["total"], len(page["documents"]), page["has_more"]) == (5, 2, True)
+    last = client.get(f"/api/v1/knowledge-bases/{kb['id']}/documents?page=3&page_size=2").json()
+    assert (len(last["documents"]), last["has_more"]) == (1, False)
+    notes = client.get(f"/api/v1/knowledge-bases/{kb['id']}/documents?keyword=NOTE").json()
+    assert sorted(d["title"] for d in notes["documents"]) == ["Note 1", "Note 3"]
+    problem(client.get(f"/api/v1/knowledge-bases/{kb['id']}/documents?page_size=500"), 422, "validation_failed")
+
+
+def test_updating_reindexes_and_deleting_removes(client: TestClient) -> None:
+    kb = make_kb(client)
+    document = add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    changed = client.put(f"/api/v1/documents/{document['id']}", json={"content": "Completely new text about zebras."})
+    assert changed.json()["parse_status"] == "pending"
+    after = client.get(f"/api/v1/documents/{document['id']}?include_content=true").json()
+    assert (after["parse_status"], after["version"]) == ("completed", 2)
+    assert after["content"] == "Completely new text about zebras."
+    assert search(client, "envelope", mode="keyword").json()["results"] == []
+    assert search(client, "zebras", mode="keyword").json()["results"][0]["document_id"] == document["id"]
+    assert client.delete(f"/api/v1/documents/{document['id']}").status_code == 204
+    problem(client.get(f"/api/v1/documents/{document['id']}"), 404, "document_not_found")
+    assert search(client, "zebras", mode="keyword").json()["results"] == []
+    assert client.get(f"/api/v1/knowledge-bases/{kb['id']}").json()["document_count"] == 0
+
+
+def test_deleting_a_knowledge_base_purges_its_documents(client: TestClient) -> None:
+    kb = make_kb(client)
+    document = add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    assert client.delete(f"/api/v1/knowledge-bases/{kb['id']}").status_code == 204
+    problem(client.get(f"/api/v1/documents/{document['id']}"), 404, "document_not_found")
+    fresh = make_kb(client, "Guides")
+    assert search(client, "envelope", mode="keyword", knowledge_base_ids=[fresh["id"]]).json()["results"] == []
+
+
+def test_uploading_html_and_markdown_files(client: TestClient) -> None:
+    kb = make_kb(client)
+    html = (
+        b"<html><head><title>Ops</title><script>alert(1)</script></head>"
+        b"<body><h1>Runbook</h1><p>Restart the indexer.</p></body></html>"
+    )
+    response = client.post(
+        f"/api/v1/knowledge-bases/{kb['id']}/documents/upload",
+        files={"file": ("runbook.html", html, "text/html")},
+        data={"title": "Runbook"},
+    )
+    assert response.status_code == 201, response.text
+    document = client.get(f"/api/v1/documents/{response.json()['id']}?include_content=true").json()
+    assert document["parse_status"] == "completed", document
+    assert "alert" not in document["content"]
+    hit = search(client, "restart indexer", mode="keyword").json()["results"][0]
+    assert hit["heading_path"] == ["Runbook"]
+    binary = client.post(
+        f"/api/v1/knowledge-bases/{kb['id']}/documents/upload",
+        files={"file": ("photo.png", b"\x89PNG\r\n\x1a\n" + bytes(64), "image/png")},
+    )
+    failed = client.get(f"/api/v1/documents/{binary.json()['id']}").json()
+    assert failed["parse_status"] == "failed"
+    assert failed["parse_error"]
+
+
+# ---------------------------------------------------------------------------------------------------- read / grep
+
+
+def test_reading_pages_to_the_end_and_by_query_and_line(client: TestClient) -> None:
+    kb = make_kb(client)
+    sections = "\n\n".join(f"## Section {i}\n\n" + f"Paragraph {i} talks about topic{i}. " * 40 for i in range(12))
+    document = add_doc(client, kb["id"], "Long", f"# Long\n\n{sections}")
+    total = document["chunk_count"]
+    assert total >= 12
+    seen: list[int] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = client.get(f"/api/v1/documents/{document['id']}/read?offset={offset}&limit=5").json()
+        seen += [c["offset"] for c in page["chunks"]]
+        offset = page["next_offset"]
+    assert seen == list(range(total))
+    matched = client.get(f"/api/v1/documents/{document['id']}/read?query=topic7").json()
+    assert [c["matched"] for c in matched["chunks"]].count(True) >= 1
+    assert all("topic7" in c["text"] for c in matched["chunks"] if c["matched"])
+    assert len(matched["chunks"]) <= 3 * matched["matches"]
+    target = next(c for c in matched["chunks"] if c["matched"])
+    at_line = client.get(f"/api/v1/documents/{document['id']}/read?line={target['start_line']}&limit=1").json()
+    assert at_line["chunks"][0]["chunk_id"] == target["chunk_id"]
+
+
+def test_grep_validates_with_the_regex(client: TestClient) -> None:
+    kb = make_kb(client)
+    add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    found = client.post("/api/v1/knowledge/grep", json={"pattern": r"refresh\s+tokens?"}).json()["matches"]
+    assert found
+    assert any("refresh token" in line["text"].lower() for m in found for line in m["lines"])
+    assert found[0]["lines"][0]["line"] >= 13
+    problem(client.post("/api/v1/knowledge/grep", json={"pattern": r"^\d+$"}), 400, "pattern_without_words")
+    problem(client.post("/api/v1/knowledge/grep", json={"pattern": "refresh("}), 400, "invalid_pattern")
+
+
+# ---------------------------------------------------------------------------------------------------- wiki / ask
+
+
+def test_wiki_pages_search_read_and_index(client: TestClient) -> None:
+    kb = make_kb(client)
+    page = {
+        "slug": "concept/rag",
+        "type": "concept",
+        "title": "Retrieval-augmented generation",
+        "content": "RAG = retrieval + generation. See [[entity/bm25]].",
+    }
+    assert client.post(f"/api/v1/knowledge-bases/{kb['id']}/wiki/pages", json=page).status_code == 201
+    other = {"slug": "entity/bm25", "type": "entity", "title": "BM25", "content": "A ranking function (a+b)."}
+    assert client.post(f"/api/v1/knowledge-bases/{kb['id']}/wiki/pages", json=other).status_code == 201
+    problem(client.post(f"/api/v1/knowledge-bases/{kb['id']}/wiki/pages", json=page), 409, "page_exists")
+    problem(
+        client.post(f"/api/v1/knowledge-bases/{kb['id']}/wiki/pages", json={**page, "slug": "Bad Slug!"}),
+        400,
+        "invalid_slug",
+    )
+    assert "wiki" in client.get(f"/api/v1/knowledge-bases/{kb['id']}").json()["capabilities"]
+    read = client.get(f"/api/v1/knowledge-bases/{kb['id']}/wiki/pages/concept/rag").json()
+    assert read["links"] == ["entity/bm25"]
+    regex = client.post("/api/v1/wiki/search", json={"query": "retriev(al|e)"}).json()
+    assert [m["slug"] for m in regex] == ["concept/rag"]
+    literal = client.post("/api/v1/wiki/search", json={"query": "(a+b"}).json()
+    assert [m["slug"] for m in literal] == ["entity/bm25"], "an invalid regex is matched literally"
+    problem(client.post("/api/v1/wiki/search", json={"query": "(a+b", "regex": True}), 400, "invalid_pattern")
+    assert client.post("/api/v1/wiki/search", json={"query": "a+b", "regex": False}).json()[0]["slug"] == "entity/bm25"
+    index = client.get(f"/api/v1/knowledge-bases/{kb['id']}/wiki").json()
+    assert [g["type"] for g in index["groups"]] == ["concept", "entity"]
+
+
+def test_ask_answers_extractively_with_references_and_sessions(client: TestClient) -> None:
+    kb = make_kb(client)
+    guide = add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    first = client.post("/api/v1/knowledge/ask", json={"question": "How are secrets sealed?"}).json()
+    assert first["mode"] == "extractive"
+    assert "extractive" in first["answer"].lower()
+    assert first["references"][0]["document_id"] == guide["id"]
+    assert any("language model" in n for n in first["notices"])
+    follow = client.post("/api/v1/knowledge/ask", json={"question": "and rotation?", "session_id": first["session_id"]})
+    assert follow.json()["session_id"] == first["session_id"]
+    problem(
+        client.post("/api/v1/knowledge/ask", json={"question": "x", "session_id": "ses_unknown"}),
+        404,
+        "session_not_found",
+    )

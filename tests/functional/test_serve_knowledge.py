@@ -1,0 +1,61 @@
+"""Knowledge through the real ``mcpbridge serve``: documents are indexed in the background (the thread pool) and
+become searchable; after a restart the documents and the index are still there."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.serve import ServeProcess, cli_env, http_client, run_init
+
+pytestmark = [pytest.mark.slow]
+
+
+def _wait_indexed(client: httpx.Client, document_id: str, timeout: float = 20.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        document: dict[str, Any] = client.get(f"/api/v1/documents/{document_id}").json()
+        if document["parse_status"] in ("completed", "failed") or time.monotonic() > deadline:
+            return document
+        time.sleep(0.1)
+
+
+def test_background_indexing_and_restart(tmp_path: Path) -> None:
+    env = cli_env()
+    data_dir = tmp_path / "data"
+    key = run_init(["--json", "--data-dir", str(data_dir)], cwd=tmp_path, env=env)["api_key"]
+    server = ServeProcess.start(
+        cwd=tmp_path, env=env, args=["--data-dir", str(data_dir)], log_dir=tmp_path, tag="serve"
+    )
+    try:
+        server.wait_ready()
+        with http_client(server.base_url) as client:
+            client.headers["Authorization"] = f"Bearer {key}"
+            kb = client.post("/api/v1/knowledge-bases", json={"name": "Field notes"}).json()
+            created = client.post(
+                f"/api/v1/knowledge-bases/{kb['id']}/documents",
+                json={"title": "Seals", "content": "# Seals\n\nHarbour seals haul out on sandbanks at low tide."},
+            )
+            assert created.status_code == 201
+            assert created.json()["parse_status"] == "pending"
+            document = _wait_indexed(client, created.json()["id"])
+            assert document["parse_status"] == "completed", document
+            hits = client.post("/api/v1/knowledge/search", json={"query": "sandbanks", "mode": "keyword"}).json()
+            assert [h["document_id"] for h in hits["results"]] == [document["id"]]
+        assert server.interrupt() == 0
+    finally:
+        server.kill()
+    again = ServeProcess.start(cwd=tmp_path, env=env, args=["--data-dir", str(data_dir)], log_dir=tmp_path, tag="again")
+    try:
+        again.wait_ready()
+        with http_client(again.base_url) as client:
+            client.headers["Authorization"] = f"Bearer {key}"
+            hits = client.post("/api/v1/knowledge/search", json={"query": "low tide seals", "mode": "keyword"}).json()
+            assert hits["results"][0]["document_title"] == "Seals"
+        assert again.interrupt() == 0
+    finally:
+        again.kill()
