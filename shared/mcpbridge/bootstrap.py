@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.search import KnowledgeSearch
     from mcpbridge.knowledge.wiki import Wiki
     from mcpbridge.outbound.policy import EgressPolicy
+    from mcpbridge.server.endpoints import EndpointService
+    from mcpbridge.server.rate_limit import RateLimiter
 
 log = logging.getLogger("mcpbridge.bootstrap")
 
@@ -234,6 +236,18 @@ class Container:
         from mcpbridge.knowledge.wiki import Wiki
 
         return Wiki(self.store, self.clock, self.knowledge_bases)
+
+    @cached_property
+    def endpoints(self) -> EndpointService:
+        from mcpbridge.server.endpoints import EndpointService
+
+        return EndpointService(self.store, self.clock, self.knowledge_bases)
+
+    @cached_property
+    def rate_limiter(self) -> RateLimiter:
+        from mcpbridge.server.rate_limit import RateLimiter
+
+        return RateLimiter(self.store, self.clock)
 
     @cached_property
     def answers(self) -> Answerer:

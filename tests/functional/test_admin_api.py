@@ -38,7 +38,9 @@ def container(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Contai
 
 @pytest.fixture
 def client(container: Container) -> Iterator[TestClient]:
-    with TestClient(create_combined_app(container), raise_server_exceptions=False) as test_client:
+    # 127.0.0.1: a host the MCP endpoint serves (it answers 421 to any other).
+    app = create_combined_app(container)
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as test_client:
         yield test_client
 
 

@@ -395,8 +395,85 @@ def test_mcp_endpoint_requires_a_bearer_token(deployment: Deployment, load_funct
         assert response.headers["www-authenticate"].startswith(WWW_AUTHENTICATE)
         assert 'error="invalid_token"' in response.headers["www-authenticate"]
 
-    in_query = http_event("GET", "/mcp/ep_x", route_key=route, query={"access_token": "mcp_abc"})
+    in_query = http_event("POST", "/mcp/ep_x", route_key=route, query={"access_token": "mcp_abc"})
     assert_problem(invoke(handler, in_query, "mcp"), 401, "query_token_refused")
+    assert_problem(invoke(handler, http_event("GET", "/mcp/ep_x", route_key=route), "mcp"), 405, "method_not_allowed")
+
+
+def test_mcp_endpoint_serves_tools_on_warm_invocations(
+    deployment: Deployment, load_function: Callable[[str], Handler], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCPBRIDGE_JOBS", "inline")  # index while the request runs: no indexer function here
+    admin = load_function("admin_api")
+    mcp = load_function("mcp_endpoint")
+
+    def api(method: str, path: str, body: dict[str, Any]) -> Any:
+        event = http_event(
+            method,
+            path,
+            route_key="ANY /api/v1/{proxy+}",
+            path_parameters={"proxy": path.removeprefix("/api/v1/")},
+            headers={**bearer(deployment.admin_key), "content-type": "application/json"},
+            body=json.dumps(body).encode(),
+        )
+        response = invoke(admin, event, "admin")
+        assert response.status in (200, 201), response.body
+        return response.json()
+
+    kb = api("POST", "/api/v1/knowledge-bases", {"name": f"Lambda notes {uuid.uuid4().hex[:6]}"})
+    api("POST", f"/api/v1/knowledge-bases/{kb['id']}/documents", {"title": "Ice", "content": "Walruses rest on ice."})
+    endpoint = api(
+        "POST",
+        "/api/v1/mcp-endpoints",
+        {"name": "lambda", "knowledge_base_ids": [kb["id"]], "tools": ["search_knowledge"]},
+    )
+    headers = {
+        **bearer(endpoint["token"]),
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+    }
+
+    def rpc(message: dict[str, Any], extra: dict[str, str] | None = None) -> Any:
+        event = http_event(
+            "POST",
+            f"/mcp/{endpoint['id']}",
+            route_key="ANY /mcp/{endpoint_id}",
+            path_parameters={"endpoint_id": endpoint["id"]},
+            headers={**headers, **(extra or {})},
+            body=json.dumps(message).encode(),
+        )
+        return assert_json(invoke(mcp, event, "mcp"), 200)
+
+    session = {"mcp-protocol-version": "2025-11-25"}
+    for _ in range(2):
+        initialized = rpc(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "lambda-test", "version": "1"},
+                },
+            }
+        )
+        assert initialized["result"]["serverInfo"]["name"] == "mcpbridge"
+        listed = rpc({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, session)
+        assert [t["name"] for t in listed["result"]["tools"]] == ["search_knowledge"]
+        called = rpc(
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "search_knowledge", "arguments": {"query": "walruses", "mode": "keyword"}},
+            },
+            session,
+        )
+        result = called["result"]
+        assert not result["isError"]
+        assert result["structuredContent"]["results"][0]["document_title"] == "Ice"
+        assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
 
 
 def test_mcp_endpoint_function_serves_only_its_routes(

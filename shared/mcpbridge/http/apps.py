@@ -10,23 +10,24 @@ from collections.abc import Iterable
 from typing import Literal
 
 from fastapi import APIRouter, FastAPI
+from starlette.routing import Route
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.problems import install_problem_handlers
-from mcpbridge.http.routes import api_keys, documents, health, knowledge, mcp, oauth_callback, resolutions, wiki
+from mcpbridge.http.routes import api_keys, documents, endpoints, health, knowledge, oauth_callback, resolutions, wiki
 
 Surface = Literal["admin_api", "mcp_endpoint", "oauth_callback", "resolutions"]
 
 _SURFACES: dict[Surface, tuple[APIRouter, ...]] = {
-    "admin_api": (api_keys.router, knowledge.router, documents.router, wiki.router),
-    "mcp_endpoint": (mcp.router,),
+    "admin_api": (api_keys.router, knowledge.router, documents.router, wiki.router, endpoints.router),
+    "mcp_endpoint": (),
     "oauth_callback": (oauth_callback.router,),
     "resolutions": (resolutions.router,),
 }
 
 
-def _app(container: Container, routers: Iterable[APIRouter], title: str) -> FastAPI:
+def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp: bool) -> FastAPI:
     app = FastAPI(
         title=title,
         version=__version__,
@@ -39,14 +40,20 @@ def _app(container: Container, routers: Iterable[APIRouter], title: str) -> Fast
     app.include_router(health.router)
     for router in routers:
         app.include_router(router)
+    if mcp:
+        from mcpbridge.server.transport import McpEndpointApp
+
+        # A raw ASGI route: the SDK answers the request itself, and no trailing-slash redirect gets in the way.
+        app.router.routes.append(Route("/mcp/{endpoint_id}", endpoint=McpEndpointApp(container)))
     return app
 
 
 def create_app(container: Container, surface: Surface) -> FastAPI:
     """The app of one Lambda function."""
-    return _app(container, _SURFACES[surface], f"mcpbridge {surface.replace('_', ' ')}")
+    title = f"mcpbridge {surface.replace('_', ' ')}"
+    return _app(container, _SURFACES[surface], title, mcp=surface == "mcp_endpoint")
 
 
 def create_combined_app(container: Container) -> FastAPI:
     """Every surface in one app, for ``mcpbridge serve``."""
-    return _app(container, [r for routers in _SURFACES.values() for r in routers], "mcpbridge")
+    return _app(container, [r for routers in _SURFACES.values() for r in routers], "mcpbridge", mcp=True)

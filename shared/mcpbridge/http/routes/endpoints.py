@@ -1,0 +1,247 @@
+"""``/api/v1/mcp-endpoints``: publish knowledge bases as MCP endpoints (read: viewer; write: admin; API keys need
+``manage_channels``). The token is in the create and rotate responses only, with ready-to-paste client configs."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from mcpbridge.bootstrap import Container
+from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.server.endpoints import CatalogGroup, Endpoint
+
+router = APIRouter(prefix="/api/v1/mcp-endpoints", tags=["mcp-endpoints"])
+
+TOKEN_ENV_VAR = "MCPBRIDGE_TOKEN"  # noqa: S105 - the name of an environment variable, not a secret
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1"})
+
+
+class EndpointIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(description="1 to 255 bytes once trimmed.")
+    description: str = ""
+    enabled: bool = True
+    knowledge_base_ids: list[str] = Field(default_factory=list, description="Empty: every knowledge base.")
+    tools: list[str] | None = Field(
+        default=None, description="Tool whitelist; unknown names are dropped. Omit for the default tools."
+    )
+    default_agent_id: str | None = None
+    rate_limit_per_minute: int = Field(default=60, description="Calls per minute, 1 to 6000; 0 means 60.")
+
+
+class EndpointPatch(BaseModel):
+    """Only the fields sent change. ``default_agent_id: null`` clears it; no other field may be null."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str | None = None
+    description: str | None = None
+    enabled: bool | None = None
+    knowledge_base_ids: list[str] | None = None
+    tools: list[str] | None = None
+    default_agent_id: str | None = None
+    rate_limit_per_minute: int | None = None
+
+    @model_validator(mode="after")
+    def _only_agent_is_nullable(self) -> EndpointPatch:
+        nulls = sorted(f for f in self.model_fields_set if f != "default_agent_id" and getattr(self, f) is None)
+        if nulls:
+            raise ValueError(f"{', '.join(nulls)} cannot be null")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        return {field: getattr(self, field) for field in self.model_fields_set}
+
+
+class EndpointOut(BaseModel):
+    """An endpoint as listed. It has no field for the token or its hash."""
+
+    id: str
+    name: str
+    description: str
+    enabled: bool
+    knowledge_base_ids: list[str]
+    tools: list[str]
+    default_agent_id: str | None
+    rate_limit_per_minute: int
+    token_hint: str
+    last_used_at: str | None
+    created_at: str
+    updated_at: str
+    version: int
+
+    @classmethod
+    def of(cls, endpoint: Endpoint) -> EndpointOut:
+        return cls(
+            id=endpoint.id,
+            name=endpoint.name,
+            description=endpoint.description,
+            enabled=endpoint.enabled,
+            knowledge_base_ids=list(endpoint.knowledge_base_ids),
+            tools=list(endpoint.tools),
+            default_agent_id=endpoint.default_agent_id,
+            rate_limit_per_minute=endpoint.rate_limit_per_minute,
+            token_hint=endpoint.token_hint,
+            last_used_at=endpoint.last_used_at,
+            created_at=endpoint.created_at,
+            updated_at=endpoint.updated_at,
+            version=endpoint.version,
+        )
+
+
+class ClientConfigs(BaseModel):
+    cursor: dict[str, Any] = Field(description="Cursor `~/.cursor/mcp.json` (`mcpServers`).")
+    vscode: dict[str, Any] = Field(description="VS Code `.vscode/mcp.json` (`servers`, `type: http`).")
+    claude_code: str = Field(description="A `claude mcp add --transport http ...` command.")
+    mcp_remote: dict[str, Any] = Field(
+        description="stdio fallback through `mcp-remote` (Claude Desktop and others); the token is in `env` only."
+    )
+
+
+class IssuedEndpoint(EndpointOut):
+    """An endpoint with its token, as created or rotated. The token is shown only in this response: store it now."""
+
+    token: str
+    url: str
+    client_configs: ClientConfigs
+
+
+class EndpointList(BaseModel):
+    items: list[EndpointOut]
+    total: int
+
+
+class CatalogToolOut(BaseModel):
+    name: str
+    title: str
+    group: str
+    default: bool
+
+
+class CatalogGroupOut(BaseModel):
+    name: str
+    title: str
+    tools: list[CatalogToolOut]
+
+    @classmethod
+    def of(cls, group: CatalogGroup) -> CatalogGroupOut:
+        return cls(
+            name=group.name,
+            title=group.title,
+            tools=[CatalogToolOut(name=t.name, title=t.title, group=t.group, default=t.default) for t in group.tools],
+        )
+
+
+class CatalogOut(BaseModel):
+    groups: list[CatalogGroupOut]
+
+
+# ---------------------------------------------------------------------------------------------------- routes
+
+
+@router.get("")
+def list_endpoints(principal: CurrentPrincipal, container: ContainerDep) -> EndpointList:
+    endpoints = container.endpoints.list(principal)
+    return EndpointList(items=[EndpointOut.of(e) for e in endpoints], total=len(endpoints))
+
+
+@router.get("/tools")
+def tool_catalog(principal: CurrentPrincipal, container: ContainerDep) -> CatalogOut:
+    return CatalogOut(groups=[CatalogGroupOut.of(g) for g in container.endpoints.catalog(principal)])
+
+
+@router.post("", status_code=201)
+def create_endpoint(
+    body: EndpointIn, principal: CurrentPrincipal, container: ContainerDep, request: Request, response: Response
+) -> IssuedEndpoint:
+    endpoint, token = container.endpoints.create(
+        principal,
+        name=body.name,
+        description=body.description,
+        enabled=body.enabled,
+        knowledge_base_ids=body.knowledge_base_ids,
+        tools=body.tools,
+        default_agent_id=body.default_agent_id,
+        rate_limit_per_minute=body.rate_limit_per_minute,
+    )
+    return _issued(endpoint, token, container, request, response)
+
+
+@router.get("/{endpoint_id}")
+def get_endpoint(endpoint_id: str, principal: CurrentPrincipal, container: ContainerDep) -> EndpointOut:
+    return EndpointOut.of(container.endpoints.get(principal, endpoint_id))
+
+
+@router.put("/{endpoint_id}")
+def update_endpoint(
+    endpoint_id: str, body: EndpointPatch, principal: CurrentPrincipal, container: ContainerDep
+) -> EndpointOut:
+    return EndpointOut.of(container.endpoints.update(principal, endpoint_id, **body.changes()))
+
+
+@router.delete("/{endpoint_id}", status_code=204)
+def delete_endpoint(endpoint_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
+    container.endpoints.delete(principal, endpoint_id)
+    return Response(status_code=204)
+
+
+@router.post("/{endpoint_id}/rotate-token")
+def rotate_token(
+    endpoint_id: str, principal: CurrentPrincipal, container: ContainerDep, request: Request, response: Response
+) -> IssuedEndpoint:
+    endpoint, token = container.endpoints.rotate_token(principal, endpoint_id)
+    return _issued(endpoint, token, container, request, response)
+
+
+# ---------------------------------------------------------------------------------------------------- configs
+
+
+def _issued(
+    endpoint: Endpoint, token: str, container: Container, request: Request, response: Response
+) -> IssuedEndpoint:
+    response.headers["Cache-Control"] = "no-store"
+    base = (container.settings.public_base_url or str(request.base_url)).rstrip("/")
+    url = f"{base}/mcp/{endpoint.id}"
+    return IssuedEndpoint(
+        **EndpointOut.of(endpoint).model_dump(),
+        token=token,
+        url=url,
+        client_configs=client_configs(slug(endpoint.name), url, token),
+    )
+
+
+def slug(name: str) -> str:
+    """A server name clients accept (letters, digits, hyphens), from the endpoint's name."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    cleaned = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")[:64].rstrip("-")
+    return cleaned or "mcpbridge"
+
+
+def client_configs(server: str, url: str, token: str) -> ClientConfigs:
+    headers = {"Authorization": f"Bearer {token}"}
+    # mcp-remote's documented form: no space after the colon (some clients mangle spaces in args), the value read
+    # from an environment variable it expands itself, so the token never appears in the process arguments.
+    remote_args = ["-y", "mcp-remote", url, "--header", f"Authorization:${{{TOKEN_ENV_VAR}}}"]
+    if _needs_allow_http(url):
+        remote_args.append("--allow-http")  # mcp-remote refuses plain http except on localhost without it
+    return ClientConfigs(
+        cursor={"mcpServers": {server: {"url": url, "headers": headers}}},
+        vscode={"servers": {server: {"type": "http", "url": url, "headers": headers}}},
+        claude_code=f'claude mcp add --transport http {server} {url} --header "Authorization: Bearer {token}"',
+        mcp_remote={
+            "mcpServers": {
+                server: {"command": "npx", "args": remote_args, "env": {TOKEN_ENV_VAR: f"Bearer {token}"}},
+            }
+        },
+    )
+
+
+def _needs_allow_http(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme.lower() == "http" and (parts.hostname or "") not in _LOOPBACK_HOSTS

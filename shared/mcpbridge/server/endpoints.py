@@ -1,0 +1,575 @@
+"""Published MCP endpoints: their records, management (create, update, rotate, delete) and token authentication.
+
+Items (single table):
+
+    WS#<ws> / MCPEP#<id>     an endpoint; gsi1 = MCPTOKEN#<sha256> / MCPEP (the token's lookup),
+                             gsi2 = MCPEPID#<id> / MCPEP (find an endpoint from the id in a URL path)
+
+A token is ``mcp_`` + 43 base64url characters; only its SHA-256 is stored. Authentication reads through gsi1, then
+reads the base item consistently and compares the stored hash, so a rotation, a disable or a delete cuts a client
+off on its very next request (the index may lag; the base item has the last word). Nothing is cached.
+
+A scoped API key never mints an endpoint with more authority than itself: the endpoint's knowledge bases must lie
+within the key's, and the capabilities its tools need (``catalog.capabilities_for``) within the key's capabilities.
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+import hmac
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from mcpbridge.domain import credentials
+from mcpbridge.domain.identity import Principal, Scope, timestamp
+from mcpbridge.domain.ids import is_id, new_id
+from mcpbridge.domain.items import AttrAbsent, Compare, Condition, Item, ItemExists, Key, Update, all_of, any_of
+from mcpbridge.domain.knowledge import KnowledgeAccess
+from mcpbridge.errors import (
+    ConditionFailed,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    MCPBridgeError,
+    NotFound,
+    Unauthenticated,
+)
+from mcpbridge.identity.service import workspace_key
+from mcpbridge.knowledge.bases import KnowledgeBases
+from mcpbridge.ports import Clock, Store
+from mcpbridge.server.catalog import (
+    BY_NAME,
+    CATALOG,
+    DEFAULT_TOOLS,
+    GROUP_TITLES,
+    GROUPS,
+    CatalogTool,
+    ToolGroup,
+    capabilities_for,
+    normalise_tools,
+)
+
+log = logging.getLogger("mcpbridge.endpoints")
+
+ID_PREFIX = "ep"
+NAME_MAX_BYTES = 255
+DESCRIPTION_MAX_CHARS = 2000
+DEFAULT_RATE_LIMIT_PER_MINUTE = 60
+MAX_RATE_LIMIT_PER_MINUTE = 6000
+MAX_KNOWLEDGE_BASES = 100
+LAST_USED_EVERY_SECONDS = 60
+_WRITE_ATTEMPTS = 5
+
+
+class Unset(enum.Enum):
+    """Marks an ``update`` argument that was not given (``None`` is a value: it clears ``default_agent_id``)."""
+
+    UNSET = "unset"
+
+
+UNSET: Final = Unset.UNSET
+
+
+def endpoint_key(workspace_id: str, endpoint_id: str) -> Key:
+    return Key(f"WS#{workspace_id}", f"MCPEP#{endpoint_id}")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An endpoint as stored, minus its token hash. The plaintext token exists only in create/rotate responses."""
+
+    id: str
+    workspace_id: str
+    name: str
+    description: str
+    enabled: bool
+    knowledge_base_ids: list[str]
+    """Empty: every knowledge base of the workspace."""
+    tools: list[str]
+    """The whitelist, in catalog order."""
+    default_agent_id: str | None
+    rate_limit_per_minute: int
+    token_hint: str
+    last_used_at: str | None
+    created_at: str
+    updated_at: str
+    version: int
+
+    @property
+    def restricts_knowledge_bases(self) -> bool:
+        return bool(self.knowledge_base_ids)
+
+    def allows_knowledge_base(self, kb_id: str) -> bool:
+        return not self.knowledge_base_ids or kb_id in self.knowledge_base_ids
+
+    def has_tool(self, name: str) -> bool:
+        return name.strip() in self.tools
+
+    @property
+    def scope(self) -> Scope:
+        """The authority the endpoint grants: its tools' capabilities and its knowledge bases (None: all)."""
+        return Scope(
+            capabilities=frozenset(capabilities_for(self.tools)),
+            knowledge_base_ids=frozenset(self.knowledge_base_ids) if self.knowledge_base_ids else None,
+        )
+
+    def knowledge_access(self) -> KnowledgeAccess:
+        """What the endpoint's tools may reach: its workspace, limited to its knowledge bases when it lists some."""
+        return KnowledgeAccess(self.workspace_id, self.scope.knowledge_base_ids)
+
+
+@dataclass(frozen=True)
+class CatalogGroup:
+    name: ToolGroup
+    title: str
+    tools: tuple[CatalogTool, ...]
+
+
+class EndpointService:
+    """Management of a workspace's MCP endpoints (REST) and authentication of their tokens (MCP transport)."""
+
+    def __init__(self, store: Store, clock: Clock, bases: KnowledgeBases) -> None:
+        self._store = store
+        self._clock = clock
+        self._bases = bases
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def catalog(self, principal: Principal) -> builtins.list[CatalogGroup]:
+        """The tools an endpoint can offer, by group in display order."""
+        _require_reader(principal)
+        return [CatalogGroup(g, GROUP_TITLES[g], tuple(t for t in CATALOG if t.group == g)) for g in GROUPS]
+
+    def list(self, principal: Principal) -> builtins.list[Endpoint]:
+        """Every endpoint of the principal's workspace, oldest first."""
+        _require_reader(principal)
+        found: builtins.list[Endpoint] = []
+        cursor: str | None = None
+        while True:
+            page = self._store.query(f"WS#{principal.workspace_id}", sk_prefix="MCPEP#", limit=200, cursor=cursor)
+            found += [_endpoint_of(item) for item in page.items]
+            cursor = page.cursor
+            if cursor is None:
+                return found
+
+    def get(self, principal: Principal, endpoint_id: str) -> Endpoint:
+        _require_reader(principal)
+        return _endpoint_of(self._item(principal.workspace_id, endpoint_id))
+
+    def find(self, endpoint_id: str) -> Endpoint | None:
+        """The endpoint with this id in any workspace (through gsi2, then a consistent read), or None."""
+        if not is_id(endpoint_id, ID_PREFIX):
+            return None
+        page = self._store.query(f"MCPEPID#{endpoint_id}", index="gsi2", limit=1)
+        if not page.items:
+            return None
+        item = self._store.get(endpoint_key(page.items[0]["workspace_id"], endpoint_id))
+        return None if item is None else _endpoint_of(item)
+
+    # ------------------------------------------------------------------------------------------ writing
+
+    def create(
+        self,
+        principal: Principal,
+        *,
+        name: str,
+        description: str = "",
+        enabled: bool = True,
+        knowledge_base_ids: Iterable[str] = (),
+        tools: Iterable[str] | None = None,
+        default_agent_id: str | None = None,
+        rate_limit_per_minute: int = 0,
+    ) -> tuple[Endpoint, str]:
+        """A new endpoint and its token's plaintext (shown once). ``tools=None``: the default tools the key may
+        publish; ``rate_limit_per_minute=0``: the default (60)."""
+        _require_writer(principal)
+        name = _clean_name(name)
+        description = _clean_description(description)
+        chosen_tools = _clean_tools(_default_tools(principal) if tools is None else tools)
+        rate = _clean_rate(rate_limit_per_minute)
+        agent = _clean_agent(default_agent_id)
+        kb_ids = _clean_kb_ids(knowledge_base_ids)
+        _require_covers(principal, kb_ids, chosen_tools)
+        self._require_bases(principal, kb_ids)
+        now = timestamp(self._clock.now())
+        issued = credentials.issue(credentials.ENDPOINT_TOKEN_PREFIX)
+        endpoint = Endpoint(
+            id=new_id(ID_PREFIX),
+            workspace_id=principal.workspace_id,
+            name=name,
+            description=description,
+            enabled=bool(enabled),
+            knowledge_base_ids=kb_ids,
+            tools=chosen_tools,
+            default_agent_id=agent,
+            rate_limit_per_minute=rate,
+            token_hint=issued.hint,
+            last_used_at=None,
+            created_at=now,
+            updated_at=now,
+            version=1,
+        )
+        item = _item_of(endpoint, issued.sha256)
+        item["created_by"] = principal.user_id
+        item["created_by_api_key"] = principal.api_key_id
+        self._store.put(item, condition=Condition.absent("endpoint_new"))
+        log.info("created MCP endpoint %s in workspace %s", endpoint.id, endpoint.workspace_id)
+        return endpoint, issued.plaintext
+
+    def update(
+        self,
+        principal: Principal,
+        endpoint_id: str,
+        *,
+        name: str | Unset = UNSET,
+        description: str | Unset = UNSET,
+        enabled: bool | Unset = UNSET,
+        knowledge_base_ids: Iterable[str] | Unset = UNSET,
+        tools: Iterable[str] | Unset = UNSET,
+        default_agent_id: str | Unset | None = UNSET,
+        rate_limit_per_minute: int | Unset = UNSET,
+        expected_version: int | None = None,
+    ) -> Endpoint:
+        """Change the given fields (validated as on create). The result must stay within the key's authority.
+
+        ``expected_version``: refuse (409) unless the endpoint is still at that version; without it, a concurrent
+        change is merged by re-reading and re-applying these fields.
+        """
+        _require_writer(principal)
+        changes: dict[str, Any] = {}
+        if not isinstance(name, Unset):
+            changes["name"] = _clean_name(name)
+        if not isinstance(description, Unset):
+            changes["description"] = _clean_description(description)
+        if not isinstance(enabled, Unset):
+            changes["enabled"] = bool(enabled)
+        if not isinstance(tools, Unset):
+            changes["tools"] = _clean_tools(tools)
+        if not isinstance(rate_limit_per_minute, Unset):
+            changes["rate_limit_per_minute"] = _clean_rate(rate_limit_per_minute)
+        if not isinstance(default_agent_id, Unset):
+            changes["default_agent_id"] = _clean_agent(default_agent_id)
+        if not isinstance(knowledge_base_ids, Unset):
+            changes["knowledge_base_ids"] = _clean_kb_ids(knowledge_base_ids)
+        bases_checked = False
+        for _ in range(_WRITE_ATTEMPTS):
+            current = _endpoint_of(self._item(principal.workspace_id, endpoint_id))
+            if expected_version is not None and current.version != expected_version:
+                raise _version_conflict()
+            _require_covers(
+                principal,
+                changes.get("knowledge_base_ids", current.knowledge_base_ids),
+                changes.get("tools", current.tools),
+            )
+            if "knowledge_base_ids" in changes and not bases_checked:
+                self._require_bases(principal, changes["knowledge_base_ids"])
+                bases_checked = True
+            effective = {field: value for field, value in changes.items() if getattr(current, field) != value}
+            if not effective:
+                return current
+            effective |= {"updated_at": timestamp(self._clock.now()), "version": current.version + 1}
+            try:
+                item = self._store.update(
+                    endpoint_key(current.workspace_id, current.id),
+                    Update(set=effective),
+                    condition=_unchanged(current.version),
+                )
+            except ConditionFailed as lost:
+                if lost.current is None:
+                    raise _not_found() from None
+                if expected_version is not None:
+                    raise _version_conflict() from None
+                continue  # changed under us: merge onto the newer version
+            log.info("updated MCP endpoint %s (%s)", current.id, ", ".join(sorted(changes)))
+            return _endpoint_of(item)
+        raise Conflict("the endpoint kept changing during the update; retry", code="endpoint_busy")
+
+    def rotate_token(self, principal: Principal, endpoint_id: str) -> tuple[Endpoint, str]:
+        """A new token (plaintext shown once); the old one stops working on its next request."""
+        _require_writer(principal)
+        for _ in range(_WRITE_ATTEMPTS):
+            current = _endpoint_of(self._item(principal.workspace_id, endpoint_id))
+            _require_covers(principal, current.knowledge_base_ids, current.tools)
+            issued = credentials.issue(credentials.ENDPOINT_TOKEN_PREFIX)
+            changes = {
+                "sha256": issued.sha256,
+                "gsi1pk": _token_partition(issued.sha256),
+                "token_hint": issued.hint,
+                "updated_at": timestamp(self._clock.now()),
+                "version": current.version + 1,
+            }
+            try:
+                item = self._store.update(
+                    endpoint_key(current.workspace_id, current.id),
+                    Update(set=changes),
+                    condition=_unchanged(current.version),
+                )
+            except ConditionFailed as lost:
+                if lost.current is None:
+                    raise _not_found() from None
+                continue
+            log.info("rotated the token of MCP endpoint %s", current.id)
+            return _endpoint_of(item), issued.plaintext
+        raise Conflict("the endpoint kept changing during the rotation; retry", code="endpoint_busy")
+
+    def delete(self, principal: Principal, endpoint_id: str) -> None:
+        """Delete now: the endpoint's token fails on its next request."""
+        _require_writer(principal)
+        if not is_id(endpoint_id, ID_PREFIX):
+            raise _not_found()
+        try:
+            self._store.delete(
+                endpoint_key(principal.workspace_id, endpoint_id), condition=Condition.exists("endpoint_exists")
+            )
+        except ConditionFailed:
+            raise _not_found() from None
+        log.info("deleted MCP endpoint %s", endpoint_id)
+
+    # ------------------------------------------------------------------------------------------ MCP transport
+
+    def authenticate(self, endpoint_id: str, token: str) -> Endpoint:
+        """The endpoint a bearer token opens, checked against the store on every call (no cache).
+
+        Raises ``Unauthenticated(code="invalid_token")`` for a malformed, unknown, rotated or deleted token, or a
+        token of another endpoint; ``Forbidden`` with ``endpoint_disabled`` or ``workspace_inactive``.
+        """
+        if not endpoint_id or not token or not credentials.well_formed(token, credentials.ENDPOINT_TOKEN_PREFIX):
+            raise _invalid_token()
+        sha = credentials.digest(token)
+        page = self._store.query(_token_partition(sha), index="gsi1", limit=2)
+        if not page.items:
+            raise _invalid_token()
+        indexed = page.items[0]
+        # The index may lag a rotation or a delete: the base item, read consistently, has the last word.
+        item = self._store.get(endpoint_key(indexed["workspace_id"], indexed["id"]))
+        if item is None:
+            raise _invalid_token()
+        same_hash = credentials.same_digest(str(item["sha256"]), sha)
+        same_endpoint = hmac.compare_digest(str(item["id"]).encode(), endpoint_id.encode())
+        if not (same_hash and same_endpoint):
+            raise _invalid_token()
+        endpoint = _endpoint_of(item)
+        if not endpoint.enabled:
+            raise Forbidden("this MCP endpoint is disabled", code="endpoint_disabled")
+        workspace = self._store.get(workspace_key(endpoint.workspace_id))
+        if workspace is None or workspace.get("status") != "active":
+            raise Forbidden("the workspace is not active", code="workspace_inactive")
+        return endpoint
+
+    def touch(self, endpoint: Endpoint) -> None:
+        """Record use: ``last_used_at`` is written at most once a minute per endpoint; failures are swallowed."""
+        now = self._clock.now()
+        cutoff = timestamp(now - LAST_USED_EVERY_SECONDS)
+        if (endpoint.last_used_at or "") >= cutoff:
+            return
+        stale = all_of(ItemExists(), any_of(AttrAbsent("last_used_at"), Compare("last_used_at", "<", cutoff)))
+        try:
+            self._store.update(
+                endpoint_key(endpoint.workspace_id, endpoint.id),
+                Update(set={"last_used_at": timestamp(now)}),
+                condition=Condition("last_used_stale", stale),
+            )
+        except ConditionFailed:
+            pass  # another request recorded it this minute, or the endpoint is gone: nothing to do
+        except MCPBridgeError as exc:
+            log.warning("could not record the use of MCP endpoint %s: %s", endpoint.id, exc.code)
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def _item(self, workspace_id: str, endpoint_id: str) -> Item:
+        item = self._store.get(endpoint_key(workspace_id, endpoint_id)) if is_id(endpoint_id, ID_PREFIX) else None
+        if item is None:
+            raise _not_found()
+        return item
+
+    def _require_bases(self, principal: Principal, kb_ids: builtins.list[str]) -> None:
+        """Each knowledge base exists in the workspace and is visible to the key."""
+        access = KnowledgeAccess(principal.workspace_id, principal.scope.knowledge_base_ids)
+        for kb_id in kb_ids:
+            if is_id(kb_id, "kb"):
+                try:
+                    self._bases.get(access, kb_id)
+                    continue
+                except NotFound:
+                    pass
+            raise NotFound(f"knowledge base not found: {_shown(kb_id)}", code="kb_not_found")
+
+
+# ---------------------------------------------------------------------------------------------------- access
+
+
+def _require_channels(principal: Principal) -> None:
+    if not principal.scope.allows("manage_channels"):
+        raise Forbidden("this API key lacks the manage_channels capability", code="capability_missing")
+
+
+def _require_reader(principal: Principal) -> None:
+    _require_channels(principal)
+
+
+def _require_writer(principal: Principal) -> None:
+    if not principal.is_admin:
+        raise Forbidden("this needs an admin API key", code="admin_required")
+    _require_channels(principal)
+
+
+def _require_covers(principal: Principal, kb_ids: list[str], tools: list[str]) -> None:
+    """A scoped key may only publish what it could do itself."""
+    scope = principal.scope
+    if scope.knowledge_base_ids is not None:
+        if not kb_ids:
+            raise Forbidden(
+                "this API key may only create endpoints limited to its knowledge bases", code="scope_exceeded"
+            )
+        for kb_id in kb_ids:
+            if kb_id not in scope.knowledge_base_ids:
+                raise Forbidden(
+                    f"knowledge base is outside this API key's scope: {_shown(kb_id)}", code="scope_exceeded"
+                )
+    missing = sorted(c for c in capabilities_for(tools) if not scope.allows(c))
+    if missing:
+        raise Forbidden(
+            f"this API key lacks the {missing[0]} capability the endpoint's tools need",
+            code="scope_exceeded",
+            details={"missing_capabilities": missing},
+        )
+
+
+# ---------------------------------------------------------------------------------------------------- validation
+
+
+def _clean_name(name: str) -> str:
+    name = name.strip()
+    if not name:
+        raise InvalidInput("name is required", code="invalid_name")
+    if len(name.encode()) > NAME_MAX_BYTES:
+        raise InvalidInput(f"name is too long (at most {NAME_MAX_BYTES} bytes)", code="invalid_name")
+    return name
+
+
+def _clean_description(description: str) -> str:
+    description = description.strip()
+    if len(description) > DESCRIPTION_MAX_CHARS:
+        raise InvalidInput(f"description is longer than {DESCRIPTION_MAX_CHARS} characters", code="invalid_description")
+    return description
+
+
+def _default_tools(principal: Principal) -> list[str]:
+    """The catalog's default tools that this key may publish."""
+    return [name for name in DEFAULT_TOOLS if principal.scope.allows(BY_NAME[name].capability)]
+
+
+def _clean_tools(tools: Iterable[str]) -> list[str]:
+    chosen = normalise_tools(list(tools))
+    if not chosen:
+        raise InvalidInput(
+            "at least one tool must be enabled", code="no_tools", details={"known": [t.name for t in CATALOG]}
+        )
+    return chosen
+
+
+def _clean_rate(rate: int) -> int:
+    if isinstance(rate, bool):
+        raise InvalidInput("rate_limit_per_minute must be an integer", code="invalid_rate_limit")
+    if rate == 0:
+        return DEFAULT_RATE_LIMIT_PER_MINUTE
+    if not 1 <= rate <= MAX_RATE_LIMIT_PER_MINUTE:
+        raise InvalidInput(
+            "rate_limit_per_minute is out of range",
+            code="invalid_rate_limit",
+            details={"min": 1, "max": MAX_RATE_LIMIT_PER_MINUTE, "default": DEFAULT_RATE_LIMIT_PER_MINUTE},
+        )
+    return rate
+
+
+def _clean_agent(agent_id: str | None) -> str | None:
+    """No agents exist yet: only "no default agent" (None or blank) is valid."""
+    if agent_id is None or not agent_id.strip():
+        return None
+    raise NotFound("agent not found", code="agent_not_found")
+
+
+def _clean_kb_ids(kb_ids: Iterable[str]) -> list[str]:
+    cleaned = list(dict.fromkeys(k.strip() for k in kb_ids if k and k.strip()))
+    if len(cleaned) > MAX_KNOWLEDGE_BASES:
+        raise InvalidInput(
+            f"an endpoint lists at most {MAX_KNOWLEDGE_BASES} knowledge bases", code="too_many_knowledge_bases"
+        )
+    return cleaned
+
+
+def _shown(value: str) -> str:
+    """A caller-supplied id, cut short enough to quote in a message."""
+    return value if len(value) <= 64 else value[:64] + "…"
+
+
+# ---------------------------------------------------------------------------------------------------- errors
+
+
+def _not_found() -> NotFound:
+    return NotFound("MCP endpoint not found", code="endpoint_not_found")
+
+
+def _invalid_token() -> Unauthenticated:
+    return Unauthenticated("the token is not valid for this endpoint", code="invalid_token")
+
+
+def _version_conflict() -> Conflict:
+    return Conflict("the endpoint was changed by someone else; reload it and retry", code="endpoint_version_conflict")
+
+
+# ---------------------------------------------------------------------------------------------------- items
+
+
+def _token_partition(sha256: str) -> str:
+    return f"MCPTOKEN#{sha256}"
+
+
+def _unchanged(version: int) -> Condition:
+    return Condition.equals("endpoint_unchanged", "version", version)
+
+
+def _item_of(endpoint: Endpoint, sha256: str) -> Item:
+    return {
+        **endpoint_key(endpoint.workspace_id, endpoint.id).as_dict(),
+        "gsi1pk": _token_partition(sha256),
+        "gsi1sk": "MCPEP",
+        "gsi2pk": f"MCPEPID#{endpoint.id}",
+        "gsi2sk": "MCPEP",
+        "id": endpoint.id,
+        "workspace_id": endpoint.workspace_id,
+        "name": endpoint.name,
+        "description": endpoint.description,
+        "enabled": endpoint.enabled,
+        "knowledge_base_ids": list(endpoint.knowledge_base_ids),
+        "tools": list(endpoint.tools),
+        "default_agent_id": endpoint.default_agent_id,
+        "rate_limit_per_minute": endpoint.rate_limit_per_minute,
+        "sha256": sha256,
+        "token_hint": endpoint.token_hint,
+        "created_at": endpoint.created_at,
+        "updated_at": endpoint.updated_at,
+        "version": endpoint.version,
+    }
+
+
+def _endpoint_of(item: Item) -> Endpoint:
+    return Endpoint(
+        id=item["id"],
+        workspace_id=item["workspace_id"],
+        name=item["name"],
+        description=item.get("description", ""),
+        enabled=bool(item.get("enabled", True)),
+        knowledge_base_ids=list(item.get("knowledge_base_ids") or []),
+        tools=list(item.get("tools") or []),
+        default_agent_id=item.get("default_agent_id"),
+        rate_limit_per_minute=int(item.get("rate_limit_per_minute", DEFAULT_RATE_LIMIT_PER_MINUTE)),
+        token_hint=item["token_hint"],
+        last_used_at=item.get("last_used_at"),
+        created_at=item["created_at"],
+        updated_at=item["updated_at"],
+        version=int(item.get("version", 1)),
+    )

@@ -1,0 +1,221 @@
+"""``/mcp/{endpoint_id}``: stateless Streamable HTTP (JSON responses) on the official SDK's low-level server.
+
+Order of checks, before the SDK sees the request: method (GET is 405: no server-initiated streams), Host (421 unless
+allowed), browser Origin (403 unless allowed), credentials in the query string (401), bearer token of this
+endpoint (401 / 403). Nothing is cached between requests, so a rotated, disabled or deleted endpoint fails on its
+next request. The SDK's own DNS-rebinding check only knows localhost, so it is off and ours takes its place.
+
+A fresh stateless session manager serves each request: the SDK allows ``run()`` once per manager, and under
+Mangum every invocation would otherwise need a lifespan of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio.to_thread
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from mcpbridge import __version__
+from mcpbridge.bootstrap import Container
+from mcpbridge.domain import credentials
+from mcpbridge.domain.knowledge import KnowledgeAccess
+from mcpbridge.errors import Forbidden, MCPBridgeError, Unauthenticated
+from mcpbridge.http.problems import WWW_AUTHENTICATE, problem
+from mcpbridge.server.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext
+
+log = logging.getLogger("mcpbridge.mcp")
+
+ENDPOINT_STATE = "mcpbridge.endpoint"
+# Query parameters that would carry a credential: refused, since URLs end up in logs and histories.
+_QUERY_CREDENTIALS = frozenset({"token", "access_token", "api_key", "apikey", "key", "auth", "authorization"})
+MODERN = "2026-07-28"
+
+HINTS = {
+    400: "Check the arguments against the tool's input schema and try again.",
+    401: "The endpoint token is not valid; ask the workspace admin for a new one.",
+    403: "This endpoint is not allowed to do that.",
+    404: "Rediscover what exists with list_knowledge_bases and list_documents, then retry with a listed id.",
+    409: "The item changed meanwhile; read it again and retry.",
+    413: "The input is too large; send less.",
+    429: "Rate limit reached for this endpoint; retry shortly.",
+}
+RETRY_LATER = "A temporary failure on the server side; retry later."
+
+
+def _tool(spec: Any) -> types.Tool:
+    return types.Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=spec.input_schema,
+        annotations=types.ToolAnnotations(
+            title=spec.title,
+            read_only_hint=spec.read_only,
+            destructive_hint=spec.destructive,
+            idempotent_hint=spec.read_only,
+            open_world_hint=False,
+        ),
+    )
+
+
+TOOLS: dict[str, types.Tool] = {spec.name: _tool(spec) for spec in SPECS}
+
+
+def _json_result(data: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
+    text = json.dumps(data, ensure_ascii=False, indent=2)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=data, is_error=is_error
+    )
+
+
+def error_result(code: str, message: str, status: int) -> types.CallToolResult:
+    hint = HINTS.get(status, RETRY_LATER if status >= 500 else HINTS[400])
+    return _json_result({"error": {"code": code, "message": message, "hint": hint}}, is_error=True)
+
+
+class McpEndpointApp:
+    """The ASGI app behind ``/mcp/{endpoint_id}``."""
+
+    def __init__(self, container: Container) -> None:
+        self._container = container
+        self._server: Server[Any] = Server(
+            "mcpbridge",
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            get_tool_input_schema=lambda name: TOOLS[name].input_schema if name in TOOLS else None,
+        )
+        self._security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+    # ------------------------------------------------------------------------------------------ HTTP
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        refusal = await self._refusal(request)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        manager = StreamableHTTPSessionManager(
+            app=self._server, json_response=True, stateless=True, security_settings=self._security
+        )
+        async with manager.run():
+            await manager.handle_request(scope, receive, send)
+
+    async def _refusal(self, request: Request) -> Response | None:
+        if request.method not in ("POST", "DELETE"):
+            return problem(405, "method_not_allowed", "this endpoint answers POST only", headers={"Allow": "POST"})
+        if not self._host_allowed(request):
+            return problem(421, "misdirected_request", "this host name is not served here")
+        origin = request.headers.get("origin")
+        if origin is not None and origin.rstrip("/") not in {
+            o.rstrip("/") for o in self._container.settings.allowed_origins
+        }:
+            return problem(403, "origin_not_allowed", "requests from this browser origin are not allowed")
+        if _QUERY_CREDENTIALS & {name.lower() for name in request.query_params}:
+            return _unauthorized("query_token_refused", "send the token in the Authorization header, not the URL")
+        authorization = request.headers.get("authorization")
+        if authorization is None:
+            return _unauthorized("missing_token", "this endpoint needs Authorization: Bearer mcp_...", invalid=False)
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not credentials.well_formed(token.strip(), credentials.ENDPOINT_TOKEN_PREFIX):
+            return _unauthorized("invalid_token", "the token is not valid for this endpoint")
+        endpoint_id = request.path_params.get("endpoint_id", "")
+        try:
+            endpoint = await anyio.to_thread.run_sync(
+                self._container.endpoints.authenticate, endpoint_id, token.strip()
+            )
+        except Unauthenticated as exc:
+            return _unauthorized(exc.code, exc.message)
+        except Forbidden as exc:
+            return problem(403, exc.code, exc.message)
+        request.scope.setdefault("state", {})[ENDPOINT_STATE] = endpoint
+        return None
+
+    def _host_allowed(self, request: Request) -> bool:
+        host = (request.headers.get("host") or "").strip().lower()
+        allowed = {h.strip().lower() for h in self._container.settings.allowed_hosts}
+        # Behind API Gateway, the request context names the API's own domain; it comes from AWS, not the client.
+        event = request.scope.get("aws.event")
+        if isinstance(event, dict):
+            domain = event.get("requestContext", {}).get("domainName")
+            if isinstance(domain, str):
+                allowed.add(domain.lower())
+        if self._container.settings.public_base_url:
+            allowed.add((urlsplit(self._container.settings.public_base_url).hostname or "").lower())
+        return host in allowed or _host_name(host) in allowed
+
+    # ------------------------------------------------------------------------------------------ MCP
+
+    @staticmethod
+    def _endpoint(ctx: ServerRequestContext[Any]) -> Any:
+        request = ctx.request
+        endpoint = None if request is None else request.scope.get("state", {}).get(ENDPOINT_STATE)
+        if endpoint is None:
+            raise MCPError(code=types.INVALID_REQUEST, message="unauthorized")
+        return endpoint
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        endpoint = self._endpoint(ctx)
+        return types.ListToolsResult(tools=[TOOLS[name] for name in endpoint.tools if name in TOOLS])
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        endpoint = self._endpoint(ctx)
+        name = params.name
+        if name not in endpoint.tools or name not in SPECS_BY_NAME:
+            if ctx.protocol_version >= MODERN:
+                raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+            return error_result("tool_not_enabled", f'tool "{name}" is not enabled on this endpoint', 403)
+        container = self._container
+        decision = await anyio.to_thread.run_sync(
+            container.rate_limiter.hit, endpoint.id, endpoint.rate_limit_per_minute
+        )
+        if not decision.allowed:
+            return error_result(
+                "rate_limited",
+                f"rate limit exceeded for this endpoint; retry in {decision.retry_after_seconds} s",
+                429,
+            )
+        await anyio.to_thread.run_sync(container.endpoints.touch, endpoint)
+        access = KnowledgeAccess(
+            endpoint.workspace_id, frozenset(endpoint.knowledge_base_ids) if endpoint.knowledge_base_ids else None
+        )
+        context = ToolContext(container, access, endpoint.id)
+        handler = SPECS_BY_NAME[name].handler
+        arguments = dict(params.arguments or {})
+        try:
+            data = await anyio.to_thread.run_sync(handler, context, arguments)
+        except MCPBridgeError as exc:
+            return error_result(exc.code, exc.message, exc.status)
+        except Exception:
+            log.exception("tool %s failed on endpoint %s", name, endpoint.id)
+            return error_result("internal_error", "the tool failed unexpectedly", 500)
+        return _json_result(data)
+
+
+def _host_name(host: str) -> str:
+    """The name part of a Host header: ``[::1]:8080`` -> ``[::1]``, ``example.com:443`` -> ``example.com``."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.split(":", 1)[0]
+
+
+def _unauthorized(code: str, detail: str, *, invalid: bool = True) -> JSONResponse:
+    challenge = WWW_AUTHENTICATE + (', error="invalid_token"' if invalid else "")
+    return problem(401, code, detail, headers={"WWW-Authenticate": challenge})
