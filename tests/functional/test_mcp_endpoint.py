@@ -274,6 +274,10 @@ def test_host_origin_and_method_checks(hub: Hub) -> None:
     foreign = _post(url, token=token, headers={"Origin": "https://evil.example"})
     assert foreign.status_code == 403
     assert foreign.json()["code"] == "origin_not_allowed"
+    host = httpx.URL(url).netloc.decode()
+    assert _post(url, token=token, headers={"Origin": f"http://{host}"}).status_code == 200, "same origin is fine"
+    rebound = _post(url, token=token, headers={"Origin": f"http://{host}", "Host": "evil.example"})
+    assert rebound.status_code == 421
     assert httpx.get(url, headers={"Authorization": f"Bearer {token}"}).status_code == 405
 
 

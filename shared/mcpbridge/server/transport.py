@@ -120,9 +120,7 @@ class McpEndpointApp:
         if not self._host_allowed(request):
             return problem(421, "misdirected_request", "this host name is not served here")
         origin = request.headers.get("origin")
-        if origin is not None and origin.rstrip("/") not in {
-            o.rstrip("/") for o in self._container.settings.allowed_origins
-        }:
+        if origin is not None and not self._origin_allowed(origin, request):
             return problem(403, "origin_not_allowed", "requests from this browser origin are not allowed")
         if _QUERY_CREDENTIALS & {name.lower() for name in request.query_params}:
             return _unauthorized("query_token_refused", "send the token in the Authorization header, not the URL")
@@ -143,6 +141,15 @@ class McpEndpointApp:
             return problem(403, exc.code, exc.message)
         request.scope.setdefault("state", {})[ENDPOINT_STATE] = endpoint
         return None
+
+    def _origin_allowed(self, origin: str, request: Request) -> bool:
+        """A configured origin, or the page's own origin: a same-origin request (its Host already checked) cannot
+        be a DNS-rebinding attack, which needs a foreign page."""
+        origin = origin.strip().rstrip("/").lower()
+        if origin in {o.strip().rstrip("/").lower() for o in self._container.settings.allowed_origins}:
+            return True
+        parts = urlsplit(origin)
+        return parts.scheme in ("http", "https") and parts.netloc == (request.headers.get("host") or "").strip().lower()
 
     def _host_allowed(self, request: Request) -> bool:
         host = (request.headers.get("host") or "").strip().lower()
