@@ -48,6 +48,7 @@ check: lint typecheck cfn-lint test
 bench: install
 	$(PY) tests/bench/cold_start.py
 	$(PY) tests/bench/search_index.py
+	$(PY) tests/bench/mcp_endpoint.py
 
 # Re-pin after changing dependencies in pyproject.toml.
 constraints: install
