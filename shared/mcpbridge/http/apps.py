@@ -6,6 +6,7 @@ function answers ``/healthz`` and ``/readyz`` and renders errors the same way wh
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
 from typing import Literal
 
@@ -15,16 +16,21 @@ from starlette.routing import Route
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.problems import install_problem_handlers
-from mcpbridge.http.routes import api_keys, documents, endpoints, health, knowledge, oauth_callback, resolutions, wiki
+from mcpbridge.http.routes import health
 
 Surface = Literal["admin_api", "mcp_endpoint", "oauth_callback", "resolutions"]
 
-_SURFACES: dict[Surface, tuple[APIRouter, ...]] = {
-    "admin_api": (api_keys.router, knowledge.router, documents.router, wiki.router, endpoints.router),
+# Route modules by surface, imported only by the functions that serve them: cold start is paid per import.
+_SURFACES: dict[Surface, tuple[str, ...]] = {
+    "admin_api": ("api_keys", "knowledge", "documents", "wiki", "endpoints"),
     "mcp_endpoint": (),
-    "oauth_callback": (oauth_callback.router,),
-    "resolutions": (resolutions.router,),
+    "oauth_callback": ("oauth_callback",),
+    "resolutions": ("resolutions",),
 }
+
+
+def _routers(names: Iterable[str]) -> list[APIRouter]:
+    return [importlib.import_module(f"mcpbridge.http.routes.{name}").router for name in names]
 
 
 def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp: bool) -> FastAPI:
@@ -51,9 +57,9 @@ def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp:
 def create_app(container: Container, surface: Surface) -> FastAPI:
     """The app of one Lambda function."""
     title = f"mcpbridge {surface.replace('_', ' ')}"
-    return _app(container, _SURFACES[surface], title, mcp=surface == "mcp_endpoint")
+    return _app(container, _routers(_SURFACES[surface]), title, mcp=surface == "mcp_endpoint")
 
 
 def create_combined_app(container: Container) -> FastAPI:
     """Every surface in one app, for ``mcpbridge serve``."""
-    return _app(container, [r for routers in _SURFACES.values() for r in routers], "mcpbridge", mcp=True)
+    return _app(container, _routers(n for names in _SURFACES.values() for n in names), "mcpbridge", mcp=True)

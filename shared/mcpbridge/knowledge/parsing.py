@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Literal
 
-import pypdf
-
 from mcpbridge.domain.knowledge import DocumentFormat, ParsedDocument
 from mcpbridge.errors import InvalidInput
 from mcpbridge.knowledge.chunking import markdown_outline
@@ -301,6 +299,8 @@ def _neutralise_line(line: str) -> str:
 
 def _pdf_text(data: bytes, warnings: list[str]) -> str:
     try:
+        import pypdf  # only PDFs pay for importing it (a tenth of a second at every cold start otherwise)
+
         reader = pypdf.PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
             # A PDF with only an owner password (print/copy restrictions) opens with the empty user password.
