@@ -14,7 +14,6 @@ from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal, Scope
 from mcpbridge.domain.items import Update
 from mcpbridge.errors import Conflict, Forbidden, Unauthenticated
-from mcpbridge.http import apps
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.http.routes import endpoints as endpoint_routes
 from mcpbridge.identity.service import _api_key_item, _workspace_item, workspace_key
@@ -60,10 +59,7 @@ def admin_key(container: Container) -> str:
 
 @pytest.fixture
 def client(container: Container, admin_key: str) -> Iterator[TestClient]:
-    app = create_combined_app(container)
-    if not any(endpoint_routes.router in routers for routers in apps._SURFACES.values()):
-        app.include_router(endpoint_routes.router)  # until apps.py mounts it
-    with TestClient(app, raise_server_exceptions=False) as test_client:
+    with TestClient(create_combined_app(container), raise_server_exceptions=False) as test_client:
         test_client.headers["Authorization"] = f"Bearer {admin_key}"
         yield test_client
 
