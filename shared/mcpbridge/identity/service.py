@@ -29,6 +29,7 @@ from mcpbridge.domain.identity import (
 )
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import AttrAbsent, Compare, Condition, Item, ItemExists, Key, Put, Update, all_of, any_of
+from mcpbridge.domain.names import clean_name
 from mcpbridge.errors import ConditionFailed, Forbidden, InvalidInput, NotFound, Unauthenticated
 from mcpbridge.ports import Clock, Store
 
@@ -36,7 +37,6 @@ log = logging.getLogger("mcpbridge.identity")
 
 INSTALL_KEY = Key("INSTALL", "INSTALL")
 LAST_USED_EVERY_SECONDS = 60
-NAME_MAX_BYTES = 255
 
 
 def workspace_key(workspace_id: str) -> Key:
@@ -180,7 +180,7 @@ class IdentityService:
         knowledge_base_ids: Iterable[str] | None = None,
     ) -> NewApiKey:
         _require_admin(principal)
-        name = _clean_name(name)
+        name = clean_name(name)
         if role not in ROLES:
             raise InvalidInput(f"role must be one of {', '.join(ROLES)}", code="invalid_role")
         caps = None if capabilities is None else sorted(set(capabilities))
@@ -246,13 +246,6 @@ class IdentityService:
 def _require_admin(principal: Principal) -> None:
     if not principal.is_admin:
         raise Forbidden("this needs an admin API key", code="admin_required")
-
-
-def _clean_name(name: str) -> str:
-    name = name.strip()
-    if not name or len(name.encode()) > NAME_MAX_BYTES:
-        raise InvalidInput(f"name must be 1 to {NAME_MAX_BYTES} bytes", code="invalid_name")
-    return name
 
 
 def _workspace_item(workspace_id: str, name: str, now: str) -> Item:

@@ -6,18 +6,16 @@ WS#<ws> / KBNAME#<casefolded>     name guard: a conditional put makes the name u
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Update
 from mcpbridge.domain.knowledge import KnowledgeAccess, KnowledgeBase
-from mcpbridge.errors import ConditionFailed, Conflict, InvalidInput, NotFound
+from mcpbridge.domain.names import clean_description, clean_name, fold
+from mcpbridge.errors import ConditionFailed, Conflict, NotFound
+from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Jobs, Store
-
-NAME_MAX_BYTES = 255
-DESCRIPTION_MAX_CHARS = 2000
 
 
 def kb_key(workspace_id: str, kb_id: str) -> Key:
@@ -26,27 +24,6 @@ def kb_key(workspace_id: str, kb_id: str) -> Key:
 
 def _name_key(workspace_id: str, name: str) -> Key:
     return Key(f"WS#{workspace_id}", f"KBNAME#{fold(name)}")
-
-
-def fold(name: str) -> str:
-    """The form names are compared in: NFKC, case-folded, trimmed."""
-    return unicodedata.normalize("NFKC", name).casefold().strip()
-
-
-def clean_name(name: str) -> str:
-    name = name.strip()
-    if not name:
-        raise InvalidInput("name is required", code="invalid_name")
-    if len(name.encode()) > NAME_MAX_BYTES:
-        raise InvalidInput(f"name is longer than {NAME_MAX_BYTES} bytes", code="invalid_name")
-    return name
-
-
-def clean_description(description: str) -> str:
-    description = description.strip()
-    if len(description) > DESCRIPTION_MAX_CHARS:
-        raise InvalidInput(f"description is longer than {DESCRIPTION_MAX_CHARS} characters", code="invalid_description")
-    return description
 
 
 class KnowledgeBases:
@@ -84,14 +61,9 @@ class KnowledgeBases:
         return _kb_of(item)
 
     def list_bases(self, access: KnowledgeAccess) -> list[KnowledgeBase]:
-        found: list[KnowledgeBase] = []
-        cursor: str | None = None
-        while True:
-            page = self._store.query(f"WS#{access.workspace_id}", sk_prefix="KB#", limit=200, cursor=cursor)
-            found += [_kb_of(i) for i in page.items if access.allows(i["id"])]
-            cursor = page.cursor
-            if cursor is None:
-                return sorted(found, key=lambda kb: (fold(kb.name), kb.id))
+        items = every_item(self._store, f"WS#{access.workspace_id}", sk_prefix="KB#")
+        found = [_kb_of(i) for i in items if access.allows(i["id"])]
+        return sorted(found, key=lambda kb: (fold(kb.name), kb.id))
 
     def get(self, access: KnowledgeAccess, kb_id: str) -> KnowledgeBase:
         item = self._store.get(kb_key(access.workspace_id, kb_id)) if access.allows(kb_id) else None

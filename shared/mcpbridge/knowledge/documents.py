@@ -27,6 +27,7 @@ from mcpbridge.knowledge.chunking import chunk_document
 from mcpbridge.knowledge.parsing import parse_document
 from mcpbridge.outbound.http import fetch
 from mcpbridge.outbound.policy import EgressPolicy
+from mcpbridge.paging import every_item
 from mcpbridge.ports import Blobs, Clock, Embedder, Jobs, SearchIndex, Store
 
 log = logging.getLogger("mcpbridge.knowledge")
@@ -236,14 +237,7 @@ class Documents:
         )
 
     def _all_of_kb(self, kb_id: str) -> list[Document]:
-        found: list[Document] = []
-        cursor: str | None = None
-        while True:
-            result = self._store.query(f"KBDOCS#{kb_id}", index="gsi1", limit=500, cursor=cursor)
-            found += [_document_of(i) for i in result.items]
-            cursor = result.cursor
-            if cursor is None:
-                return found
+        return [_document_of(i) for i in every_item(self._store, f"KBDOCS#{kb_id}", index="gsi1", page_size=500)]
 
     # ------------------------------------------------------------------------------------------ change
 
@@ -410,15 +404,10 @@ class Documents:
     def resume_pending(self) -> int:
         """Submit a job for every document still waiting for indexing (after a restart). Returns how many."""
         submitted = 0
-        cursor: str | None = None
-        while True:
-            page = self._store.query(PENDING, index="gsi2", limit=200, cursor=cursor)
-            for item in page.items:
-                self._submit(item["workspace_id"], item["id"], int(item["version"]))
-                submitted += 1
-            cursor = page.cursor
-            if cursor is None:
-                return submitted
+        for item in every_item(self._store, PENDING, index="gsi2"):
+            self._submit(item["workspace_id"], item["id"], int(item["version"]))
+            submitted += 1
+        return submitted
 
     def purge_knowledge_base(self, workspace_id: str, kb_id: str) -> None:
         """Delete the documents, wiki pages and index of a deleted knowledge base; safe to run twice."""
@@ -427,14 +416,8 @@ class Documents:
                 continue
             self._store.delete(doc_key(workspace_id, document.id))
             self._delete_blobs(document)
-        cursor: str | None = None
-        while True:
-            page = self._store.query(f"KB#{kb_id}", sk_prefix="WIKI#", limit=200, cursor=cursor)
-            for item in page.items:
-                self._store.delete(Key(item["pk"], item["sk"]))
-            cursor = page.cursor
-            if cursor is None:
-                break
+        for item in list(every_item(self._store, f"KB#{kb_id}", sk_prefix="WIKI#")):
+            self._store.delete(Key(item["pk"], item["sk"]))
         self._index.delete_knowledge_base(kb_id)
 
 

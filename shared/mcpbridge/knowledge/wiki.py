@@ -17,6 +17,7 @@ from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Upd
 from mcpbridge.domain.knowledge import KnowledgeAccess, KnowledgeBase
 from mcpbridge.errors import ConditionFailed, Conflict, InvalidInput, NotFound
 from mcpbridge.knowledge.bases import KnowledgeBases, kb_key
+from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
 
 PAGE_TYPES = ("entity", "concept", "summary", "topic", "guide", "faq", "overview", "note")
@@ -211,14 +212,7 @@ class Wiki:
             raise NotFound(f"wiki page {slug!r} was not found", code="page_not_found") from None
 
     def pages(self, kb_id: str) -> list[WikiPage]:
-        found: list[WikiPage] = []
-        cursor: str | None = None
-        while True:
-            page = self._store.query(f"KB#{kb_id}", sk_prefix="WIKI#", limit=200, cursor=cursor)
-            found += [_page_of(i) for i in page.items]
-            cursor = page.cursor
-            if cursor is None:
-                return found
+        return [_page_of(i) for i in every_item(self._store, f"KB#{kb_id}", sk_prefix="WIKI#")]
 
     def wiki_bases(self, access: KnowledgeAccess, selectors: Iterable[str] | None) -> list[KnowledgeBase]:
         with_wiki = [kb for kb in self._bases.select(access, selectors) if kb.wiki_page_count > 0]

@@ -28,6 +28,7 @@ from mcpbridge.domain.identity import Principal, Scope, timestamp
 from mcpbridge.domain.ids import is_id, new_id
 from mcpbridge.domain.items import AttrAbsent, Compare, Condition, Item, ItemExists, Key, Update, all_of, any_of
 from mcpbridge.domain.knowledge import KnowledgeAccess
+from mcpbridge.domain.names import clean_description, clean_name
 from mcpbridge.errors import (
     ConditionFailed,
     Conflict,
@@ -39,6 +40,7 @@ from mcpbridge.errors import (
 )
 from mcpbridge.identity.service import workspace_key
 from mcpbridge.knowledge.bases import KnowledgeBases
+from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
 from mcpbridge.server.catalog import (
     BY_NAME,
@@ -55,8 +57,6 @@ from mcpbridge.server.catalog import (
 log = logging.getLogger("mcpbridge.endpoints")
 
 ID_PREFIX = "ep"
-NAME_MAX_BYTES = 255
-DESCRIPTION_MAX_CHARS = 2000
 DEFAULT_RATE_LIMIT_PER_MINUTE = 60
 MAX_RATE_LIMIT_PER_MINUTE = 6000
 MAX_KNOWLEDGE_BASES = 100
@@ -146,14 +146,8 @@ class EndpointService:
     def list(self, principal: Principal) -> builtins.list[Endpoint]:
         """Every endpoint of the principal's workspace, oldest first."""
         _require_reader(principal)
-        found: builtins.list[Endpoint] = []
-        cursor: str | None = None
-        while True:
-            page = self._store.query(f"WS#{principal.workspace_id}", sk_prefix="MCPEP#", limit=200, cursor=cursor)
-            found += [_endpoint_of(item) for item in page.items]
-            cursor = page.cursor
-            if cursor is None:
-                return found
+        items = every_item(self._store, f"WS#{principal.workspace_id}", sk_prefix="MCPEP#")
+        return [_endpoint_of(item) for item in items]
 
     def get(self, principal: Principal, endpoint_id: str) -> Endpoint:
         _require_reader(principal)
@@ -186,8 +180,8 @@ class EndpointService:
         """A new endpoint and its token's plaintext (shown once). ``tools=None``: the default tools the key may
         publish; ``rate_limit_per_minute=0``: the default (60)."""
         _require_writer(principal)
-        name = _clean_name(name)
-        description = _clean_description(description)
+        name = clean_name(name)
+        description = clean_description(description)
         chosen_tools = _clean_tools(_default_tools(principal) if tools is None else tools)
         rate = _clean_rate(rate_limit_per_minute)
         agent = _clean_agent(default_agent_id)
@@ -241,9 +235,9 @@ class EndpointService:
         _require_writer(principal)
         changes: dict[str, Any] = {}
         if not isinstance(name, Unset):
-            changes["name"] = _clean_name(name)
+            changes["name"] = clean_name(name)
         if not isinstance(description, Unset):
-            changes["description"] = _clean_description(description)
+            changes["description"] = clean_description(description)
         if not isinstance(enabled, Unset):
             changes["enabled"] = bool(enabled)
         if not isinstance(tools, Unset):
@@ -439,22 +433,6 @@ def _require_covers(principal: Principal, kb_ids: list[str], tools: list[str]) -
 
 
 # ---------------------------------------------------------------------------------------------------- validation
-
-
-def _clean_name(name: str) -> str:
-    name = name.strip()
-    if not name:
-        raise InvalidInput("name is required", code="invalid_name")
-    if len(name.encode()) > NAME_MAX_BYTES:
-        raise InvalidInput(f"name is too long (at most {NAME_MAX_BYTES} bytes)", code="invalid_name")
-    return name
-
-
-def _clean_description(description: str) -> str:
-    description = description.strip()
-    if len(description) > DESCRIPTION_MAX_CHARS:
-        raise InvalidInput(f"description is longer than {DESCRIPTION_MAX_CHARS} characters", code="invalid_description")
-    return description
 
 
 def _default_tools(principal: Principal) -> list[str]:
