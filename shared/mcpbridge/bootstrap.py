@@ -19,6 +19,8 @@ from mcpbridge.settings import Settings, get_settings
 if TYPE_CHECKING:
     import boto3
 
+    from mcpbridge.client.policies import ToolPolicies
+    from mcpbridge.client.registry import ServiceRegistry
     from mcpbridge.knowledge.answers import Answerer
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.documents import Documents
@@ -248,6 +250,18 @@ class Container:
         from mcpbridge.server.rate_limit import RateLimiter
 
         return RateLimiter(self.store, self.clock)
+
+    @cached_property
+    def services(self) -> ServiceRegistry:
+        from mcpbridge.client.registry import ServiceRegistry
+
+        return ServiceRegistry(self.store, self.clock, self.secrets, self.egress)
+
+    @cached_property
+    def tool_policies(self) -> ToolPolicies:
+        from mcpbridge.client.policies import ToolPolicies
+
+        return ToolPolicies(self.store, self.clock, self.services)
 
     @cached_property
     def answers(self) -> Answerer:

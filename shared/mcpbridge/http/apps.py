@@ -22,7 +22,7 @@ Surface = Literal["admin_api", "mcp_endpoint", "oauth_callback", "resolutions"]
 
 # Route modules by surface, imported only by the functions that serve them: cold start is paid per import.
 _SURFACES: dict[Surface, tuple[str, ...]] = {
-    "admin_api": ("api_keys", "knowledge", "documents", "wiki", "endpoints"),
+    "admin_api": ("api_keys", "knowledge", "documents", "wiki", "endpoints", "services"),
     "mcp_endpoint": (),
     "oauth_callback": ("oauth_callback",),
     "resolutions": ("resolutions",),

@@ -1,0 +1,1 @@
+"""External MCP services: registry, connections, catalog snapshots, policies."""

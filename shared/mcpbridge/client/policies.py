@@ -1,0 +1,126 @@
+"""Per-tool policies of external MCP services: ``enabled`` and ``require_approval``, set by workspace admins.
+
+Items: ``WS#<ws> / SVCTOOL#<service_id>#<tool_name>``. A policy is independent of any tool catalog (it may name a
+tool the catalog does not list yet, and survives every refresh). A missing row, or a missing field of a row, means
+enabled and no approval. Policies of builtin services are per workspace too.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import re
+from dataclasses import dataclass
+
+from mcpbridge.client.registry import ServiceRegistry, require_reader, require_writer
+from mcpbridge.domain.identity import Principal, timestamp
+from mcpbridge.domain.items import Item, Key, Update
+from mcpbridge.errors import InvalidInput
+from mcpbridge.paging import every_item
+from mcpbridge.ports import Clock, Store
+
+log = logging.getLogger("mcpbridge.services")
+
+MAX_TOOL_NAME_CHARS = 256
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def policy_key(workspace_id: str, service_id: str, tool_name: str) -> Key:
+    return Key(f"WS#{workspace_id}", f"SVCTOOL#{service_id}#{tool_name}")
+
+
+@dataclass(frozen=True)
+class ToolPolicy:
+    service_id: str
+    tool_name: str
+    enabled: bool = True
+    require_approval: bool = False
+    updated_at: str | None = None
+    """None: no row (the defaults)."""
+    version: int = 0
+
+
+class ToolPolicies:
+    """Read and change per-tool policies; ``policy_for`` is what the call broker consults."""
+
+    def __init__(self, store: Store, clock: Clock, registry: ServiceRegistry) -> None:
+        self._store = store
+        self._clock = clock
+        self._registry = registry
+
+    def list(self, principal: Principal, service_id: str) -> builtins.list[ToolPolicy]:
+        """The policies stored for a service of the workspace (or a builtin one), by tool name."""
+        require_reader(principal)
+        service = self._registry.get(principal, service_id)
+        items = every_item(self._store, f"WS#{principal.workspace_id}", sk_prefix=f"SVCTOOL#{service.id}#")
+        return [_policy_of(item) for item in items]
+
+    def set(
+        self,
+        principal: Principal,
+        service_id: str,
+        tool_name: str,
+        *,
+        enabled: bool | None = None,
+        require_approval: bool | None = None,
+    ) -> ToolPolicy:
+        """Change the given fields (at least one; 400 ``nothing_to_update``); the others keep their value."""
+        require_writer(principal)
+        name = clean_tool_name(tool_name)
+        changes: dict[str, bool] = {}
+        for field_name, value in (("enabled", enabled), ("require_approval", require_approval)):
+            if value is None:
+                continue
+            if not isinstance(value, bool):
+                raise InvalidInput(f"{field_name} must be true or false", code="invalid_policy")
+            changes[field_name] = value
+        if not changes:
+            raise InvalidInput("give enabled and/or require_approval", code="nothing_to_update")
+        service = self._registry.get(principal, service_id)
+        update = Update(
+            set={
+                **changes,
+                "service_id": service.id,
+                "tool_name": name,
+                "workspace_id": principal.workspace_id,
+                "updated_at": timestamp(self._clock.now()),
+            },
+            add={"version": 1},
+        )
+        item = self._store.update(policy_key(principal.workspace_id, service.id, name), update)
+        log.info("set tool policy of %s on MCP service %s (%s)", _shown(name), service.id, ", ".join(sorted(changes)))
+        return _policy_of(item)
+
+    def policy_for(self, workspace_id: str, service_id: str, tool_name: str) -> ToolPolicy:
+        """The policy the broker applies. A store failure propagates: callers treat it as approval required."""
+        item = self._store.get(policy_key(workspace_id, service_id, tool_name))
+        return ToolPolicy(service_id, tool_name) if item is None else _policy_of(item)
+
+
+def clean_tool_name(tool_name: str) -> str:
+    if (
+        not isinstance(tool_name, str)
+        or not tool_name
+        or len(tool_name) > MAX_TOOL_NAME_CHARS
+        or _CONTROL.search(tool_name)
+    ):
+        raise InvalidInput(
+            f"a tool name is 1 to {MAX_TOOL_NAME_CHARS} characters without control characters",
+            code="invalid_tool_name",
+        )
+    return tool_name
+
+
+def _shown(value: str) -> str:
+    return value if len(value) <= 64 else value[:64] + "…"
+
+
+def _policy_of(item: Item) -> ToolPolicy:
+    return ToolPolicy(
+        service_id=item["service_id"],
+        tool_name=item["tool_name"],
+        enabled=bool(item.get("enabled", True)),
+        require_approval=bool(item.get("require_approval", False)),
+        updated_at=item.get("updated_at"),
+        version=int(item.get("version", 0)),
+    )

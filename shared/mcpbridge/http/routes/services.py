@@ -1,0 +1,344 @@
+"""``/api/v1/mcp-services``: the external MCP services a workspace connects to (read: viewer; write: admin; API
+keys need ``manage_services``).
+
+No response model has a field able to hold a secret: credentials are reported as ``{"configured": bool}`` and custom
+headers by name only (their values may be credentials). Builtin services show neither URL, headers nor auth.
+Secrets are written only through ``PUT /{id}/credentials``; secret fields sent in ``auth_config`` are ignored with a
+warning in ``warnings``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from mcpbridge.client.policies import ToolPolicy
+from mcpbridge.client.registry import ExternalService, ImportRefusal, Saved, ServiceRegistry
+from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+
+router = APIRouter(prefix="/api/v1/mcp-services", tags=["mcp-services"])
+
+
+# ---------------------------------------------------------------------------------------------------- wiring
+
+
+# ---------------------------------------------------------------------------------------------------- models
+
+
+class AuthConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    auth_type: str | None = Field(default=None, description="none (default), api_key, bearer or oauth.")
+    api_key_header: str | None = Field(default=None, description="For api_key; default X-API-Key.")
+    client_id: str | None = Field(default=None, description="OAuth pre-registered client; empty string clears it.")
+    scopes: list[str] | None = None
+    auth_server_metadata_url: str | None = Field(default=None, description="OAuth metadata pin (SSRF-checked).")
+    api_key: str | None = Field(default=None, description="Deprecated and ignored: use PUT /{id}/credentials.")
+    token: str | None = Field(default=None, description="Deprecated and ignored: use PUT /{id}/credentials.")
+    client_secret: str | None = Field(default=None, description="Ignored: use PUT /{id}/credentials.")
+
+    def given(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class AdvancedConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    timeout: float | None = Field(default=None, description="Seconds, 1 to 300 (default 30).")
+    retry_count: int | None = Field(default=None, description="0 to 10 (default 3).")
+    retry_delay: float | None = Field(default=None, description="Seconds, 0 to 60 (default 1).")
+
+    def given(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.model_fields_set if getattr(self, name) is not None}
+
+
+class ServiceIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(description="1 to 255 bytes once trimmed; unique in the workspace, case-insensitively.")
+    description: str = ""
+    enabled: bool = True
+    transport: str = Field(default="http-streamable", description="sse or http-streamable (stdio is refused).")
+    url: str = Field(description="Checked against the SSRF guard when saved.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Custom headers, sent after the auth header.")
+    auth_config: AuthConfigIn | None = None
+    advanced_config: AdvancedConfigIn | None = None
+    usage_instructions: str = ""
+
+
+class ServicePatch(BaseModel):
+    """Only the fields sent change; none may be null. ``auth_config`` and ``advanced_config`` merge field by field;
+    ``headers`` replaces the whole set."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str | None = None
+    description: str | None = None
+    enabled: bool | None = None
+    transport: str | None = None
+    url: str | None = None
+    headers: dict[str, str] | None = None
+    auth_config: AuthConfigIn | None = None
+    advanced_config: AdvancedConfigIn | None = None
+    usage_instructions: str | None = None
+
+    @model_validator(mode="after")
+    def _no_nulls(self) -> ServicePatch:
+        nulls = sorted(f for f in self.model_fields_set if getattr(self, f) is None)
+        if nulls:
+            raise ValueError(f"{', '.join(nulls)} cannot be null")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        changes: dict[str, Any] = {}
+        for name in self.model_fields_set:
+            value = getattr(self, name)
+            changes[name] = value.given() if isinstance(value, AuthConfigIn | AdvancedConfigIn) else value
+        return changes
+
+
+class AuthConfigOut(BaseModel):
+    """The non-secret part of the auth configuration."""
+
+    auth_type: str
+    api_key_header: str
+    client_id: str
+    scopes: list[str]
+    auth_server_metadata_url: str
+
+
+class AdvancedConfigOut(BaseModel):
+    timeout: float
+    retry_count: int
+    retry_delay: float
+
+
+class CredentialStatus(BaseModel):
+    configured: bool
+
+
+class ServiceOut(BaseModel):
+    """A service. It has no field for a secret; builtin services show no URL, headers or auth."""
+
+    id: str
+    name: str
+    description: str
+    enabled: bool
+    builtin: bool
+    transport: str
+    url: str | None
+    header_names: list[str] = Field(description="Custom header names; values are never returned.")
+    auth_config: AuthConfigOut | None
+    advanced_config: AdvancedConfigOut
+    usage_instructions: str
+    catalog_stale: bool
+    credentials: dict[str, CredentialStatus]
+    created_at: str
+    updated_at: str
+    version: int
+
+    @classmethod
+    def of(cls, service: ExternalService, registry: ServiceRegistry) -> ServiceOut:
+        builtin = service.is_builtin
+        auth = service.auth
+        return cls(
+            id=service.id,
+            name=service.name,
+            description=service.description,
+            enabled=service.enabled,
+            builtin=builtin,
+            transport=service.transport,
+            url=None if builtin else service.url,
+            header_names=[] if builtin else sorted(service.headers),
+            auth_config=None
+            if builtin
+            else AuthConfigOut(
+                auth_type=auth.auth_type,
+                api_key_header=auth.api_key_header,
+                client_id=auth.client_id,
+                scopes=list(auth.scopes),
+                auth_server_metadata_url=auth.auth_server_metadata_url,
+            ),
+            advanced_config=AdvancedConfigOut(
+                timeout=service.advanced.timeout,
+                retry_count=service.advanced.retry_count,
+                retry_delay=service.advanced.retry_delay,
+            ),
+            usage_instructions=service.usage_instructions,
+            catalog_stale=service.catalog_stale,
+            credentials={}
+            if builtin
+            else {
+                name: CredentialStatus(configured=status["configured"])
+                for name, status in registry.credentials_status(service).items()
+            },
+            created_at=service.created_at,
+            updated_at=service.updated_at,
+            version=service.version,
+        )
+
+
+class SavedServiceOut(ServiceOut):
+    warnings: list[str] = Field(description="About the request, e.g. secret fields ignored in auth_config.")
+
+    @classmethod
+    def saved(cls, saved: Saved, registry: ServiceRegistry) -> SavedServiceOut:
+        return cls(**ServiceOut.of(saved.service, registry).model_dump(), warnings=list(saved.warnings))
+
+
+class ServiceList(BaseModel):
+    items: list[ServiceOut]
+    total: int
+
+
+class ImportIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    mcpServers: dict[str, Any] = Field(
+        description="Standard mcpServers object: {name: {url, type|transport, headers}}; stdio entries are refused."
+    )
+
+
+class RefusalOut(BaseModel):
+    name: str
+    code: str
+    reason: str
+
+    @classmethod
+    def of(cls, refusal: ImportRefusal) -> RefusalOut:
+        return cls(name=refusal.name, code=refusal.code, reason=refusal.reason)
+
+
+class ImportOut(BaseModel):
+    created: list[ServiceOut]
+    refused: list[RefusalOut]
+    warnings: list[str]
+
+
+class CredentialsIn(BaseModel):
+    """Pointer semantics: absent or null = keep, ``""`` = no change (clear with DELETE), a value = replace."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    api_key: str | None = None
+    token: str | None = None
+    client_secret: str | None = None
+
+
+class ToolPolicyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    enabled: bool | None = None
+    require_approval: bool | None = None
+
+
+class ToolPolicyOut(BaseModel):
+    tool_name: str
+    enabled: bool
+    require_approval: bool
+    updated_at: str | None
+
+    @classmethod
+    def of(cls, policy: ToolPolicy) -> ToolPolicyOut:
+        return cls(
+            tool_name=policy.tool_name,
+            enabled=policy.enabled,
+            require_approval=policy.require_approval,
+            updated_at=policy.updated_at,
+        )
+
+
+class ToolPolicyList(BaseModel):
+    items: list[ToolPolicyOut] = Field(description="Stored overrides; a tool not listed is enabled, no approval.")
+
+
+# ---------------------------------------------------------------------------------------------------- routes
+
+
+@router.get("")
+def list_services(principal: CurrentPrincipal, container: ContainerDep, search: str | None = None) -> ServiceList:
+    registry = container.services
+    services = registry.list(principal, search=search)
+    return ServiceList(items=[ServiceOut.of(s, registry) for s in services], total=len(services))
+
+
+@router.post("", status_code=201)
+def create_service(body: ServiceIn, principal: CurrentPrincipal, container: ContainerDep) -> SavedServiceOut:
+    registry = container.services
+    saved = registry.create(
+        principal,
+        name=body.name,
+        url=body.url,
+        description=body.description,
+        enabled=body.enabled,
+        transport=body.transport,
+        headers=body.headers,
+        auth_config=body.auth_config.given() if body.auth_config else None,
+        advanced_config=body.advanced_config.given() if body.advanced_config else None,
+        usage_instructions=body.usage_instructions,
+    )
+    return SavedServiceOut.saved(saved, registry)
+
+
+@router.post("/import")
+def import_services(body: ImportIn, principal: CurrentPrincipal, container: ContainerDep) -> ImportOut:
+    registry = container.services
+    result = registry.import_servers(principal, {"mcpServers": body.mcpServers})
+    return ImportOut(
+        created=[ServiceOut.of(s, registry) for s in result.created],
+        refused=[RefusalOut.of(r) for r in result.refused],
+        warnings=result.warnings,
+    )
+
+
+@router.get("/{service_id}")
+def get_service(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ServiceOut:
+    registry = container.services
+    return ServiceOut.of(registry.get(principal, service_id), registry)
+
+
+@router.put("/{service_id}")
+def update_service(
+    service_id: str, body: ServicePatch, principal: CurrentPrincipal, container: ContainerDep
+) -> SavedServiceOut:
+    registry = container.services
+    return SavedServiceOut.saved(registry.update(principal, service_id, **body.changes()), registry)
+
+
+@router.delete("/{service_id}", status_code=204)
+def delete_service(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
+    container.services.delete(principal, service_id)
+    return Response(status_code=204)
+
+
+@router.put("/{service_id}/credentials")
+def set_credentials(
+    service_id: str, body: CredentialsIn, principal: CurrentPrincipal, container: ContainerDep
+) -> ServiceOut:
+    registry = container.services
+    values = {name: getattr(body, name) for name in body.model_fields_set}
+    return ServiceOut.of(registry.set_credentials(principal, service_id, values), registry)
+
+
+@router.delete("/{service_id}/credentials/{field}", status_code=204)
+def delete_credential(service_id: str, field: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
+    container.services.delete_credential(principal, service_id, field)
+    return Response(status_code=204)
+
+
+@router.get("/{service_id}/tool-approvals")
+def list_tool_policies(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ToolPolicyList:
+    policies = container.tool_policies.list(principal, service_id)
+    return ToolPolicyList(items=[ToolPolicyOut.of(p) for p in policies])
+
+
+@router.put("/{service_id}/tool-approvals/{tool_name}")
+def set_tool_policy(
+    service_id: str, tool_name: str, body: ToolPolicyIn, principal: CurrentPrincipal, container: ContainerDep
+) -> ToolPolicyOut:
+    policy = container.tool_policies.set(
+        principal, service_id, tool_name, enabled=body.enabled, require_approval=body.require_approval
+    )
+    return ToolPolicyOut.of(policy)
