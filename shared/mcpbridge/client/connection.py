@@ -1,0 +1,747 @@
+"""Connections to external MCP servers (SSE and Streamable HTTP) through the SSRF guard.
+
+* :class:`ConnectionSpec` — where and how to connect (URL, transport, already-layered headers, timeouts).
+* :func:`open_session` — one connected SDK :class:`mcp.Client` (``mode="auto"``: ``server/discover`` at 2026-07-28
+  first, the ``initialize`` handshake as fallback), its HTTP going through :mod:`mcpbridge.outbound.http2`.
+* :class:`Connection` — a long-lived session for one service: paged listings with limits, tool calls, one reconnect
+  and one retry when the upstream session was rejected, never a replay when the outcome of a call is unknown.
+* :func:`probe` — the connection test: connect, list tools and resources, and detect RFC 9728 OAuth servers.
+
+Errors are :mod:`mcpbridge.errors` classes: policy refusals stay :class:`~mcpbridge.errors.InvalidInput`
+(``url_*``), upstream failures are :class:`~mcpbridge.errors.UpstreamError` with codes ``upstream_unreachable``,
+``upstream_unauthorized``, ``upstream_timeout``, ``upstream_session_lost``, ``upstream_protocol_error``,
+``upstream_error``, ``upstream_limit_exceeded`` and :class:`OutcomeUnknown` (``outcome_unknown``). Messages name the
+host, never the URL's path or query (either may carry a secret), and never a header value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import anyio.to_thread
+import httpx2
+from mcp import Client
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, Implementation, Resource, ServerCapabilities, Tool
+
+from mcpbridge.errors import InvalidInput, MCPBridgeError, UpstreamError
+from mcpbridge.outbound.http2 import guarded_async_client2
+from mcpbridge.outbound.policy import EgressPolicy
+
+__all__ = [
+    "INITIALIZE_TIMEOUT_CAP",
+    "MAX_PAGES",
+    "MAX_TOOLS",
+    "Connection",
+    "ConnectionSpec",
+    "HttpObserver",
+    "OutcomeUnknown",
+    "ProbeResult",
+    "Transport",
+    "open_session",
+    "probe",
+]
+
+Transport = Literal["sse", "http-streamable"]
+TRANSPORTS: tuple[str, ...] = ("sse", "http-streamable")
+STDIO_DISABLED = "stdio transport is disabled for security reasons"
+INITIALIZE_TIMEOUT_CAP = 60.0
+DEFAULT_TIMEOUT = 30.0
+MAX_PAGES = 100
+MAX_TOOLS = 2000
+MAX_RESOURCES = 10_000
+# How long an SSE stream may stay silent before the HTTP layer gives up on it (operations have their own timeout).
+SSE_READ_TIMEOUT = 300.0
+CLIENT_INFO = Implementation(name="mcpbridge", version="0.1.0")
+
+T = TypeVar("T")
+
+
+class OutcomeUnknown(UpstreamError):
+    """The request reached (or may have reached) the server but its answer was lost: it may have run.
+
+    Never retried automatically; the caller decides (and tells the user).
+    """
+
+    default_code = "outcome_unknown"
+    retryable = False
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The spec
+
+
+@dataclass(frozen=True)
+class ConnectionSpec:
+    """How to reach one external MCP server.
+
+    ``headers`` are sent on every request, already layered by the caller (auth strategy header, then custom
+    headers); they are left out of ``repr`` (they carry secrets). ``timeout`` bounds each operation;
+    ``initialize_timeout`` bounds the connect + handshake and is capped at 60 s.
+    """
+
+    url: str
+    transport: Transport
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    timeout: float = DEFAULT_TIMEOUT
+    initialize_timeout: float = INITIALIZE_TIMEOUT_CAP
+
+    def __post_init__(self) -> None:
+        if self.transport not in TRANSPORTS:
+            if str(self.transport).lower() == "stdio":
+                raise InvalidInput(STDIO_DISABLED, code="transport_not_allowed")
+            raise InvalidInput(
+                f"unsupported transport {str(self.transport)[:40]!r} (expected 'sse' or 'http-streamable')",
+                code="transport_invalid",
+            )
+        if not self.timeout > 0:
+            raise InvalidInput("timeout must be positive", code="invalid_input")
+        if not self.initialize_timeout > 0:
+            raise InvalidInput("initialize_timeout must be positive", code="invalid_input")
+        object.__setattr__(self, "headers", dict(self.headers))
+        object.__setattr__(self, "initialize_timeout", min(float(self.initialize_timeout), INITIALIZE_TIMEOUT_CAP))
+
+    @property
+    def host(self) -> str:
+        """The URL's host, for messages (never the path or query)."""
+        return urlsplit(self.url).hostname or "?"
+
+
+async def _check_target(spec: ConnectionSpec, policy: EgressPolicy) -> None:
+    """Refuse a forbidden URL or address before any connection (the transport's pin re-checks every connection)."""
+    target = policy.check_url(spec.url)
+    if target.address is None:
+        with anyio.fail_after(spec.initialize_timeout):
+            await anyio.to_thread.run_sync(policy.resolve, target, abandon_on_cancel=True)
+
+
+def _timeouts(spec: ConnectionSpec) -> httpx2.Timeout:
+    return httpx2.Timeout(spec.timeout, read=max(spec.timeout, SSE_READ_TIMEOUT))
+
+
+class HttpObserver:
+    """Facts about one session's HTTP exchanges that the SDK does not pass on (its errors drop the status).
+
+    * ``session_rejected``: the server refused a request's MCP session, so nothing ran: HTTP 404 on a request
+      carrying ``Mcp-Session-Id`` (the spec's signal), or a 400/404 whose body says the session is unknown
+      (stateful TypeScript servers answer ``400 No valid session ID``; legacy SSE servers ``404 Session not found``).
+    * ``auth_status``: the last 401/403 status seen (cleared with :meth:`clear_status`).
+    """
+
+    def __init__(self) -> None:
+        self.session_rejected = False
+        self.auth_status: int | None = None
+
+    def clear_status(self) -> None:
+        self.auth_status = None
+
+    def hooks(self) -> dict[str, list[Callable[..., Any]]]:
+        return {"response": [self._on_response]}
+
+    async def _on_response(self, response: httpx2.Response) -> None:
+        if response.status_code in (401, 403):
+            self.auth_status = response.status_code
+            return
+        request = response.request
+        if request.method != "POST" or response.status_code not in (400, 404):
+            return
+        query = request.url.query.decode(errors="replace").lower()
+        if "mcp-session-id" not in request.headers and "session" not in query:
+            return
+        body = (await response.aread())[:4096].decode(errors="replace")
+        if response.status_code == 404 or _SESSION_LOST.search(body):
+            self.session_rejected = True
+
+
+@contextlib.asynccontextmanager
+async def open_session(
+    spec: ConnectionSpec,
+    policy: EgressPolicy,
+    *,
+    observer: HttpObserver | None = None,
+) -> AsyncIterator[Client]:
+    """A connected SDK :class:`~mcp.Client` for ``spec``; the session is closed when the block ends.
+
+    The handshake uses ``mode="auto"`` (``server/discover`` at 2026-07-28, falling back to ``initialize`` for
+    handshake-era servers); ``observer`` (see :class:`HttpObserver`) watches the HTTP answers. Each handshake
+    request waits at most ``spec.initialize_timeout`` (the SDK's session read timeout, which also applies to later
+    requests unless they pass their own; :class:`Connection` bounds the whole connect + handshake as well).
+    Raises InvalidInput for a refused URL and :class:`~mcpbridge.errors.UpstreamError` when the server cannot be
+    reached or the handshake fails.
+    """
+    with _translated(spec, sent=False):
+        await _check_target(spec, policy)
+    observer = observer or HttpObserver()
+    hooks = observer.hooks()
+    async with contextlib.AsyncExitStack() as stack:
+        transport: Any
+        if spec.transport == "http-streamable":
+            http = guarded_async_client2(policy, timeout=_timeouts(spec), headers=spec.headers, event_hooks=hooks)
+            await stack.enter_async_context(http)
+            transport = streamable_http_client(spec.url, http_client=http)
+        else:
+
+            def factory(
+                headers: dict[str, str] | None = None,
+                timeout: httpx2.Timeout | None = None,
+                auth: httpx2.Auth | None = None,
+            ) -> httpx2.AsyncClient:
+                return guarded_async_client2(
+                    policy, timeout=timeout or _timeouts(spec), headers=headers, auth=auth, event_hooks=hooks
+                )
+
+            transport = sse_client(
+                spec.url,
+                headers=spec.headers,
+                timeout=spec.timeout,
+                sse_read_timeout=max(spec.timeout, SSE_READ_TIMEOUT),
+                httpx_client_factory=factory,
+            )
+        client = Client(
+            transport,
+            mode="auto",
+            read_timeout_seconds=spec.initialize_timeout,
+            client_info=CLIENT_INFO,
+            cache=None,
+        )
+        with _translated(spec, sent=False, observer=observer):
+            await stack.enter_async_context(client)
+        yield client
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Error translation
+
+_SESSION_LOST = re.compile(
+    r"session (terminated|not found|expired|invalid|unknown)|(invalid|unknown|expired|no valid) session",
+    re.IGNORECASE,
+)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        found: list[BaseException] = []
+        for inner in exc.exceptions:
+            found.extend(_leaves(inner))
+        return found
+    return [exc]
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc``, its group members and their causes/contexts (bounded)."""
+    seen: list[BaseException] = []
+    pending = _leaves(exc)
+    while pending and len(seen) < 50:
+        current = pending.pop(0)
+        if any(current is known for known in seen):
+            continue
+        seen.append(current)
+        for nxt in (current.__cause__, current.__context__):
+            if nxt is not None:
+                pending.extend(_leaves(nxt))
+    return seen
+
+
+def _status_of(exc: BaseException) -> int | None:
+    for item in _chain(exc):
+        if isinstance(item, httpx2.HTTPStatusError):
+            return item.response.status_code
+    return None
+
+
+def _is_session_lost(exc: BaseException) -> bool:
+    return any(isinstance(item, MCPError) and _SESSION_LOST.search(item.message) for item in _chain(exc))
+
+
+def _dispatcher_closed(client: Client) -> bool:
+    """Whether the SDK session already knows its connection is gone (an SSE stream that ended, say).
+
+    Such a session refuses every request without sending it, so reconnecting first is safe. The SDK has no public
+    flag for it; the private one is read defensively (absent means "open").
+    """
+    dispatcher = getattr(client.session, "_dispatcher", None)
+    return bool(getattr(dispatcher, "_closed", False))
+
+
+class _SessionLost(Exception):
+    """Internal: the upstream rejected our session before running the request (safe to reconnect and retry)."""
+
+
+def _translate(
+    spec: ConnectionSpec, exc: BaseException, *, sent: bool, observer: HttpObserver | None = None
+) -> MCPBridgeError:
+    host = spec.host
+    chain = _chain(exc)
+    for item in chain:
+        if isinstance(item, MCPBridgeError):
+            return item
+    status = _status_of(exc)
+    if status is None and observer is not None:
+        status = observer.auth_status
+    if status == 401:
+        return UpstreamError(
+            f"{host} refused the credentials (HTTP 401)", code="upstream_unauthorized", details={"status": 401}
+        )
+    if status == 403:
+        return UpstreamError(f"{host} denied access (HTTP 403)", code="upstream_forbidden", details={"status": 403})
+    if any(isinstance(item, httpx2.ConnectError | httpx2.ConnectTimeout | ConnectionRefusedError) for item in chain):
+        # The connection was never opened: nothing was sent, so trying again is safe.
+        return UpstreamError(f"could not connect to {host}", code="upstream_unreachable")
+    if any(isinstance(item, TimeoutError | httpx2.TimeoutException) for item in chain):
+        if sent:
+            return OutcomeUnknown(
+                f"{host} did not answer within {spec.timeout:g} s; the request may have run",
+                details={"timeout_seconds": spec.timeout},
+            )
+        return UpstreamError(
+            f"{host} did not answer within {spec.initialize_timeout:g} s",
+            code="upstream_timeout",
+            details={"timeout_seconds": spec.initialize_timeout},
+        )
+    if status is not None:
+        return UpstreamError(f"{host} answered HTTP {status}", code="upstream_http_error", details={"status": status})
+    mcp_errors = [item for item in chain if isinstance(item, MCPError)]
+    connection_dropped = any(
+        isinstance(item, httpx2.TransportError | anyio.ClosedResourceError | anyio.BrokenResourceError | OSError)
+        for item in chain
+    ) or any(item.code == -32000 and not _SESSION_LOST.search(item.message) for item in mcp_errors)
+    if connection_dropped and sent:
+        return OutcomeUnknown(f"the connection to {host} broke before the answer arrived; the request may have run")
+    if connection_dropped:
+        return UpstreamError(f"the connection to {host} broke", code="upstream_unreachable")
+    if mcp_errors:
+        error = mcp_errors[0]
+        return UpstreamError(
+            f"{host} answered with an error: {error.message[:300]}",
+            code="upstream_error",
+            details={"jsonrpc_code": error.code},
+        )
+    return UpstreamError(
+        f"talking to {host} failed ({type(exc).__name__})",
+        code="upstream_protocol_error",
+        details={"error": type(exc).__name__},
+    )
+
+
+@contextlib.contextmanager
+def _translated(spec: ConnectionSpec, *, sent: bool, observer: HttpObserver | None = None) -> Iterator[None]:
+    try:
+        yield
+    except MCPBridgeError:
+        raise
+    except Exception as exc:
+        raise _translate(spec, exc, sent=sent, observer=observer) from exc
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The long-lived connection
+
+
+class Connection:
+    """A session with one external MCP server, used as ``async with Connection(spec, policy) as conn: ...``.
+
+    The SDK session lives in a task of its own, so a transport failure ends that task (and is reported to the
+    operation waiting for it) instead of cancelling the caller. Recovery rules:
+
+    * the upstream rejected the session (HTTP 404 / "session not found"): one reconnect, one retry;
+    * the connection broke after a request was sent, or no answer came in time: :class:`OutcomeUnknown`, never
+      replayed (the next operation reconnects);
+    * the connection could not be opened: ``UpstreamError(code="upstream_unreachable")`` (retryable).
+    """
+
+    def __init__(self, spec: ConnectionSpec, policy: EgressPolicy) -> None:
+        self.spec = spec
+        self._policy = policy
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._client: Client | None = None
+        self._stop: anyio.Event | None = None
+        self._dead: anyio.Event | None = None
+        self._lock = anyio.Lock()
+        self._death_cause: BaseException | None = None
+        self._observer: HttpObserver | None = None
+        self._connected_once = False
+        self.reconnects = 0
+        """How many times a new session replaced an earlier one (session rejected, or the old one died)."""
+
+    async def __aenter__(self) -> Connection:
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        try:
+            await self._connect()
+        except BaseException:
+            self._task_group.cancel_scope.cancel()
+            await self._task_group.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        assert self._task_group is not None
+        if self._stop is not None:
+            self._stop.set()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+            if self._dead is not None:
+                await self._dead.wait()
+        self._task_group.cancel_scope.cancel()
+        await self._task_group.__aexit__(*exc_info)
+        self._client = None
+
+    # -- session ownership ---------------------------------------------------------------------------------------
+
+    async def _connect(self) -> Client:
+        assert self._task_group is not None, "use Connection as an async context manager"
+        ready = anyio.Event()
+        stop = anyio.Event()
+        dead = anyio.Event()
+        outcome: dict[str, Any] = {}
+
+        owner_scope = anyio.CancelScope()
+        observer = HttpObserver()
+
+        async def own() -> None:
+            try:
+                with owner_scope:
+                    async with open_session(self.spec, self._policy, observer=observer) as client:
+                        outcome["client"] = client
+                        ready.set()
+                        await stop.wait()
+            except Exception as exc:
+                outcome.setdefault("error", exc)
+                self._death_cause = exc
+            finally:
+                dead.set()
+                ready.set()
+
+        self._death_cause = None
+        self._task_group.start_soon(own)
+        with anyio.move_on_after(self.spec.initialize_timeout):
+            await ready.wait()
+        if not ready.is_set():
+            owner_scope.cancel()
+            with anyio.move_on_after(5):
+                await dead.wait()
+            raise UpstreamError(
+                f"{self.spec.host} did not complete the connection within {self.spec.initialize_timeout:g} s",
+                code="upstream_timeout",
+                details={"timeout_seconds": self.spec.initialize_timeout},
+            )
+        if "client" not in outcome:
+            error = outcome.get("error")
+            if isinstance(error, MCPBridgeError):
+                raise error
+            raise _translate(self.spec, error or RuntimeError("no session"), sent=False, observer=observer) from error
+        if self._connected_once:
+            self.reconnects += 1
+        self._connected_once = True
+        self._client, self._stop, self._dead, self._observer = outcome["client"], stop, dead, observer
+        return self._client
+
+    async def _drop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        if self._dead is not None:
+            with anyio.move_on_after(5):
+                await self._dead.wait()
+        self._client = self._stop = self._dead = None
+
+    async def _live_client(self) -> Client:
+        async with self._lock:
+            if (
+                self._client is None
+                or (self._dead is not None and self._dead.is_set())
+                or _dispatcher_closed(self._client)
+            ):
+                await self._drop()
+                await self._connect()
+            assert self._client is not None
+            return self._client
+
+    async def _run(self, operation: Callable[[Client], Awaitable[T]], *, retry_on_session_loss: bool = True) -> T:
+        """Run ``operation`` on the live session with the recovery rules above."""
+        for attempt in range(2):
+            client = await self._live_client()
+            dead = self._dead
+            try:
+                return await self._attempt(client, dead, operation)
+            except _SessionLost:
+                await self._drop()
+                if attempt == 0 and retry_on_session_loss:
+                    continue
+                raise UpstreamError(
+                    f"{self.spec.host} rejected the session again after a reconnect", code="upstream_session_lost"
+                ) from None
+            except MCPBridgeError as exc:
+                if exc.code in ("outcome_unknown", "upstream_unreachable", "upstream_timeout"):
+                    await self._drop()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _attempt(
+        self, client: Client, dead: anyio.Event | None, operation: Callable[[Client], Awaitable[T]]
+    ) -> T:
+        if self._observer is not None:
+            self._observer.clear_status()
+        result: list[T] = []
+        failure: list[BaseException] = []
+        session_died = False
+        timed_out = False
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                try:
+                    result.append(await operation(client))
+                except Exception as exc:
+                    failure.append(exc)
+                finally:
+                    group.cancel_scope.cancel()
+
+            async def watch() -> None:
+                nonlocal session_died
+                if dead is not None:
+                    await dead.wait()
+                    session_died = True
+                    group.cancel_scope.cancel()
+
+            async def deadline() -> None:
+                nonlocal timed_out
+                await anyio.sleep(self.spec.timeout)
+                timed_out = True
+                group.cancel_scope.cancel()
+
+            group.start_soon(call)
+            group.start_soon(watch)
+            group.start_soon(deadline)
+        if result:
+            return result[0]
+        observer = self._observer
+        if observer is not None and observer.session_rejected:
+            raise _SessionLost from (failure[0] if failure else None)
+        if failure:
+            if _is_session_lost(failure[0]):
+                raise _SessionLost from failure[0]
+            raise _translate(self.spec, failure[0], sent=True, observer=observer) from failure[0]
+        if timed_out:
+            raise OutcomeUnknown(
+                f"{self.spec.host} did not answer within {self.spec.timeout:g} s; the request may have run",
+                details={"timeout_seconds": self.spec.timeout},
+            )
+        cause = self._death_cause
+        if cause is not None:
+            if _is_session_lost(cause):
+                raise _SessionLost from cause
+            raise _translate(self.spec, cause, sent=True, observer=observer) from cause
+        raise OutcomeUnknown(f"the connection to {self.spec.host} broke before the answer arrived; it may have run")
+
+    # -- facts from the handshake --------------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            raise RuntimeError("not connected")
+        return self._client
+
+    @property
+    def server_info(self) -> Implementation | None:
+        return self.client.server_info
+
+    @property
+    def instructions(self) -> str | None:
+        return self.client.instructions
+
+    @property
+    def capabilities(self) -> ServerCapabilities:
+        return self.client.server_capabilities
+
+    @property
+    def protocol_version(self) -> str:
+        return self.client.protocol_version
+
+    # -- operations ----------------------------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[Tool]:
+        """Every tool, following cursors (at most 100 pages and 2000 tools; a repeated cursor is an error)."""
+
+        async def page(client: Client, cursor: str | None) -> tuple[list[Tool], str | None]:
+            listed = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            return list(listed.tools), listed.next_cursor
+
+        return await self._all_pages("tools", page, MAX_TOOLS)
+
+    async def list_resources(self) -> list[Resource]:
+        """Every resource, following cursors (same page limit; at most 10 000 resources)."""
+
+        async def page(client: Client, cursor: str | None) -> tuple[list[Resource], str | None]:
+            listed = await client.list_resources(cursor=cursor, cache_mode="bypass")
+            return list(listed.resources), listed.next_cursor
+
+        return await self._all_pages("resources", page, MAX_RESOURCES)
+
+    async def _all_pages(
+        self,
+        what: str,
+        page: Callable[[Client, str | None], Awaitable[tuple[list[T], str | None]]],
+        limit: int,
+    ) -> list[T]:
+        items: list[T] = []
+        seen: set[str] = set()
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            batch, cursor = await self._run(functools.partial(_page_at, page, cursor))
+            items.extend(batch)
+            if len(items) > limit:
+                raise UpstreamError(
+                    f"{self.spec.host} lists more than {limit} {what}",
+                    code="upstream_limit_exceeded",
+                    details={"limit": limit},
+                )
+            if not cursor:
+                return items
+            if cursor in seen:
+                raise UpstreamError(f"{self.spec.host} repeated a {what} page cursor", code="upstream_protocol_error")
+            seen.add(cursor)
+        raise UpstreamError(
+            f"{self.spec.host} lists {what} over more than {MAX_PAGES} pages",
+            code="upstream_limit_exceeded",
+            details={"max_pages": MAX_PAGES},
+        )
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> CallToolResult:
+        """Call ``name``; the result as the server sent it (``structuredContent`` and ``isError`` kept).
+
+        A call the upstream rejected for its session is retried once on a new session; any other failure after
+        sending raises :class:`OutcomeUnknown` and is never replayed.
+        """
+        args = dict(arguments or {})
+        return await self._run(lambda client: client.call_tool(name, args, read_timeout_seconds=self.spec.timeout))
+
+
+async def _page_at(
+    page: Callable[[Client, str | None], Awaitable[tuple[list[T], str | None]]], cursor: str | None, client: Client
+) -> tuple[list[T], str | None]:
+    return await page(client, cursor)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The connection test
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What :func:`probe` found. ``ok`` is true when the handshake and the tool listing succeeded."""
+
+    ok: bool
+    server_info: Implementation | None = None
+    protocol_version: str | None = None
+    instructions: str | None = None
+    capabilities: ServerCapabilities | None = None
+    tools: list[Tool] = field(default_factory=list)
+    resources: list[Resource] = field(default_factory=list)
+    oauth_required: bool = False
+    resource_metadata_url: str | None = None
+    error: MCPBridgeError | None = None
+    resources_error: MCPBridgeError | None = None
+
+
+_RESOURCE_METADATA = re.compile(r'resource_metadata\s*=\s*"?([^",\s]+)"?', re.IGNORECASE)
+
+
+async def probe(spec: ConnectionSpec, policy: EgressPolicy) -> ProbeResult:
+    """Connect, list tools and resources; report (not raise) upstream failures.
+
+    A resources failure counts only when the server declared the resources capability. A 401 carrying RFC 9728
+    protected-resource metadata (``WWW-Authenticate: ... resource_metadata=...`` or a reachable
+    ``/.well-known/oauth-protected-resource[/path]`` document) sets ``oauth_required``; a bare 401 is an ordinary
+    ``upstream_unauthorized`` failure. Policy refusals (InvalidInput) are raised, not reported.
+    """
+    try:
+        async with Connection(spec, policy) as connection:
+            tools = await connection.list_tools()
+            resources: list[Resource] = []
+            resources_error: MCPBridgeError | None = None
+            if connection.capabilities.resources is not None:
+                try:
+                    resources = await connection.list_resources()
+                except UpstreamError as exc:
+                    resources_error = exc
+            return ProbeResult(
+                ok=resources_error is None,
+                server_info=connection.server_info,
+                protocol_version=connection.protocol_version,
+                instructions=connection.instructions,
+                capabilities=connection.capabilities,
+                tools=tools,
+                resources=resources,
+                resources_error=resources_error,
+                error=resources_error,
+            )
+    except InvalidInput:
+        raise
+    except UpstreamError as exc:
+        if exc.code == "upstream_unauthorized":
+            metadata_url = await _oauth_metadata(spec, policy)
+            if metadata_url is not None:
+                return ProbeResult(
+                    ok=False,
+                    oauth_required=True,
+                    resource_metadata_url=metadata_url,
+                    error=UpstreamError(
+                        f"{spec.host} requires OAuth authorization", code="oauth_required", details={"status": 401}
+                    ),
+                )
+        return ProbeResult(ok=False, error=exc)
+
+
+async def _oauth_metadata(spec: ConnectionSpec, policy: EgressPolicy) -> str | None:
+    """The RFC 9728 metadata URL when ``spec.url`` answers 401 and advertises protected-resource metadata."""
+    async with guarded_async_client2(policy, timeout=spec.timeout, headers=spec.headers) as http:
+        try:
+            with anyio.fail_after(spec.timeout):
+                answer = await http.post(
+                    spec.url,
+                    json={"jsonrpc": "2.0", "id": 0, "method": "ping"},
+                    headers={"accept": "application/json, text/event-stream"},
+                )
+                if answer.status_code != 401:
+                    return None
+                challenge = answer.headers.get("www-authenticate", "")
+                match = _RESOURCE_METADATA.search(challenge)
+                if match is not None:
+                    return match.group(1)
+                for candidate in _well_known_urls(spec.url):
+                    try:
+                        document = await http.get(candidate, headers={"accept": "application/json"})
+                    except (httpx2.HTTPError, MCPBridgeError):
+                        continue
+                    if document.status_code == 200 and _is_metadata(document):
+                        return candidate
+        except (httpx2.HTTPError, MCPBridgeError, TimeoutError):
+            return None
+    return None
+
+
+def _well_known_urls(url: str) -> list[str]:
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    candidates = []
+    if path:
+        candidates.append(
+            urlunsplit((parts.scheme, parts.netloc, "/.well-known/oauth-protected-resource" + path, "", ""))
+        )
+    candidates.append(urlunsplit((parts.scheme, parts.netloc, "/.well-known/oauth-protected-resource", "", "")))
+    return candidates
+
+
+def _is_metadata(response: httpx2.Response) -> bool:
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and isinstance(body.get("resource"), str)

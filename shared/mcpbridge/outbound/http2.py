@@ -1,0 +1,202 @@
+"""The SSRF guard of :mod:`mcpbridge.outbound.http` for ``httpx2``, the HTTP library of the ``mcp`` SDK.
+
+``httpx2``/``httpcore2`` keep httpx/httpcore's network-backend seam
+(``httpcore2.AsyncConnectionPool(network_backend=...)``), so the pin is the same: :class:`PinnedAsyncBackend2`
+resolves every new connection's host through the :class:`~mcpbridge.outbound.policy.EgressPolicy` and connects only
+to the addresses it approved (no second lookup, no DNS-rebinding window); :class:`GuardedAsyncTransport2` also runs
+:meth:`EgressPolicy.check_url` on every request.
+:func:`guarded_async_client2` never follows redirects and ignores proxy environment variables (a proxy would resolve
+the name itself and bypass the pin). The SDK follows same-origin redirects itself; each hop goes through this
+transport again, so it is re-checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import httpcore2
+import httpx2
+
+from mcpbridge.outbound.policy import EgressPolicy, IPAddress, normalise_host
+
+__all__ = ["GuardedAsyncTransport2", "PinnedAsyncBackend2", "guarded_async_client2"]
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        return not isinstance(normalise_host(host), str)
+    except ValueError:
+        return False
+
+
+class PinnedAsyncBackend2(httpcore2.AsyncNetworkBackend):
+    """Opens TCP connections only to addresses ``policy`` approved for the host, resolving once per connection.
+
+    Policy refusals raise :class:`~mcpbridge.errors.InvalidInput` out of ``connect_tcp``; httpcore2 and httpx2 pass
+    them through unchanged.
+    """
+
+    def __init__(self, policy: EgressPolicy, inner: httpcore2.AsyncNetworkBackend | None = None) -> None:
+        self._policy = policy
+        self._inner = inner or httpcore2.AnyIOBackend()
+
+    async def _resolve(self, host: str, port: int, timeout: float | None) -> list[IPAddress]:
+        if _is_ip_literal(host):
+            return self._policy.resolve_host(host, port)
+        try:
+            with anyio.fail_after(timeout):
+                # Abandoned on cancellation: a hung getaddrinfo must not hold up the caller's deadline.
+                return await anyio.to_thread.run_sync(self._policy.resolve_host, host, port, abandon_on_cancel=True)
+        except TimeoutError:
+            raise httpcore2.ConnectTimeout(f"resolving the host took longer than {timeout} s") from None
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        failure: Exception | None = None
+        # Every address was approved, so falling back to the next one is safe.
+        for address in await self._resolve(host, port, timeout):
+            try:
+                return await self._inner.connect_tcp(str(address), port, timeout, local_address, socket_options)
+            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None  # resolve_host never returns an empty list
+        raise failure
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        raise httpcore2.UnsupportedProtocol("unix sockets cannot be reached through the outbound guard")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+# Most specific first: httpcore2.ConnectTimeout must become httpx2.ConnectTimeout, not httpx2.TimeoutException.
+_CORE_TO_HTTPX2: tuple[tuple[type[Exception], type[httpx2.TransportError]], ...] = (
+    (httpcore2.ConnectTimeout, httpx2.ConnectTimeout),
+    (httpcore2.ReadTimeout, httpx2.ReadTimeout),
+    (httpcore2.WriteTimeout, httpx2.WriteTimeout),
+    (httpcore2.PoolTimeout, httpx2.PoolTimeout),
+    (httpcore2.TimeoutException, httpx2.TimeoutException),
+    (httpcore2.ConnectError, httpx2.ConnectError),
+    (httpcore2.ReadError, httpx2.ReadError),
+    (httpcore2.WriteError, httpx2.WriteError),
+    (httpcore2.NetworkError, httpx2.NetworkError),
+    (httpcore2.ProxyError, httpx2.ProxyError),
+    (httpcore2.UnsupportedProtocol, httpx2.UnsupportedProtocol),
+    (httpcore2.LocalProtocolError, httpx2.LocalProtocolError),
+    (httpcore2.RemoteProtocolError, httpx2.RemoteProtocolError),
+    (httpcore2.ProtocolError, httpx2.ProtocolError),
+)
+
+
+@contextlib.contextmanager
+def _httpx2_errors() -> Iterator[None]:
+    """Re-raise httpcore2 exceptions as their httpx2 counterparts; everything else (policy refusals) unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        for source, target in _CORE_TO_HTTPX2:
+            if isinstance(exc, source):
+                raise target(str(exc)) from exc
+        raise
+
+
+class _AsyncResponseStream(httpx2.AsyncByteStream):
+    def __init__(self, stream: AsyncIterable[bytes]) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _httpx2_errors():
+            async for chunk in self._stream:
+                yield chunk
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+class GuardedAsyncTransport2(httpx2.AsyncBaseTransport):
+    """An httpx2 transport over an httpcore2 pool with the pinned backend; checks every request's URL first.
+
+    No proxy support on purpose. ``ssl_context`` replaces the default trust store, e.g. for a private CA.
+    """
+
+    def __init__(self, policy: EgressPolicy, *, ssl_context: ssl.SSLContext | None = None) -> None:
+        self._policy = policy
+        limits = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
+        self._pool = httpcore2.AsyncConnectionPool(
+            # trust_env=False: SSL_CERT_FILE and friends do not change what this process trusts.
+            ssl_context=ssl_context if ssl_context is not None else httpx2.create_ssl_context(trust_env=False),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=PinnedAsyncBackend2(policy),
+        )
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Check the URL, then send through the pinned pool (a new connection resolves and checks the host)."""
+        self._policy.check_url(str(request.url))
+        assert isinstance(request.stream, httpx2.AsyncByteStream)
+        core_request = httpcore2.Request(
+            method=request.method,
+            url=httpcore2.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _httpx2_errors():
+            response = await self._pool.handle_async_request(core_request)
+        assert isinstance(response.stream, AsyncIterable)
+        return httpx2.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_AsyncResponseStream(response.stream),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        """Close every pooled connection."""
+        await self._pool.aclose()
+
+
+def guarded_async_client2(
+    policy: EgressPolicy,
+    *,
+    timeout: httpx2.Timeout | float,
+    headers: Mapping[str, str] | None = None,
+    auth: httpx2.Auth | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
+) -> httpx2.AsyncClient:
+    """An httpx2 client for URLs someone else chose: guarded transport, no redirects, no proxies from the
+    environment."""
+    return httpx2.AsyncClient(
+        transport=GuardedAsyncTransport2(policy, ssl_context=ssl_context),
+        timeout=timeout,
+        headers=dict(headers or {}),
+        auth=auth,
+        follow_redirects=False,
+        trust_env=False,
+        event_hooks=dict(event_hooks or {}),
+    )
