@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from anyio import to_thread
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.client.policies import ToolPolicy
-from mcpbridge.client.registry import ExternalService, ImportRefusal, Saved, ServiceRegistry
+from mcpbridge.client.registry import ExternalService, ImportRefusal, Saved, ServiceRegistry, require_writer
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
 
 router = APIRouter(prefix="/api/v1/mcp-services", tags=["mcp-services"])
@@ -342,3 +343,73 @@ def set_tool_policy(
         principal, service_id, tool_name, enabled=body.enabled, require_approval=body.require_approval
     )
     return ToolPolicyOut.of(policy)
+
+
+# ---------------------------------------------------------------------------------------------------- test
+
+
+class TestedTool(BaseModel):
+    name: str
+    description: str | None
+    input_schema: dict[str, Any]
+
+
+class TestedResource(BaseModel):
+    uri: str
+    name: str
+    mime_type: str | None
+
+
+class ConnectionTestOut(BaseModel):
+    """What connecting to the service showed. ``success`` is false only when the connection, the handshake or
+    the tool listing failed, or when the server declared resources it then could not list."""
+
+    success: bool
+    message: str
+    error_code: str | None
+    oauth_required: bool
+    protocol_version: str | None
+    server_name: str | None
+    server_version: str | None
+    tools: list[TestedTool]
+    resources: list[TestedResource]
+    warnings: list[str]
+
+
+@router.post("/{service_id}/test")
+async def test_service(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ConnectionTestOut:
+    # The MCP client is imported on use: the admin API's cold start should not pay for it.
+    from mcpbridge.client.connection import ConnectionSpec, probe
+    from mcpbridge.client.specs import connection_spec
+
+    def prepare() -> tuple[ExternalService, ConnectionSpec]:
+        require_writer(principal)
+        service = container.services.get(principal, service_id)
+        return service, connection_spec(service, container.services.connection_secrets(service))
+
+    # Store and KMS calls are blocking: off the event loop. The probe itself is async network I/O.
+    service, spec = await to_thread.run_sync(prepare)
+    result = await probe(spec, container.egress)
+    warnings: list[str] = []
+    declared_resources = result.capabilities is not None and result.capabilities.resources is not None
+    resources_failed = result.resources_error is not None
+    if resources_failed and not declared_resources:
+        warnings.append("the server lists no resources")
+    success = result.ok and not (resources_failed and declared_resources)
+    error = result.error or (result.resources_error if declared_resources else None)
+    if result.oauth_required and service.auth.auth_type != "oauth":
+        warnings.append("the server asks for OAuth: set auth_type to oauth and authorize it")
+    return ConnectionTestOut(
+        success=success,
+        message="connected" if success else (error.message if error else "the test failed"),
+        error_code=None if success or error is None else error.code,
+        oauth_required=result.oauth_required,
+        protocol_version=result.protocol_version,
+        server_name=result.server_info.name if result.server_info else None,
+        server_version=result.server_info.version if result.server_info else None,
+        tools=[
+            TestedTool(name=t.name, description=t.description, input_schema=dict(t.input_schema)) for t in result.tools
+        ],
+        resources=[TestedResource(uri=str(r.uri), name=r.name, mime_type=r.mime_type) for r in result.resources],
+        warnings=warnings,
+    )

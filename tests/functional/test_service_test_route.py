@@ -1,0 +1,125 @@
+"""``POST /api/v1/mcp-services/{id}/test``: a real connection to a real MCP server on 127.0.0.1 (an SDK server in
+this process), with the service's auth strategy and custom headers applied, and OAuth detected from a 401."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from mcpbridge.bootstrap import Container
+from mcpbridge.http.apps import create_combined_app
+from mcpbridge.settings import Settings
+from tests.support.live_server import live_server
+
+SECRET = "upstream-key-0123456789abcdef"
+
+
+class Upstream:
+    """An MCP server that demands ``X-Upstream-Key`` (401 without it) and records the headers it saw."""
+
+    def __init__(self, *, challenge: str | None = None) -> None:
+        self.seen: list[dict[str, str]] = []
+        self.challenge = challenge
+
+        async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+            schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+            return types.ListToolsResult(tools=[types.Tool(name="echo", description="Echo text", input_schema=schema)])
+
+        self.server: Server[Any] = Server("upstream", version="9.9", on_list_tools=list_tools)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        self.seen.append({k.lower(): v for k, v in request.headers.items()})
+        if request.headers.get("x-upstream-key") != SECRET:
+            headers = {"WWW-Authenticate": self.challenge} if self.challenge else {}
+            await JSONResponse({"error": "unauthorized"}, status_code=401, headers=headers)(scope, receive, send)
+            return
+        manager = StreamableHTTPSessionManager(
+            app=self.server,
+            json_response=True,
+            stateless=True,
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        async with manager.run():
+            await manager.handle_request(scope, receive, send)
+
+
+@pytest.fixture
+def container(tmp_path: Path) -> Iterator[Container]:
+    built = Container(Settings(data_dir=tmp_path / "data", ssrf_allowlist=["127.0.0.1"]))
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def client(container: Container) -> Iterator[TestClient]:
+    with TestClient(create_combined_app(container), raise_server_exceptions=False) as test_client:
+        test_client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+        yield test_client
+
+
+def register(client: TestClient, url: str, **body: Any) -> str:
+    created = client.post(
+        "/api/v1/mcp-services",
+        json={
+            "name": "upstream",
+            "transport": "http-streamable",
+            "url": url,
+            "auth_config": {"auth_type": "api_key", "api_key_header": "X-Upstream-Key"},
+            **body,
+        },
+    )
+    assert created.status_code == 201, created.text
+    return str(created.json()["id"])
+
+
+def test_connects_with_the_services_credentials(client: TestClient) -> None:
+    upstream = Upstream()
+    with live_server(upstream) as base:
+        service_id = register(client, f"{base}/mcp", headers={"X-Trace": "on"})
+        refused = client.post(f"/api/v1/mcp-services/{service_id}/test").json()
+        assert refused["success"] is False
+        assert refused["error_code"] == "upstream_unauthorized"
+        assert refused["oauth_required"] is False, "a bare 401 is an ordinary auth failure"
+        client.put(f"/api/v1/mcp-services/{service_id}/credentials", json={"api_key": SECRET})
+        tested = client.post(f"/api/v1/mcp-services/{service_id}/test")
+    body = tested.json()
+    assert tested.status_code == 200
+    assert body["success"] is True, body
+    assert (body["server_name"], body["server_version"]) == ("upstream", "9.9")
+    assert [t["name"] for t in body["tools"]] == ["echo"]
+    assert body["tools"][0]["input_schema"]["required"] == ["text"]
+    assert SECRET not in tested.text
+    authorised = [h for h in upstream.seen if h.get("x-upstream-key") == SECRET]
+    assert authorised, "the API key reached the server in the configured header"
+    assert all(h.get("x-trace") == "on" for h in authorised), "custom headers are layered on top"
+
+
+def test_a_401_with_protected_resource_metadata_means_oauth(client: TestClient) -> None:
+    upstream = Upstream(challenge='Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"')
+    with live_server(upstream) as base:
+        service_id = register(client, f"{base}/mcp")
+        body = client.post(f"/api/v1/mcp-services/{service_id}/test").json()
+    assert body["success"] is False
+    assert body["oauth_required"] is True
+    assert any("OAuth" in w for w in body["warnings"])
+
+
+def test_only_admins_test_and_unknown_services_are_404(client: TestClient, container: Container) -> None:
+    viewer = client.post("/api/v1/api-keys", json={"name": "v", "role": "viewer"}).json()["key"]
+    with live_server(Upstream()) as base:
+        service_id = register(client, f"{base}/mcp")
+        refused = client.post(f"/api/v1/mcp-services/{service_id}/test", headers={"Authorization": f"Bearer {viewer}"})
+    assert refused.status_code == 403
+    assert client.post("/api/v1/mcp-services/svc_missing/test").status_code == 404
