@@ -33,7 +33,8 @@ import httpcore
 import httpx
 
 from mcpbridge.errors import InvalidInput, PayloadTooLarge, UpstreamError
-from mcpbridge.outbound.policy import EgressPolicy, IPAddress, Target, normalise_host
+from mcpbridge.outbound.pinning import connect_first, is_ip_literal, resolve_async
+from mcpbridge.outbound.policy import EgressPolicy, IPAddress, Target
 
 MAX_REDIRECTS = 5
 
@@ -84,19 +85,12 @@ class _DeadlineStream(httpcore.NetworkStream):
         return self._inner.get_extra_info(info)
 
 
-def _is_ip_literal(host: str) -> bool:
-    try:
-        return not isinstance(normalise_host(host), str)
-    except ValueError:
-        return False
-
-
 def _resolve_within(policy: EgressPolicy, host: str, port: int, timeout: float | None) -> list[IPAddress]:
     """``policy.resolve_host`` bounded by ``timeout``: getaddrinfo has no timeout of its own.
 
     The lookup runs in a daemon thread that is abandoned (not killed) on timeout; it ends when the resolver gives up.
     """
-    if timeout is None or _is_ip_literal(host):
+    if timeout is None or is_ip_literal(host):
         return policy.resolve_host(host, port)
     outcome: list[list[IPAddress] | BaseException] = []
 
@@ -170,16 +164,6 @@ class PinnedAsyncBackend(httpcore.AsyncNetworkBackend):
         self._policy = policy
         self._inner = inner or httpcore.AnyIOBackend()
 
-    async def _resolve(self, host: str, port: int, timeout: float | None) -> list[IPAddress]:
-        if _is_ip_literal(host):
-            return self._policy.resolve_host(host, port)
-        try:
-            with anyio.fail_after(timeout):
-                # Abandoned on cancellation: a hung getaddrinfo must not hold up the caller's deadline.
-                return await anyio.to_thread.run_sync(self._policy.resolve_host, host, port, abandon_on_cancel=True)
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"resolving the host took longer than {timeout} s") from None
-
     async def connect_tcp(
         self,
         host: str,
@@ -188,14 +172,12 @@ class PinnedAsyncBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        failure: Exception | None = None
-        for address in await self._resolve(host, port, timeout):
-            try:
-                return await self._inner.connect_tcp(str(address), port, timeout, local_address, socket_options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                failure = exc
-        assert failure is not None  # resolve_host never returns an empty list
-        raise failure
+        addresses = await resolve_async(self._policy, host, port, timeout, httpcore.ConnectTimeout)
+        return await connect_first(
+            addresses,
+            lambda address: self._inner.connect_tcp(address, port, timeout, local_address, socket_options),
+            (httpcore.ConnectError, httpcore.ConnectTimeout),
+        )
 
     async def connect_unix_socket(
         self,

@@ -17,21 +17,13 @@ import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-import anyio
-import anyio.to_thread
 import httpcore2
 import httpx2
 
-from mcpbridge.outbound.policy import EgressPolicy, IPAddress, normalise_host
+from mcpbridge.outbound.pinning import connect_first, resolve_async
+from mcpbridge.outbound.policy import EgressPolicy
 
 __all__ = ["GuardedAsyncTransport2", "PinnedAsyncBackend2", "guarded_async_client2"]
-
-
-def _is_ip_literal(host: str) -> bool:
-    try:
-        return not isinstance(normalise_host(host), str)
-    except ValueError:
-        return False
 
 
 class PinnedAsyncBackend2(httpcore2.AsyncNetworkBackend):
@@ -45,16 +37,6 @@ class PinnedAsyncBackend2(httpcore2.AsyncNetworkBackend):
         self._policy = policy
         self._inner = inner or httpcore2.AnyIOBackend()
 
-    async def _resolve(self, host: str, port: int, timeout: float | None) -> list[IPAddress]:
-        if _is_ip_literal(host):
-            return self._policy.resolve_host(host, port)
-        try:
-            with anyio.fail_after(timeout):
-                # Abandoned on cancellation: a hung getaddrinfo must not hold up the caller's deadline.
-                return await anyio.to_thread.run_sync(self._policy.resolve_host, host, port, abandon_on_cancel=True)
-        except TimeoutError:
-            raise httpcore2.ConnectTimeout(f"resolving the host took longer than {timeout} s") from None
-
     async def connect_tcp(
         self,
         host: str,
@@ -63,15 +45,12 @@ class PinnedAsyncBackend2(httpcore2.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        failure: Exception | None = None
-        # Every address was approved, so falling back to the next one is safe.
-        for address in await self._resolve(host, port, timeout):
-            try:
-                return await self._inner.connect_tcp(str(address), port, timeout, local_address, socket_options)
-            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
-                failure = exc
-        assert failure is not None  # resolve_host never returns an empty list
-        raise failure
+        addresses = await resolve_async(self._policy, host, port, timeout, httpcore2.ConnectTimeout)
+        return await connect_first(
+            addresses,
+            lambda address: self._inner.connect_tcp(address, port, timeout, local_address, socket_options),
+            (httpcore2.ConnectError, httpcore2.ConnectTimeout),
+        )
 
     async def connect_unix_socket(
         self,
