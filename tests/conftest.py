@@ -11,3 +11,7 @@ from tests.support.aws import set_fake_aws_env
 def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake AWS credentials and region; nothing from the developer's shell leaks in."""
     set_fake_aws_env(monkeypatch)
+
+
+# Fixtures shared by several test packages.
+pytest_plugins = ["tests.support.everything"]

@@ -1,4 +1,4 @@
-"""The connection layer against real MCP servers on 127.0.0.1.
+"""The connection layer against real MCP servers on 127.0.0.1 (harness in :mod:`tests.support.everything`).
 
 * ``@modelcontextprotocol/server-everything`` (npm, run with the wheel's node) over Streamable HTTP and SSE: full
   tool schemas, plain / structured / error results, a server restart (one reconnect), a server killed during a slow
@@ -6,8 +6,6 @@
 * A small Python SDK server that reports the headers it received (the auth header reaches the server).
 * Raw ASGI apps answering 401 with and without RFC 9728 metadata (``probe`` and ``oauth_required``).
 * SSRF: forbidden URLs are refused before any connection is opened.
-
-Node binds only 127.0.0.1: a preload script (``--import``) pins ``server.listen(port)`` to the loopback address.
 """
 
 from __future__ import annotations
@@ -15,17 +13,11 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import subprocess
-import threading
-import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import httpx2
 import pytest
-import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
@@ -40,106 +32,11 @@ from mcpbridge.client.connection import (
 from mcpbridge.errors import InvalidInput, UpstreamError
 from mcpbridge.outbound import http2
 from mcpbridge.outbound.policy import EgressPolicy
-from tests.conformance.node import node_binary, node_env, package_bin, stop
+from tests.support.everything import Everything, free_port, serve
 
 pytestmark = [pytest.mark.slow]
 
-EVERYTHING = "@modelcontextprotocol/server-everything"
 POLICY = EgressPolicy(["127.0.0.1"])
-STARTUP_TIMEOUT = 20.0
-LOOPBACK_PRELOAD = """
-import net from "node:net";
-const listen = net.Server.prototype.listen;
-net.Server.prototype.listen = function (...args) {
-  if (typeof args[0] === "number" || typeof args[0] === "string") {
-    const callback = args.find((arg) => typeof arg === "function");
-    return listen.call(this, { port: Number(args[0]), host: "127.0.0.1" }, callback);
-  }
-  return listen.apply(this, args);
-};
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait_listening(port: int, process: subprocess.Popen[Any] | None = None, timeout: float = STARTUP_TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"the server exited with {process.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
-
-
-class Everything:
-    """server-everything in one transport mode on a fixed 127.0.0.1 port; can be killed and restarted."""
-
-    def __init__(self, mode: str, workdir: Path) -> None:
-        self.mode = mode
-        self.port = _free_port()
-        self.workdir = workdir
-        self.preload = workdir / "loopback.mjs"
-        self.preload.write_text(LOOPBACK_PRELOAD)
-        self.script = package_bin(EVERYTHING, "mcp-server-everything")
-        self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    @property
-    def url(self) -> str:
-        path = "/mcp" if self.mode == "streamableHttp" else "/sse"
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    @property
-    def transport(self) -> str:
-        return "http-streamable" if self.mode == "streamableHttp" else "sse"
-
-    def start(self) -> None:
-        assert self.process is None
-        self.starts += 1
-        log = (self.workdir / f"server-{self.starts}.log").open("wb")
-        try:
-            self.process = subprocess.Popen(
-                [str(node_binary()), "--import", str(self.preload), str(self.script), self.mode],
-                cwd=self.workdir,
-                env=node_env({"PORT": str(self.port)}),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        _wait_listening(self.port, self.process)
-
-    def kill(self) -> None:
-        if self.process is not None:
-            stop(self.process, grace=0.1)
-            self.process = None
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    pass
-            except OSError:
-                return
-            time.sleep(0.05)
-
-
-@pytest.fixture(params=["streamableHttp", "sse"])
-def everything(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Everything]:
-    server = Everything(request.param, tmp_path)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.kill()
 
 
 def spec_for(server: Everything, **overrides: Any) -> ConnectionSpec:
@@ -253,7 +150,7 @@ def test_killed_mid_call_is_outcome_unknown_and_not_replayed(everything: Everyth
 
 
 def test_refused_connection_is_unreachable() -> None:
-    spec = ConnectionSpec(f"http://127.0.0.1:{_free_port()}/mcp", "http-streamable", timeout=5)
+    spec = ConnectionSpec(f"http://127.0.0.1:{free_port()}/mcp", "http-streamable", timeout=5)
 
     async def scenario() -> None:
         with pytest.raises(UpstreamError) as raised:
@@ -280,24 +177,6 @@ def test_probe_reports_tools_and_resources(everything: Everything) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- our own servers
-
-
-@contextlib.contextmanager
-def serve(app: Any, *, lifespan: Literal["on", "off"] = "on") -> Iterator[str]:
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def header_server() -> Any:
