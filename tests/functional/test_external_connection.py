@@ -335,3 +335,18 @@ def test_spec_rules() -> None:
         ConnectionSpec("http://127.0.0.1/", "stdio")  # type: ignore[arg-type]
     assert ConnectionSpec("http://127.0.0.1/", "sse", initialize_timeout=600).initialize_timeout == 60.0
     assert ConnectionSpec("http://127.0.0.1/", "sse").timeout == 30.0
+
+
+def test_an_error_inside_the_block_comes_out_as_itself(everything: Everything) -> None:
+    """The connection's task group must not wrap the caller's own exception in an ExceptionGroup."""
+
+    class Mine(Exception):
+        pass
+
+    async def scenario() -> None:
+        with pytest.raises(Mine):
+            async with Connection(spec_for(everything), POLICY) as connection:
+                await connection.list_tools()
+                raise Mine
+
+    anyio.run(scenario)

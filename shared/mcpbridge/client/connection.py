@@ -4,20 +4,25 @@
 * :func:`open_session` — one connected SDK :class:`mcp.Client` (``mode="auto"``: ``server/discover`` at 2026-07-28
   first, the ``initialize`` handshake as fallback), its HTTP going through :mod:`mcpbridge.outbound.http2`.
 * :class:`Connection` — a long-lived session for one service: paged listings with limits, tool calls, one reconnect
-  and one retry when the upstream session was rejected, never a replay when the outcome of a call is unknown.
+  and one retry when the upstream session was rejected, never a replay when the outcome of a call is unknown, and
+  the service's ``retry_count`` / ``retry_delay`` applied to establishing the connection (see
+  :meth:`Connection._connect`), never to a request that was sent.
 * :func:`probe` — the connection test: connect, list tools and resources, and detect RFC 9728 OAuth servers.
 
 Errors are :mod:`mcpbridge.errors` classes: policy refusals stay :class:`~mcpbridge.errors.InvalidInput`
 (``url_*``), upstream failures are :class:`~mcpbridge.errors.UpstreamError` with codes ``upstream_unreachable``,
-``upstream_unauthorized``, ``upstream_timeout``, ``upstream_session_lost``, ``upstream_protocol_error``,
-``upstream_error``, ``upstream_limit_exceeded`` and :class:`OutcomeUnknown` (``outcome_unknown``). Messages name the
-host, never the URL's path or query (either may carry a secret), and never a header value.
+``upstream_unauthorized``, ``upstream_forbidden``, ``upstream_timeout``, ``upstream_session_lost``,
+``upstream_protocol_error``, ``upstream_error``, ``upstream_http_error`` (``details["status"]``),
+``upstream_limit_exceeded`` and :class:`OutcomeUnknown` (``outcome_unknown``). Messages name the host, never the
+URL's path or query (either may carry a secret), and never a header value.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
+import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -39,7 +44,9 @@ from mcpbridge.outbound.policy import EgressPolicy
 
 __all__ = [
     "INITIALIZE_TIMEOUT_CAP",
+    "MAX_CONNECT_RETRIES",
     "MAX_PAGES",
+    "MAX_RETRY_DELAY",
     "MAX_TOOLS",
     "Connection",
     "ConnectionSpec",
@@ -56,6 +63,11 @@ TRANSPORTS: tuple[str, ...] = ("sse", "http-streamable")
 STDIO_DISABLED = "stdio transport is disabled for security reasons"
 INITIALIZE_TIMEOUT_CAP = 60.0
 DEFAULT_TIMEOUT = 30.0
+# Bounds of the connect retries (the same as a registered service's ``advanced_config``).
+MAX_CONNECT_RETRIES = 10
+MAX_RETRY_DELAY = 60.0
+# HTTP answers to the handshake that say "not now" (a gateway or a starting server): the handshake may be retried.
+RETRYABLE_HANDSHAKE_STATUSES = frozenset({502, 503, 504})
 MAX_PAGES = 100
 MAX_TOOLS = 2000
 MAX_RESOURCES = 10_000
@@ -86,7 +98,13 @@ class ConnectionSpec:
 
     ``headers`` are sent on every request, already layered by the caller (auth strategy header, then custom
     headers); they are left out of ``repr`` (they carry secrets). ``timeout`` bounds each operation;
-    ``initialize_timeout`` bounds the connect + handshake and is capped at 60 s.
+    ``initialize_timeout`` bounds one connect + handshake attempt and is capped at 60 s.
+
+    ``retry_count`` (an int, 0 to 10) is how many extra connect attempts :class:`Connection` makes when establishing
+    the connection fails in a way that ran nothing upstream, waiting ``retry_delay`` seconds (finite, 0 to 60)
+    between attempts; see :meth:`Connection._connect`. The defaults (0, 0.0) try once; a registered service passes
+    its own ``advanced_config`` values (see :func:`mcpbridge.client.specs.connection_spec`). Out-of-range values
+    raise :class:`~mcpbridge.errors.InvalidInput`.
     """
 
     url: str
@@ -94,6 +112,8 @@ class ConnectionSpec:
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     timeout: float = DEFAULT_TIMEOUT
     initialize_timeout: float = INITIALIZE_TIMEOUT_CAP
+    retry_count: int = 0
+    retry_delay: float = 0.0
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -107,6 +127,20 @@ class ConnectionSpec:
             raise InvalidInput("timeout must be positive", code="invalid_input")
         if not self.initialize_timeout > 0:
             raise InvalidInput("initialize_timeout must be positive", code="invalid_input")
+        count = self.retry_count
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_CONNECT_RETRIES:
+            raise InvalidInput(f"retry_count must be an integer from 0 to {MAX_CONNECT_RETRIES}", code="invalid_input")
+        delay = self.retry_delay
+        if (
+            isinstance(delay, bool)
+            or not isinstance(delay, int | float)
+            or not math.isfinite(delay)
+            or not 0 <= delay <= MAX_RETRY_DELAY
+        ):
+            raise InvalidInput(
+                f"retry_delay must be a number of seconds from 0 to {MAX_RETRY_DELAY:g}", code="invalid_input"
+            )
+        object.__setattr__(self, "retry_delay", float(delay))
         object.__setattr__(self, "headers", dict(self.headers))
         object.__setattr__(self, "initialize_timeout", min(float(self.initialize_timeout), INITIALIZE_TIMEOUT_CAP))
 
@@ -128,6 +162,11 @@ def _timeouts(spec: ConnectionSpec) -> httpx2.Timeout:
     return httpx2.Timeout(spec.timeout, read=max(spec.timeout, SSE_READ_TIMEOUT))
 
 
+# Set by Connection._attempt in the task running one operation. The SDK transports send each message in a task
+# that runs in the sender's context, so the response hook below knows whose request the server refused.
+_REJECTED: contextvars.ContextVar[anyio.Event | None] = contextvars.ContextVar("mcpbridge_rejected", default=None)
+
+
 class HttpObserver:
     """Facts about one session's HTTP exchanges that the SDK does not pass on (its errors drop the status).
 
@@ -135,23 +174,31 @@ class HttpObserver:
       carrying ``Mcp-Session-Id`` (the spec's signal), or a 400/404 whose body says the session is unknown
       (stateful TypeScript servers answer ``400 No valid session ID``; legacy SSE servers ``404 Session not found``).
     * ``auth_status``: the last 401/403 status seen (cleared with :meth:`clear_status`).
+    * ``post_status``: the status of the latest answer to a POST (cleared with :meth:`clear_status`). The
+      Streamable HTTP client turns a non-2xx answer into a JSON-RPC error without the status; during the handshake
+      this is how a 502/503/504 is told apart from a real protocol failure (and retried, see
+      :meth:`Connection._connect`).
     """
 
     def __init__(self) -> None:
         self.session_rejected = False
         self.auth_status: int | None = None
+        self.post_status: int | None = None
 
     def clear_status(self) -> None:
         self.auth_status = None
+        self.post_status = None
 
     def hooks(self) -> dict[str, list[Callable[..., Any]]]:
         return {"response": [self._on_response]}
 
     async def _on_response(self, response: httpx2.Response) -> None:
+        request = response.request
+        if request.method == "POST":
+            self.post_status = response.status_code
         if response.status_code in (401, 403):
             self.auth_status = response.status_code
             return
-        request = response.request
         if request.method != "POST" or response.status_code not in (400, 404):
             return
         query = request.url.query.decode(errors="replace").lower()
@@ -160,6 +207,9 @@ class HttpObserver:
         body = (await response.aread())[:4096].decode(errors="replace")
         if response.status_code == 404 or _SESSION_LOST.search(body):
             self.session_rejected = True
+            rejected = _REJECTED.get()
+            if rejected is not None:
+                rejected.set()
 
 
 @contextlib.asynccontextmanager
@@ -276,6 +326,15 @@ class _SessionLost(Exception):
     """Internal: the upstream rejected our session before running the request (safe to reconnect and retry)."""
 
 
+def _connect_retryable(exc: MCPBridgeError) -> bool:
+    """Whether a failed connect + handshake attempt may be repeated (see :meth:`Connection._connect`)."""
+    if not isinstance(exc, UpstreamError) or isinstance(exc, OutcomeUnknown):
+        return False
+    if exc.code in ("upstream_unreachable", "upstream_timeout"):
+        return True
+    return exc.code == "upstream_http_error" and exc.details.get("status") in RETRYABLE_HANDSHAKE_STATUSES
+
+
 def _translate(
     spec: ConnectionSpec, exc: BaseException, *, sent: bool, observer: HttpObserver | None = None
 ) -> MCPBridgeError:
@@ -287,6 +346,9 @@ def _translate(
     status = _status_of(exc)
     if status is None and observer is not None:
         status = observer.auth_status
+    if status is None and observer is not None and not sent and observer.post_status in RETRYABLE_HANDSHAKE_STATUSES:
+        # The handshake's POST was answered 502/503/504 (the SDK reports it as a bare JSON-RPC error).
+        status = observer.post_status
     if status == 401:
         return UpstreamError(
             f"{host} refused the credentials (HTTP 401)", code="upstream_unauthorized", details={"status": 401}
@@ -355,7 +417,10 @@ class Connection:
     * the upstream rejected the session (HTTP 404 / "session not found"): one reconnect, one retry;
     * the connection broke after a request was sent, or no answer came in time: :class:`OutcomeUnknown`, never
       replayed (the next operation reconnects);
-    * the connection could not be opened: ``UpstreamError(code="upstream_unreachable")`` (retryable).
+    * the connection could not be opened: ``UpstreamError(code="upstream_unreachable")`` (retryable);
+    * establishing a connection (on entry and on every reconnect) is retried up to ``spec.retry_count`` times,
+      ``spec.retry_delay`` seconds apart, when nothing can have run upstream (see :meth:`_connect`). Operations
+      themselves are never retried by that rule.
     """
 
     def __init__(self, spec: ConnectionSpec, policy: EgressPolicy) -> None:
@@ -391,12 +456,49 @@ class Connection:
             if self._dead is not None:
                 await self._dead.wait()
         self._task_group.cancel_scope.cancel()
-        await self._task_group.__aexit__(*exc_info)
+        # The group's own tasks report their failures to the operations; the block's exception (if any) must reach
+        # the caller as itself, not wrapped in an ExceptionGroup, so it is not handed to the group.
+        await self._task_group.__aexit__(None, None, None)
         self._client = None
 
     # -- session ownership ---------------------------------------------------------------------------------------
 
     async def _connect(self) -> Client:
+        """Establish the session (connect + handshake), retrying failures that ran nothing upstream.
+
+        One attempt is :meth:`_connect_once`. A failed attempt is retried, up to ``spec.retry_count`` extra times and
+        after sleeping ``spec.retry_delay`` seconds, only when it failed with:
+
+        * ``upstream_unreachable``: the connection was refused, or broke while connecting or handshaking;
+        * ``upstream_timeout``: the address lookup, the connection or the handshake took longer than
+          ``spec.initialize_timeout``;
+        * ``upstream_http_error`` with HTTP status 502, 503 or 504 answered to the handshake.
+
+        Everything else is raised at once: 401/403 (``upstream_unauthorized`` / ``upstream_forbidden``), policy
+        refusals (:class:`~mcpbridge.errors.InvalidInput`), protocol and JSON-RPC errors, other HTTP statuses. Only
+        the handshake (``server/discover`` / ``initialize``, which change nothing upstream) is ever repeated: once
+        the session exists, no request (tool call, listing) goes through this loop, so :class:`OutcomeUnknown` is
+        never replayed, and the one-reconnect-on-session-loss rule of :meth:`_run` counts one reconnect however
+        many attempts that reconnect took.
+
+        Each attempt is bounded by ``spec.initialize_timeout`` (at most 60 s, plus up to 5 s to tear down a timed-out
+        attempt), so the worst case is ``(retry_count + 1) * initialize_timeout + retry_count * retry_delay``
+        seconds (plus the teardowns): 11 * 60 + 10 * 60 = 1260 s at the limits, 4 * 60 + 3 * 1 = 243 s with the
+        service defaults (3 retries, 1 s) and the 60 s cap. Callers that need a tighter bound set a smaller
+        ``initialize_timeout`` or cancel. The error raised is the last attempt's.
+        """
+        attempts = self.spec.retry_count + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._connect_once()
+            except MCPBridgeError as exc:
+                if attempt >= attempts or not _connect_retryable(exc):
+                    raise
+            await anyio.sleep(self.spec.retry_delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _connect_once(self) -> Client:
+        """One connect + handshake attempt, bounded by ``spec.initialize_timeout``; raises MCPBridgeError."""
         assert self._task_group is not None, "use Connection as an async context manager"
         ready = anyio.Event()
         stop = anyio.Event()
@@ -493,9 +595,11 @@ class Connection:
         failure: list[BaseException] = []
         session_died = False
         timed_out = False
+        rejected = anyio.Event()
         async with anyio.create_task_group() as group:
 
             async def call() -> None:
+                _REJECTED.set(rejected)  # this task's own context: only this operation's requests
                 try:
                     result.append(await operation(client))
                 except Exception as exc:
@@ -510,6 +614,10 @@ class Connection:
                     session_died = True
                     group.cancel_scope.cancel()
 
+            async def watch_rejected() -> None:
+                await rejected.wait()
+                group.cancel_scope.cancel()
+
             async def deadline() -> None:
                 nonlocal timed_out
                 await anyio.sleep(self.spec.timeout)
@@ -518,11 +626,12 @@ class Connection:
 
             group.start_soon(call)
             group.start_soon(watch)
+            group.start_soon(watch_rejected)
             group.start_soon(deadline)
         if result:
             return result[0]
         observer = self._observer
-        if observer is not None and observer.session_rejected:
+        if rejected.is_set():
             raise _SessionLost from (failure[0] if failure else None)
         if failure:
             if _is_session_lost(failure[0]):
@@ -655,6 +764,8 @@ _RESOURCE_METADATA = re.compile(r'resource_metadata\s*=\s*"?([^",\s]+)"?', re.IG
 
 async def probe(spec: ConnectionSpec, policy: EgressPolicy) -> ProbeResult:
     """Connect, list tools and resources; report (not raise) upstream failures.
+
+    Connecting follows :meth:`Connection._connect`: ``spec.retry_count`` / ``spec.retry_delay`` apply to it.
 
     A resources failure counts only when the server declared the resources capability. A 401 carrying RFC 9728
     protected-resource metadata (``WWW-Authenticate: ... resource_metadata=...`` or a reachable
