@@ -19,7 +19,9 @@ from mcpbridge.settings import Settings, get_settings
 if TYPE_CHECKING:
     import boto3
 
+    from mcpbridge.client.catalog import ToolCatalog
     from mcpbridge.client.policies import ToolPolicies
+    from mcpbridge.client.pool import ConnectionPool
     from mcpbridge.client.registry import ServiceRegistry
     from mcpbridge.knowledge.answers import Answerer
     from mcpbridge.knowledge.bases import KnowledgeBases
@@ -262,6 +264,30 @@ class Container:
         from mcpbridge.client.policies import ToolPolicies
 
         return ToolPolicies(self.store, self.clock, self.services)
+
+    @cached_property
+    def catalog(self) -> ToolCatalog:
+        from mcpbridge.client.catalog import ToolCatalog
+        from mcpbridge.client.specs import SpecSource
+
+        return ToolCatalog(
+            self.store,
+            self.blobs,
+            self.clock,
+            self.services,
+            self.tool_policies,
+            self.egress,
+            SpecSource(self.services),
+        )
+
+    @cached_property
+    def connections(self) -> ConnectionPool:
+        """Cached connections to external services; a service changed through this process closes its own."""
+        from mcpbridge.client.pool import ConnectionPool
+
+        pool = ConnectionPool(self.egress)
+        self.services.on_connection_change(pool.forget_service)
+        return pool
 
     @cached_property
     def answers(self) -> Answerer:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from mcpbridge.client.registry import ServiceRegistry, require_reader, require_writer
 from mcpbridge.domain.identity import Principal, timestamp
-from mcpbridge.domain.items import Item, Key, Update
-from mcpbridge.errors import InvalidInput
+from mcpbridge.domain.items import Condition, Item, Key, Update
+from mcpbridge.errors import ConditionFailed, InvalidInput
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
 
@@ -38,6 +38,9 @@ class ToolPolicy:
     updated_at: str | None = None
     """None: no row (the defaults)."""
     version: int = 0
+    definition_hash: str | None = None
+    """For a tool requiring approval whose definition changed: the definition approvals must now be given for."""
+    definition_changed_at: str | None = None
 
 
 class ToolPolicies:
@@ -91,6 +94,27 @@ class ToolPolicies:
         log.info("set tool policy of %s on MCP service %s (%s)", _shown(name), service.id, ", ".join(sorted(changes)))
         return _policy_of(item)
 
+    def note_definition_change(self, workspace_id: str, service_id: str, tool_name: str, digest: str) -> bool:
+        """A catalog refresh saw a new definition of a tool. When the tool requires approval, record the new hash
+        (approvals given for the earlier definition no longer count); otherwise change nothing. True if recorded."""
+        try:
+            self._store.update(
+                policy_key(workspace_id, service_id, tool_name),
+                Update(
+                    set={"definition_hash": digest, "definition_changed_at": timestamp(self._clock.now())},
+                    add={"version": 1},
+                ),
+                condition=Condition.equals("approval_required", "require_approval", True),
+            )
+        except ConditionFailed:
+            return False
+        log.warning(
+            "tool %s of MCP service %s changed its definition; it requires approval again",
+            _shown(tool_name),
+            service_id,
+        )
+        return True
+
     def policy_for(self, workspace_id: str, service_id: str, tool_name: str) -> ToolPolicy:
         """The policy the broker applies. A store failure propagates: callers treat it as approval required."""
         item = self._store.get(policy_key(workspace_id, service_id, tool_name))
@@ -123,4 +147,6 @@ def _policy_of(item: Item) -> ToolPolicy:
         require_approval=bool(item.get("require_approval", False)),
         updated_at=item.get("updated_at"),
         version=int(item.get("version", 0)),
+        definition_hash=item.get("definition_hash"),
+        definition_changed_at=item.get("definition_changed_at"),
     )

@@ -31,7 +31,7 @@ import builtins
 import logging
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -102,6 +102,7 @@ _RESERVED_HEADERS = frozenset(
     }
 )
 _CONNECTION_FIELDS = frozenset({"transport", "url", "headers", "auth_config"})
+_RECONNECT_FIELDS = _CONNECTION_FIELDS | {"enabled", "advanced_config"}
 _AUTH_KEYS = frozenset({"auth_type", "api_key_header", "client_id", "scopes", "auth_server_metadata_url"})
 _ADVANCED_KEYS = frozenset({"timeout", "retry_count", "retry_delay"})
 _IMPORT_TRANSPORTS: dict[str, Transport] = {
@@ -154,6 +155,8 @@ class ExternalService:
     created_at: str
     updated_at: str
     version: int
+    connection_version: int = 1
+    """Moves with every change of the connection settings or credentials only (catalog snapshots record it)."""
     sealed: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -194,6 +197,15 @@ class _Unset:
 UNSET: Final = _Unset()
 
 
+WORKSPACE_SCOPE = "workspace"
+
+
+def scope_for(service: ExternalService, principal: Principal) -> str:
+    """Whose view of a service a connection or catalog is: per user for OAuth services (each user's token),
+    the workspace's otherwise."""
+    return f"user:{principal.user_id}" if service.auth.auth_type == "oauth" else WORKSPACE_SCOPE
+
+
 def service_key(workspace_id: str | None, service_id: str) -> Key:
     return Key(_partition(workspace_id), f"SVC#{service_id}")
 
@@ -215,6 +227,20 @@ class ServiceRegistry:
         self._clock = clock
         self._secrets = secrets
         self._egress = egress
+        self._listeners: builtins.list[Callable[[str], object]] = []
+
+    def on_connection_change(self, listener: Callable[[str], object]) -> None:
+        """Call ``listener(service_id)`` when a service's connection settings or credentials change, or it is
+        deleted (before the deletion too), so cached connections are closed. Other instances notice the change
+        through the connection's fingerprint instead."""
+        self._listeners.append(listener)
+
+    def _connection_changed(self, service_id: str) -> None:
+        for listener in self._listeners:
+            try:
+                listener(service_id)
+            except Exception:  # a listener failing must not fail the change already made
+                log.exception("closing the cached connections of MCP service %s failed", service_id)
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -397,6 +423,7 @@ class ServiceRegistry:
                 sets["name_folded"] = fold(effective["name"])
             if _CONNECTION_FIELDS & set(effective):
                 sets["catalog_stale"] = True
+                sets["connection_version"] = current.connection_version + 1
             sets |= {"updated_at": timestamp(self._clock.now()), "version": current.version + 1}
             key = service_key(current.workspace_id, current.id)
             try:
@@ -419,6 +446,8 @@ class ServiceRegistry:
                 continue  # changed or deleted under us: re-read (a deleted service is then a 404)
             _log_warnings(current.id, warnings)
             log.info("updated MCP service %s (%s)", current.id, ", ".join(sorted(effective)))
+            if _RECONNECT_FIELDS & set(effective):
+                self._connection_changed(current.id)
             return Saved(_service_of(item), tuple(warnings))
         raise Conflict("the service kept changing during the update; retry", code="service_busy")
 
@@ -430,6 +459,7 @@ class ServiceRegistry:
         require_writer(principal)
         for _ in range(_WRITE_ATTEMPTS):
             current = self._own(principal.workspace_id, service_id)
+            self._connection_changed(current.id)
             try:
                 self._store.transact(
                     [
@@ -440,6 +470,7 @@ class ServiceRegistry:
             except ConditionFailed:
                 continue
             self._drop_policies(principal.workspace_id, current.id)
+            self._connection_changed(current.id)  # a connection opened during the deletion goes too
             log.info("deleted MCP service %s", current.id)
             return
         raise Conflict("the service kept changing during the deletion; retry", code="service_busy")
@@ -461,7 +492,12 @@ class ServiceRegistry:
             sets: dict[str, Any] = {
                 f"secret_{name}": self._secrets.seal(value, context) for name, value in given.items()
             }
-            sets |= {"catalog_stale": True, "updated_at": timestamp(self._clock.now()), "version": current.version + 1}
+            sets |= {
+                "catalog_stale": True,
+                "connection_version": current.connection_version + 1,
+                "updated_at": timestamp(self._clock.now()),
+                "version": current.version + 1,
+            }
             try:
                 item = self._store.update(
                     service_key(current.workspace_id, current.id),
@@ -471,6 +507,7 @@ class ServiceRegistry:
             except ConditionFailed:
                 continue
             log.info("changed credentials %s of MCP service %s", ", ".join(sorted(given)), current.id)
+            self._connection_changed(current.id)
             return _service_of(item)
         raise Conflict("the service kept changing; retry", code="service_busy")
 
@@ -485,7 +522,12 @@ class ServiceRegistry:
             if field_name not in current.sealed:
                 return current
             update = Update(
-                set={"catalog_stale": True, "updated_at": timestamp(self._clock.now()), "version": current.version + 1},
+                set={
+                    "catalog_stale": True,
+                    "connection_version": current.connection_version + 1,
+                    "updated_at": timestamp(self._clock.now()),
+                    "version": current.version + 1,
+                },
                 remove=[attr],
             )
             try:
@@ -495,6 +537,7 @@ class ServiceRegistry:
             except ConditionFailed:
                 continue
             log.info("cleared credential %s of MCP service %s", field_name, current.id)
+            self._connection_changed(current.id)
             return _service_of(item)
         raise Conflict("the service kept changing; retry", code="service_busy")
 
@@ -946,6 +989,7 @@ def _item_of(service: ExternalService) -> Item:
         "created_at": service.created_at,
         "updated_at": service.updated_at,
         "version": service.version,
+        "connection_version": service.connection_version,
     }
 
 
@@ -983,5 +1027,6 @@ def _service_of(item: Item) -> ExternalService:
         created_at=item["created_at"],
         updated_at=item["updated_at"],
         version=int(item.get("version", 1)),
+        connection_version=int(item.get("connection_version", 1)),
         sealed={name: str(item[f"secret_{name}"]) for name in SECRET_FIELDS if item.get(f"secret_{name}")},
     )

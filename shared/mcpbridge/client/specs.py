@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from anyio import to_thread
+
 from mcpbridge.client.connection import ConnectionSpec
-from mcpbridge.client.registry import ExternalService
+from mcpbridge.client.registry import ExternalService, ServiceRegistry
+from mcpbridge.domain.identity import Principal
+from mcpbridge.errors import Conflict
 
 
 def auth_headers(service: ExternalService, secrets: Mapping[str, str]) -> dict[str, str]:
@@ -22,8 +26,34 @@ def auth_headers(service: ExternalService, secrets: Mapping[str, str]) -> dict[s
 
 
 def connection_spec(service: ExternalService, secrets: Mapping[str, str]) -> ConnectionSpec:
-    # Custom headers go last so an admin can override the strategy's header on purpose.
+    """The :class:`ConnectionSpec` of a registered service.
+
+    Headers: the auth strategy's header, then the custom headers (which go last so an admin can override the
+    strategy's header on purpose). From ``advanced_config``: ``timeout`` bounds each operation, ``retry_count`` /
+    ``retry_delay`` are how often and how far apart establishing the connection is retried when nothing can have
+    run upstream (see :meth:`mcpbridge.client.connection.Connection._connect`); a sent request is never retried.
+    """
     headers = {**auth_headers(service, secrets), **service.headers}
+    advanced = service.advanced
     return ConnectionSpec(
-        url=service.url, transport=service.transport, headers=headers, timeout=service.advanced.timeout
+        url=service.url,
+        transport=service.transport,
+        headers=headers,
+        timeout=advanced.timeout,
+        retry_count=advanced.retry_count,
+        retry_delay=advanced.retry_delay,
     )
+
+
+class SpecSource:
+    """Connection specs of services as a principal sees them: the service's stored secrets opened (a blocking
+    SecretBox call, run off the event loop)."""
+
+    def __init__(self, registry: ServiceRegistry) -> None:
+        self._registry = registry
+
+    async def __call__(self, service: ExternalService, principal: Principal) -> ConnectionSpec:
+        if service.auth.auth_type == "oauth":
+            raise Conflict(f"{service.name} uses OAuth: authorize it before connecting", code="oauth_required")
+        secrets = await to_thread.run_sync(self._registry.connection_secrets, service)
+        return connection_spec(service, secrets)

@@ -6,8 +6,9 @@ function answers ``/healthz`` and ``/readyz`` and renders errors the same way wh
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Literal
 
 from fastapi import APIRouter, FastAPI
@@ -33,9 +34,19 @@ def _routers(names: Iterable[str]) -> list[APIRouter]:
     return [importlib.import_module(f"mcpbridge.http.routes.{name}").router for name in names]
 
 
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    # Close cached connections to external services (only if any were opened; Lambda runs no lifespan).
+    pool = app.state.container.__dict__.get("connections")
+    if pool is not None:
+        await pool.aclose()
+
+
 def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp: bool) -> FastAPI:
     app = FastAPI(
         title=title,
+        lifespan=_lifespan,
         version=__version__,
         openapi_url="/api/v1/openapi.json",
         docs_url="/api/v1/docs",

@@ -15,6 +15,7 @@ from anyio import to_thread
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcpbridge.client.catalog import CatalogView
 from mcpbridge.client.policies import ToolPolicy
 from mcpbridge.client.registry import ExternalService, ImportRefusal, Saved, ServiceRegistry, require_writer
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
@@ -240,6 +241,10 @@ class ToolPolicyOut(BaseModel):
     enabled: bool
     require_approval: bool
     updated_at: str | None
+    definition_changed_at: str | None = Field(
+        description="Set when a refresh saw this approval-requiring tool change: approvals count for the new "
+        "definition only."
+    )
 
     @classmethod
     def of(cls, policy: ToolPolicy) -> ToolPolicyOut:
@@ -248,6 +253,7 @@ class ToolPolicyOut(BaseModel):
             enabled=policy.enabled,
             require_approval=policy.require_approval,
             updated_at=policy.updated_at,
+            definition_changed_at=policy.definition_changed_at,
         )
 
 
@@ -311,6 +317,7 @@ def update_service(
 @router.delete("/{service_id}", status_code=204)
 def delete_service(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
     container.services.delete(principal, service_id)
+    container.catalog.forget(principal.workspace_id, service_id)
     return Response(status_code=204)
 
 
@@ -412,4 +419,139 @@ async def test_service(service_id: str, principal: CurrentPrincipal, container: 
         ],
         resources=[TestedResource(uri=str(r.uri), name=r.name, mime_type=r.mime_type) for r in result.resources],
         warnings=warnings,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- catalog
+
+
+class ServerIdentity(BaseModel):
+    name: str
+    version: str | None
+    title: str | None
+
+
+class CatalogTool(BaseModel):
+    name: str
+    definition: dict[str, Any] = Field(description="The tool as the server lists it: inputSchema in full, etc.")
+    definition_hash: str = Field(description="SHA-256 of the canonical JSON definition.")
+    changed: bool = Field(description="The definition differs from the previous snapshot's.")
+
+
+class CatalogChanges(BaseModel):
+    first: bool
+    added: list[str]
+    changed: list[str]
+    removed: list[str]
+
+
+class CatalogSnapshot(BaseModel):
+    snapshot_id: str
+    synced_at: str
+    service_version: int
+    protocol_version: str | None
+    server: ServerIdentity | None
+    instructions: str | None = Field(description="The server's own instructions (usage_instructions stay separate).")
+    capabilities: dict[str, Any]
+    tools: list[CatalogTool]
+    resources: list[dict[str, Any]]
+    changes: CatalogChanges
+
+
+class RefreshErrorOut(BaseModel):
+    code: str
+    message: str
+    at: str
+
+
+class CatalogOut(BaseModel):
+    """``data`` is the last complete snapshot (null before the first successful refresh)."""
+
+    data: CatalogSnapshot | None
+    stale: bool = Field(description="The service's connection settings or credentials changed since the snapshot.")
+    last_error: RefreshErrorOut | None = Field(description="Why the last refresh failed; null when it succeeded.")
+    last_attempt_at: str | None
+
+    @classmethod
+    def of(cls, view: CatalogView) -> CatalogOut:
+        error = view.last_error
+        return cls(
+            data=None if view.snapshot is None else CatalogSnapshot.model_validate(view.snapshot),
+            stale=view.stale,
+            last_error=None if error is None else RefreshErrorOut(code=error.code, message=error.message, at=error.at),
+            last_attempt_at=view.last_attempt_at,
+        )
+
+
+class ServiceTool(BaseModel):
+    name: str
+    title: str | None
+    description: str | None
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    annotations: dict[str, Any] | None
+    definition_hash: str
+    changed: bool
+    enabled: bool = Field(description="The workspace's policy (a tool with no policy row is enabled).")
+    require_approval: bool
+
+
+class ServiceToolList(BaseModel):
+    items: list[ServiceTool]
+    synced_at: str | None
+    stale: bool
+
+
+class ServiceResourceList(BaseModel):
+    items: list[dict[str, Any]]
+    synced_at: str | None
+    stale: bool
+
+
+@router.get("/{service_id}/metadata")
+def get_metadata(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CatalogOut:
+    return CatalogOut.of(container.catalog.view(principal, service_id))
+
+
+@router.post("/{service_id}/metadata/refresh")
+async def refresh_metadata(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CatalogOut:
+    return CatalogOut.of(await container.catalog.refresh(principal, service_id))
+
+
+@router.get("/{service_id}/tools")
+async def list_service_tools(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ServiceToolList:
+    """The catalog's tools with the workspace's policies; the first call pulls the catalog when there is none."""
+    view = await container.catalog.current(principal, service_id)
+    policies = await to_thread.run_sync(container.tool_policies.list, principal, service_id)
+    by_name = {p.tool_name: p for p in policies}
+    snapshot = view.snapshot or {}
+    items = []
+    for tool in snapshot.get("tools", []):
+        definition = tool["definition"]
+        policy = by_name.get(tool["name"])
+        items.append(
+            ServiceTool(
+                name=tool["name"],
+                title=definition.get("title"),
+                description=definition.get("description"),
+                input_schema=definition.get("inputSchema") or {},
+                output_schema=definition.get("outputSchema"),
+                annotations=definition.get("annotations"),
+                definition_hash=tool["definition_hash"],
+                changed=tool["changed"],
+                enabled=policy.enabled if policy else True,
+                require_approval=policy.require_approval if policy else False,
+            )
+        )
+    return ServiceToolList(items=items, synced_at=snapshot.get("synced_at"), stale=view.stale)
+
+
+@router.get("/{service_id}/resources")
+async def list_service_resources(
+    service_id: str, principal: CurrentPrincipal, container: ContainerDep
+) -> ServiceResourceList:
+    view = await container.catalog.current(principal, service_id)
+    snapshot = view.snapshot or {}
+    return ServiceResourceList(
+        items=list(snapshot.get("resources", [])), synced_at=snapshot.get("synced_at"), stale=view.stale
     )
