@@ -343,10 +343,45 @@ def test_an_error_inside_the_block_comes_out_as_itself(everything: Everything) -
     class Mine(Exception):
         pass
 
+    async def use_then_fail() -> None:
+        async with Connection(spec_for(everything), POLICY) as connection:
+            await connection.list_tools()
+            raise Mine
+
     async def scenario() -> None:
         with pytest.raises(Mine):
-            async with Connection(spec_for(everything), POLICY) as connection:
-                await connection.list_tools()
-                raise Mine
+            await use_then_fail()
 
     anyio.run(scenario)
+
+
+@pytest.mark.parametrize("transport", ["http-streamable", "sse"])
+def test_a_redirect_to_a_private_address_is_not_followed(transport: Transport, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An allowed server answering 307 towards the metadata address: nothing is sent there, the connection fails."""
+
+    async def redirecting(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        location = b"http://169.254.169.254/latest/meta-data"
+        await send({"type": "http.response.start", "status": 307, "headers": [(b"location", location)]})
+        await send({"type": "http.response.body", "body": b""})
+
+    dialled: list[str] = []
+    original = http2.PinnedAsyncBackend2.connect_tcp
+
+    async def recording(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        dialled.append(host)
+        return await original(self, host, port, *args, **kwargs)
+
+    monkeypatch.setattr(http2.PinnedAsyncBackend2, "connect_tcp", recording)
+    with serve(redirecting, lifespan="off") as base:
+        spec = ConnectionSpec(f"{base}/mcp", transport, timeout=5)
+
+        async def scenario() -> None:
+            with pytest.raises((UpstreamError, InvalidInput)):
+                async with Connection(spec, POLICY):
+                    pass
+
+        anyio.run(scenario)
+    assert dialled
+    assert set(dialled) == {"127.0.0.1"}

@@ -3,6 +3,8 @@ this process), with the service's auth strategy and custom headers applied, and 
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,3 +125,45 @@ def test_only_admins_test_and_unknown_services_are_404(client: TestClient, conta
         refused = client.post(f"/api/v1/mcp-services/{service_id}/test", headers={"Authorization": f"Bearer {viewer}"})
     assert refused.status_code == 403
     assert client.post("/api/v1/mcp-services/svc_missing/test").status_code == 404
+
+
+def test_no_route_shows_the_api_key(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+    """Every route of a service with an API key set, failures included: the key is in no body and no log line."""
+    caplog.set_level(logging.DEBUG)
+    upstream = Upstream()
+    bodies: list[str] = []
+    with live_server(upstream) as base:
+        service_id = register(client, f"{base}/mcp")
+        path = f"/api/v1/mcp-services/{service_id}"
+        bodies.append(client.put(f"{path}/credentials", json={"api_key": SECRET}).text)
+        for method, url, body in [
+            ("GET", path, None),
+            ("GET", "/api/v1/mcp-services", None),
+            ("POST", f"{path}/test", None),
+            ("POST", f"{path}/metadata/refresh", None),
+            ("GET", f"{path}/metadata", None),
+            ("GET", f"{path}/tools", None),
+            ("GET", f"{path}/resources", None),
+            ("PUT", f"{path}/tool-approvals/echo", {"require_approval": True}),
+            ("GET", f"{path}/tool-approvals", None),
+            ("PUT", path, {"auth_config": {"api_key": SECRET}}),
+            ("PUT", f"{path}/credentials", {"api_key": SECRET + "\n"}),
+            ("PUT", path, {"headers": {"X-Upstream-Key": SECRET + "\x00"}}),
+            ("PUT", path, {"url": f"http://169.254.169.254/?k={SECRET}"}),
+        ]:
+            response = client.request(method, url, json=body)
+            assert response.status_code < 500, (url, response.text)
+            bodies.append(response.text)
+        # A failing refresh (the upstream now refuses the key) records an error: still no key anywhere.
+        upstream_key = SECRET
+        client.put(f"{path}/credentials", json={"api_key": "wrong-key-0000"})
+        failed = client.post(f"{path}/metadata/refresh")
+        assert failed.status_code == 502
+        bodies.extend([failed.text, client.get(f"{path}/metadata").text])
+    assert any(h.get("x-upstream-key") == upstream_key for h in upstream.seen)
+    assert json.loads(bodies[4])["data"]["tools"][0]["name"] == "echo"
+    for text in bodies:
+        assert SECRET not in text
+    for record in caplog.records:
+        assert SECRET not in record.getMessage()
+        assert SECRET not in str(record.args)
