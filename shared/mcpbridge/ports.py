@@ -6,9 +6,9 @@ tests match a Protocol without inheriting from it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from mcpbridge.domain.items import Condition, IndexName, Item, Key, Page, Update, WriteOp
 from mcpbridge.domain.knowledge import Chunk, Hit
@@ -194,3 +194,34 @@ class Jobs(Protocol):
     """
 
     def submit(self, kind: str, payload: dict[str, str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class CallStart:
+    """What starts the workflow of one agent tool call; everything else is read from the call's record."""
+
+    call_id: str
+    workspace_id: str
+    approval_timeout_seconds: int
+    oauth_timeout_seconds: int
+
+
+class Workflow(Protocol):
+    """Runs agent tool calls that may pause for a person (Step Functions Standard on AWS; in-process locally).
+
+    A pause is a task token: the workflow hands one to the ``await`` step, which stores it on the call's record;
+    whoever resolves the pause (any instance) calls :meth:`send_success` or :meth:`send_failure` with it. Tokens are
+    opaque and secret-like: never logged or returned.
+    """
+
+    def start(self, call: CallStart) -> str:
+        """Start the call's execution; returns its id (an execution ARN on AWS). Idempotent per ``call_id``."""
+        ...
+
+    def send_success(self, task_token: str, output: Mapping[str, Any]) -> None:
+        """Resume the paused step with ``output`` (a JSON object)."""
+        ...
+
+    def send_failure(self, task_token: str, error: str, cause: str) -> None:
+        """Fail the paused step (``error`` is a short code, ``cause`` a safe message)."""
+        ...
