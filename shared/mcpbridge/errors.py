@@ -8,6 +8,7 @@ an HTTP ``status`` and whether retrying the same request may succeed (``retryabl
     ├── InvalidInput        400
     ├── Unauthenticated     401
     ├── Forbidden           403
+    │   └── OAuthRequired       an OAuth service the principal has not authorized (or whose authorization was lost)
     ├── NotFound            404
     ├── Conflict            409
     │   └── ConditionFailed     a store write whose named condition did not hold (carries the current item)
@@ -55,6 +56,16 @@ class Unauthenticated(MCPBridgeError):
 class Forbidden(MCPBridgeError):
     status = 403
     default_code = "forbidden"
+
+
+class OAuthRequired(Forbidden):
+    """The principal holds no usable OAuth token for an external service: it must authorize (again) first.
+
+    403, not 401: the caller's own credentials are fine (a 401 would tell it to fix its API key); what is missing is
+    the user's consent at the service's authorization server. ``details`` carries ``service_id`` and ``reason``.
+    """
+
+    default_code = "oauth_required"
 
 
 class NotFound(MCPBridgeError):

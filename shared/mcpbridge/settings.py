@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -27,6 +28,8 @@ class Settings(BaseSettings):
     table_name: str = "mcpbridge"
     kms_key_id: str = ""
     bucket_name: str = ""
+    state_machine_arn: str = ""
+    """The Step Functions state machine that runs agent tool calls which may pause (``MCPBRIDGE_STATE_MACHINE_ARN``)."""
     aws_region: str = Field(default="", description="Falls back to AWS_REGION / AWS_DEFAULT_REGION.")
 
     # HTTP surfaces
@@ -38,9 +41,22 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
 
+    # OAuth for external services (see mcpbridge.oauth)
+    frontend_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Front-end URLs (``MCPBRIDGE_FRONTEND_URLS``, comma-separated) the OAuth callback may redirect back to: any URL
+    on one of their origins, or an app-relative path, is an allowed ``frontend_redirect``; the first is the default."""
+    oauth_client_metadata_url: str = ""
+    """Where mcpbridge's OAuth client ID metadata document is published (served at
+    ``/api/v1/mcp-oauth/client-metadata.json``); it becomes the ``client_id`` at authorization servers that advertise
+    ``client_id_metadata_document_supported``. HTTPS with a path (plain http only to SSRF-allowlisted hosts). Empty:
+    dynamic registration instead."""
+
     # Outbound HTTP (URL import, external MCP services, OAuth metadata)
     ssrf_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Hostnames, IPs or CIDRs that may be reached although private (an internal server inside the VPC)."""
+
+    # Agent tool calls: events (EventBridge bus on AWS; empty = a JSON log stream)
+    event_bus_name: str = ""
 
     # Background jobs (indexing): threads locally; on AWS an asynchronous invocation of the indexer function
     jobs: Literal["auto", "threads", "inline", "lambda"] = "auto"
@@ -71,6 +87,20 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("frontend_urls", mode="before")
+    @classmethod
+    def _frontend_urls_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("frontend_urls")
+    @classmethod
+    def _frontend_urls_absolute(cls, value: list[str]) -> list[str]:
+        for url in value:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+                raise ValueError(f"frontend URL {url[:80]!r} is not an absolute http(s) URL without credentials")
+        return value
 
     @property
     def sqlite_path(self) -> Path:
