@@ -19,6 +19,7 @@ CAPABILITIES: dict[str, str] = {
     "manage_channels": "publish MCP endpoints",
     "manage_services": "register external MCP services",
     "act_as": "call tools on behalf of a named end user",
+    "call_tools": "discover and call external MCP tools as an agent, and resolve one's own paused calls",
 }
 
 
