@@ -169,6 +169,10 @@ class AwsResources:
     bucket_name: str
     region: str = "eu-west-1"
     endpoint_url: str | None = None
+    state_machine_arn: str = ""
+    """The tool-call state machine (``create_aws_resources(tool_call_workflow=True)``), else empty."""
+    tool_calls_function: str = ""
+    """The tool-call function's name, to route with ``tests.support.stepfunctions.route_lambda_invocations``."""
 
     def settings_env(self) -> dict[str, str]:
         """``MCPBRIDGE_*`` variables that point ``mcpbridge.settings.Settings`` at these resources."""
@@ -181,13 +185,23 @@ class AwsResources:
         }
         if self.endpoint_url:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url
+        if self.state_machine_arn:
+            env["MCPBRIDGE_STATE_MACHINE_ARN"] = self.state_machine_arn
         return env
 
 
 def create_aws_resources(
-    *, table_name: str = "mcpbridge", endpoint_url: str | None = None, region: str = "eu-west-1"
+    *,
+    table_name: str = "mcpbridge",
+    endpoint_url: str | None = None,
+    region: str = "eu-west-1",
+    tool_call_workflow: bool = False,
 ) -> AwsResources:
-    """Create the table (with TTL on), a KMS key and an encrypted, versioned S3 bucket, like ``template.yaml``."""
+    """Create the table (with TTL on), a KMS key and an encrypted, versioned S3 bucket, like ``template.yaml``.
+
+    ``tool_call_workflow``: also the tool-call function and state machine (``tests.support.stepfunctions``); moto
+    executes it only under ``mock_aws(config=MOTO_WORKFLOW_CONFIG)``, and runs the function's steps only where
+    ``route_lambda_invocations`` routes it."""
 
     dynamodb = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url)
     dynamodb.create_table(**table_create_kwargs(table_name))
@@ -218,6 +232,17 @@ def create_aws_resources(
             ]
         },
     )
+    workflow = None
+    if tool_call_workflow:
+        from tests.support.stepfunctions import create_tool_call_workflow
+
+        workflow = create_tool_call_workflow(stack_name=table_name, region=region, endpoint_url=endpoint_url)
     return AwsResources(
-        table_name=table_name, kms_key_id=key_arn, bucket_name=bucket_name, region=region, endpoint_url=endpoint_url
+        table_name=table_name,
+        kms_key_id=key_arn,
+        bucket_name=bucket_name,
+        region=region,
+        endpoint_url=endpoint_url,
+        state_machine_arn=workflow.state_machine_arn if workflow else "",
+        tool_calls_function=workflow.function_name if workflow else "",
     )
