@@ -13,22 +13,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpbridge.identity.service import IdentityService
-from mcpbridge.ports import Blobs, Clock, Embedder, Jobs, Llm, SearchIndex, SecretBox, Store
+from mcpbridge.ports import Blobs, Clock, Embedder, Events, Jobs, Llm, SearchIndex, SecretBox, Store, Workflow
 from mcpbridge.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     import boto3
 
+    from mcpbridge.agent.broker import ToolCallBroker
+    from mcpbridge.agent.calls import ToolCall, ToolCalls
+    from mcpbridge.agent.catalog import AgentCatalog
+    from mcpbridge.agent.profiles import AgentProfiles
+    from mcpbridge.agent.steps import ToolCallSteps
     from mcpbridge.client.catalog import ToolCatalog
     from mcpbridge.client.policies import ToolPolicies
-    from mcpbridge.client.pool import ConnectionPool
-    from mcpbridge.client.registry import ServiceRegistry
+    from mcpbridge.client.pool import ConnectionPools
+    from mcpbridge.client.registry import ExternalService, ServiceRegistry
+    from mcpbridge.domain.identity import Principal
     from mcpbridge.knowledge.answers import Answerer
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.documents import Documents
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
     from mcpbridge.knowledge.wiki import Wiki
+    from mcpbridge.oauth.manager import OAuthManager
     from mcpbridge.outbound.policy import EgressPolicy
     from mcpbridge.server.endpoints import EndpointService
     from mcpbridge.server.rate_limit import RateLimiter
@@ -281,19 +288,143 @@ class Container:
         )
 
     @cached_property
-    def connections(self) -> ConnectionPool:
-        """Cached connections to external services; a service changed through this process closes its own."""
-        from mcpbridge.client.pool import ConnectionPool
+    def connections(self) -> ConnectionPools:
+        """Cached connections to external services, per event loop; a service changed through this process closes
+        its own at once (other instances notice through the connection's fingerprint)."""
+        from mcpbridge.client.pool import ConnectionPools
 
-        pool = ConnectionPool(self.egress)
-        self.services.on_connection_change(pool.forget_service)
-        return pool
+        pools = ConnectionPools(self.egress)
+        self.services.on_connection_change(pools.forget_service)
+        return pools
+
+    @cached_property
+    def agent_profiles(self) -> AgentProfiles:
+        from mcpbridge.agent.profiles import AgentProfiles
+
+        return AgentProfiles(self.store, self.clock, self.services)
+
+    @cached_property
+    def agent_catalog(self) -> AgentCatalog:
+        """What agents discover; needs_auth is judged from the snapshots until an OAuth-aware check is wired here."""
+        from mcpbridge.agent.catalog import AgentCatalog
+
+        return AgentCatalog(self.store, self.clock, self.services, self.catalog, self.tool_policies)
 
     @cached_property
     def answers(self) -> Answerer:
         from mcpbridge.knowledge.answers import Answerer
 
         return Answerer(self.store, self.clock, self.knowledge_search, self.llm)
+
+    @cached_property
+    def oauth(self) -> OAuthManager:
+        """OAuth for external services (authorize, callback, tokens); listeners are added by whoever needs them."""
+        from mcpbridge.oauth.manager import OAuthManager
+
+        settings = self.settings
+        return OAuthManager(
+            store=self.store,
+            clock=self.clock,
+            secrets=self.secrets,
+            registry=self.services,
+            egress=self.egress,
+            public_base_url=settings.public_base_url,
+            frontend_urls=settings.frontend_urls,
+            client_metadata_url=settings.oauth_client_metadata_url,
+        )
+
+    # -- agent tool calls ---------------------------------------------------------------------------------------
+
+    @cached_property
+    def events(self) -> Events:
+        if self.settings.backend == "aws" and self.settings.event_bus_name:
+            from mcpbridge.adapters.aws.eventbridge import EventBridgeEvents
+
+            client = self._aws_client("events", connect_timeout=2, read_timeout=5)
+            return EventBridgeEvents(client, self.settings.event_bus_name)
+        from mcpbridge.adapters.local.events import LogEvents
+
+        return LogEvents()
+
+    @cached_property
+    def workflow(self) -> Workflow:
+        """Step Functions when a state machine is configured (AWS); otherwise the in-process workflow."""
+        arn = getattr(self.settings, "state_machine_arn", "")
+        if self._uses_step_functions:
+            from mcpbridge.adapters.aws.stepfunctions import StepFunctionsWorkflow
+
+            return StepFunctionsWorkflow(self._aws_client("stepfunctions", connect_timeout=2, read_timeout=10), arn)
+        from mcpbridge.adapters.local.workflow import LocalWorkflow
+
+        return LocalWorkflow(lambda: self.tool_call_steps, lambda: self.tool_call_records, self.clock)
+
+    @property
+    def _uses_step_functions(self) -> bool:
+        return self.settings.backend == "aws" and bool(getattr(self.settings, "state_machine_arn", ""))
+
+    @cached_property
+    def tool_call_records(self) -> ToolCalls:
+        from mcpbridge.agent.calls import ToolCalls
+
+        return ToolCalls(self.store, self.clock, self.secrets)
+
+    @cached_property
+    def tool_call_steps(self) -> ToolCallSteps:
+        from mcpbridge.agent.invoke import ToolInvoker
+        from mcpbridge.agent.results import shape_result
+        from mcpbridge.agent.steps import ToolCallSteps
+
+        def shape(service_name: str, result: Any) -> Any:
+            return shape_result(service_name, result).for_storage
+
+        return ToolCallSteps(
+            self.tool_call_records,
+            self.clock,
+            ToolInvoker(self.services, self.connections, self._oauth_runner()),
+            lambda: self.workflow,
+            self.events,
+            self._recheck_call,
+            shape,
+            self._oauth_gate(),
+        )
+
+    @cached_property
+    def tool_calls(self) -> ToolCallBroker:
+        from mcpbridge.agent.broker import ToolCallBroker
+
+        def resolve_tool(principal: Principal, agent_id: str | None, tool_ref: str) -> Any:
+            return self.agent_catalog.resolve(principal, self.agent_profiles.resolve(principal, agent_id), tool_ref)
+
+        broker = ToolCallBroker(
+            self.tool_call_records,
+            self.clock,
+            self.services,
+            self.tool_call_steps,
+            lambda: self.workflow,
+            self.events,
+            resolve_tool,
+            self.tool_policies.policy_for,
+            self.agent_profiles.resolve,
+            self._oauth_gate(),
+            callbacks_supported=self._uses_step_functions,
+        )
+        return broker
+
+    def _recheck_call(self, call: ToolCall) -> tuple[ExternalService, Any]:
+        """The checks of a call again, as its owner (the workflow has no API key): service, selection, policy,
+        definition."""
+        from mcpbridge.domain.identity import Principal, Scope
+
+        key_id = call.item.get("submitted_by_api_key", "")
+        owner = Principal(call.workspace_id, call.owner_user_id, key_id, "viewer", Scope())
+        resolved = self.agent_catalog.resolve(owner, self.agent_profiles.resolve(owner, call.agent_id), call.tool_ref)
+        return resolved.service, resolved.definition
+
+    def _oauth_gate(self) -> Any:
+        return None
+
+    def _oauth_runner(self) -> Any:
+        return None
 
     def preload(self) -> None:
         """Import the backend's adapter modules now (no client, no I/O), so a SnapStart snapshot holds them and

@@ -71,6 +71,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         resumed = container.documents.resume_pending()
         if resumed:
             print(f"Resumed indexing of {resumed} document(s) left pending.", flush=True)
+        recover = getattr(container.workflow, "recover", None)  # the embedded workflow picks up paused calls
+        if recover is not None and recover():
+            print("Resumed the agent tool calls left unfinished.", flush=True)
         print(f"mcpbridge listening on http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
         uvicorn.run(
             create_combined_app(container),
@@ -80,6 +83,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server_header=False,
         )
     finally:
+        close = getattr(container.__dict__.get("workflow"), "close", None)
+        if close is not None:
+            close()
         container.close()
     return 0
 

@@ -225,3 +225,10 @@ class Workflow(Protocol):
     def send_failure(self, task_token: str, error: str, cause: str) -> None:
         """Fail the paused step (``error`` is a short code, ``cause`` a safe message)."""
         ...
+
+
+class Events(Protocol):
+    """Facts other systems may react to (a console or chat channel showing a confirmation card): EventBridge on
+    AWS, a JSON log stream locally. ``detail`` is a JSON object already free of secrets and image data."""
+
+    def publish(self, kind: str, detail: Mapping[str, Any]) -> None: ...

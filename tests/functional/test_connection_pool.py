@@ -154,11 +154,12 @@ def test_registry_changes_close_the_services_connections(server: Everything, tmp
         service = registry.create(
             admin, name="everything", url=server.url, auth_config={"auth_type": "api_key"}
         ).service
-        pool = container.connections
+        pools = container.connections
         key = PoolKey(service.id, WORKSPACE_SCOPE)
 
         async def open_one() -> None:
             current = registry.find(workspace_id, service.id)
+            pool = pools.for_running_loop()
             async with pool.session(key, connection_spec(current, registry.connection_secrets(current))) as c:
                 assert (await c.call_tool("echo", {"message": "x"})).is_error is False
 
@@ -172,6 +173,7 @@ def test_registry_changes_close_the_services_connections(server: Everything, tmp
         ]
 
         async def scenario() -> None:
+            pool = pools.for_running_loop()
             try:
                 for index, change in enumerate(changes):
                     await open_one()

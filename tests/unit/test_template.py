@@ -4,6 +4,8 @@ helpers."""
 from __future__ import annotations
 
 import ast
+import json
+import re
 import typing
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -31,6 +33,10 @@ TABLE: dict[str, Any] = RESOURCES["Table"]["Properties"]
 FUNCTIONS = {name: r for name, r in RESOURCES.items() if r["Type"] == "AWS::Serverless::Function"}
 HTTP_FUNCTIONS = {"AdminApiFunction", "McpEndpointFunction", "OAuthCallbackFunction", "ResolutionsFunction"}
 INDEXER = "IndexerFunction"
+# Not behind the API either: the tasks of the tool-call state machine invoke it.
+TOOL_CALLS = "ToolCallsFunction"
+STATE_MACHINE = "ToolCallsStateMachine"
+STATE_MACHINE_ROLE = "ToolCallsStateMachineRole"
 # The functions that submit background jobs, i.e. invoke the indexer.
 JOB_SUBMITTERS = {"AdminApiFunction", "McpEndpointFunction"}
 RUNTIME = "python3.13"
@@ -93,6 +99,7 @@ def test_outputs_reference_the_resources() -> None:
     assert outputs["TableName"]["Value"] == {"Ref": "Table"}
     assert outputs["SecretsKeyId"]["Value"] == {"Ref": "SecretsKey"}
     assert outputs["BucketName"]["Value"] == {"Ref": "Bucket"}
+    assert outputs["ToolCallsStateMachineArn"]["Value"] == {"Ref": STATE_MACHINE}
 
 
 # ------------------------------------------------------------------------------------------------ table
@@ -137,8 +144,8 @@ def test_table_create_kwargs_follow_the_template() -> None:
 # ------------------------------------------------------------------------------------------------ functions
 
 
-def test_there_are_five_functions() -> None:
-    assert set(FUNCTIONS) == HTTP_FUNCTIONS | {INDEXER}
+def test_there_are_six_functions() -> None:
+    assert set(FUNCTIONS) == HTTP_FUNCTIONS | {INDEXER, TOOL_CALLS}
 
 
 def _defines_handler(source: str) -> bool:
@@ -176,6 +183,9 @@ def test_function_runtime_and_architecture(name: str) -> None:
     if name in HTTP_FUNCTIONS:
         # API Gateway HTTP APIs give up on an integration after 30 s.
         assert function_property(name, "Timeout") < 30
+    elif name == TOOL_CALLS:
+        # Below every task's TimeoutSeconds (see test_state_machine_tasks_outlast_the_function).
+        assert function_property(name, "Timeout") == 300
     else:
         assert function_property(name, "Timeout") == 900
         assert function_property(name, "MemorySize") == 2048
@@ -195,6 +205,7 @@ def test_only_the_http_functions_are_behind_the_api() -> None:
         assert events, name
         assert all(e["Type"] == "HttpApi" and e["Properties"]["ApiId"] == {"Ref": "HttpApi"} for e in events.values())
     assert function_property(INDEXER, "Events") is None
+    assert function_property(TOOL_CALLS, "Events") is None
     assert "Events" not in TEMPLATE["Globals"]["Function"]
     # Nothing grants a service the right to invoke it, and the API's own definition does not name it.
     assert not any(r["Type"] == "AWS::Lambda::Permission" and _references(r, INDEXER) for r in RESOURCES.values())
@@ -307,6 +318,7 @@ def test_parameters() -> None:
     assert TEMPLATE["Conditions"] == {
         "EmbeddingOnBedrock": {"Fn::Equals": [{"Ref": "EmbeddingProvider"}, "bedrock"]},
         "LlmOnBedrock": {"Fn::Equals": [{"Ref": "LlmProvider"}, "bedrock"]},
+        "ResumesAgentCallbacks": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AgentStateMachineArns"}, ""]}]},
     }
 
 
@@ -456,11 +468,13 @@ def test_only_the_job_submitters_may_invoke_the_indexer_and_only_it() -> None:
             assert "Condition" not in statement
         else:
             assert lambda_statements == [], name
-    # Nor may anything else in the template (a resource policy, another role).
+    # Nor may anything else in the template (a resource policy, another role); the tool-call state machine's role
+    # may invoke the tool-call function only (test_only_the_state_machine_invokes_the_tool_call_function).
     granted = [
         path
         for path, statement in _statements(TEMPLATE)
         if any(str(a).startswith("lambda:") for a in _as_list(statement.get("Action", [])))
+        and not path.startswith(f"/Resources/{STATE_MACHINE_ROLE}/")
     ]
     assert len(granted) == len(JOB_SUBMITTERS)
     assert all(path.split("/")[2] in {_role_of(name) for name in JOB_SUBMITTERS} for path in granted)
@@ -482,6 +496,7 @@ def test_bedrock_access_is_conditional_and_per_model() -> None:
         INDEXER: {"EmbeddingOnBedrock"},  # document embeddings
         "OAuthCallbackFunction": set(),
         "ResolutionsFunction": set(),
+        TOOL_CALLS: set(),
     }
     assert set(uses) == set(FUNCTIONS)
     for name, conditions in uses.items():
@@ -520,6 +535,264 @@ def test_bucket_is_private_encrypted_and_tls_only() -> None:
     assert RESOURCES["SecretsKey"]["Properties"]["EnableKeyRotation"] is True
 
 
+# ------------------------------------------------------------------------------------------------ tool-call workflow
+
+MACHINE_PROPS: dict[str, Any] = RESOURCES[STATE_MACHINE]["Properties"]
+MACHINE_NAME = {"Fn::Sub": "${AWS::StackName}-tool-calls"}
+# The state machine's ARN built from its name (what the tool-call function's role and environment use: a !Ref would
+# be a cycle, since the state machine references the function).
+NAMED_MACHINE_ARN = {
+    "Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-tool-calls"
+}
+LAMBDA_SERVICE_ERRORS = {
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+}
+INVOKE = "arn:${Partition}:states:::lambda:invoke"
+WAIT = "arn:${Partition}:states:::lambda:invoke.waitForTaskToken"
+TASK_STATES = {"Prepare", "WaitForApproval", "ApprovalTimedOut", "WaitForOAuth", "OAuthTimedOut", "Invoke", "Finish"}
+RESUME_ACTIONS = {"states:SendTaskSuccess", "states:SendTaskFailure"}
+
+
+def asl_definition() -> dict[str, Any]:
+    text = Path(REPO_ROOT, MACHINE_PROPS["DefinitionUri"]).read_text(encoding="utf-8")
+    definition: dict[str, Any] = json.loads(text)
+    return definition
+
+
+def _payload(state: Mapping[str, Any]) -> dict[str, Any]:
+    parameters = state["Parameters"]
+    assert parameters["FunctionName"] == "${ToolCallsFunctionArn}"
+    assert set(parameters) == {"FunctionName", "Payload"}
+    payload: dict[str, Any] = parameters["Payload"]
+    return payload
+
+
+def _targets(state: Mapping[str, Any]) -> set[str]:
+    targets = {state[key] for key in ("Next", "Default") if key in state}
+    targets |= {choice["Next"] for choice in state.get("Choices", [])}
+    targets |= {catcher["Next"] for catcher in state.get("Catch", [])}
+    return targets
+
+
+def test_state_machine_resource() -> None:
+    machine = RESOURCES[STATE_MACHINE]
+    assert machine["Type"] == "AWS::Serverless::StateMachine"
+    assert MACHINE_PROPS["Type"] == "STANDARD"  # waits of up to a year, exactly-once steps, a history to inspect
+    assert MACHINE_PROPS["Name"] == MACHINE_NAME
+    assert MACHINE_PROPS["DefinitionUri"] == "infra/tool_call_state_machine.asl.json"
+    # The live alias: the tasks run the published (SnapStart) version.
+    assert MACHINE_PROPS["DefinitionSubstitutions"] == {
+        "ToolCallsFunctionArn": {"Ref": f"{TOOL_CALLS}.Alias"},
+        "Partition": {"Ref": "AWS::Partition"},
+    }
+    assert MACHINE_PROPS["Role"] == {"Fn::GetAtt": [STATE_MACHINE_ROLE, "Arn"]}
+    assert "Policies" not in MACHINE_PROPS  # the explicit role only
+    assert MACHINE_PROPS["Tracing"] == {"Enabled": True}
+    assert Path(REPO_ROOT, function_property(TOOL_CALLS, "CodeUri")) == REPO_ROOT / "functions" / "tool_calls"
+
+
+def test_state_machine_definition_is_valid_and_complete() -> None:
+    text = Path(REPO_ROOT, MACHINE_PROPS["DefinitionUri"]).read_text(encoding="utf-8")
+    definition = json.loads(text)
+    # Every placeholder is substituted by the template, and every substitution is used.
+    assert set(re.findall(r"\$\{(\w+)\}", text)) == set(MACHINE_PROPS["DefinitionSubstitutions"])
+    states: dict[str, Any] = definition["States"]
+    assert definition["StartAt"] == "Prepare"
+    assert set(states) == TASK_STATES | {"Route", "Done"}
+    assert states["Done"] == {"Type": "Succeed"}
+    for name, state in states.items():
+        assert _targets(state) <= set(states), name
+        assert ("End" in state) is False, name  # the one way out is Done
+    reachable, todo = set(), ["Prepare"]
+    while todo:
+        name = todo.pop()
+        if name not in reachable:
+            reachable.add(name)
+            todo.extend(_targets(states[name]))
+    assert reachable == set(states)
+
+    # Parsed by the ASL interpreter moto ports from LocalStack (what the functional tests execute).
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    arn = "arn:aws:lambda:eu-west-1:123456789012:function:tool-calls:live"
+    AmazonStateLanguageParser.parse(text.replace("${ToolCallsFunctionArn}", arn).replace("${Partition}", "aws"))
+
+
+def test_state_machine_flow() -> None:
+    states: dict[str, Any] = asl_definition()["States"]
+    ids = {"call_id.$": "$.call_id", "workspace_id.$": "$.workspace_id"}
+    route = {"next.$": "$.Payload.next"}
+
+    prepare = states["Prepare"]
+    assert (prepare["Resource"], _payload(prepare)) == (INVOKE, {"step": "prepare", **ids})
+    assert (prepare["ResultSelector"], prepare["ResultPath"], prepare["Next"]) == (route, "$.route", "Route")
+
+    choices = {(c["Variable"], c["StringEquals"]): c["Next"] for c in states["Route"]["Choices"]}
+    assert states["Route"]["Type"] == "Choice"
+    assert choices == {
+        ("$.route.next", "approval"): "WaitForApproval",
+        ("$.route.next", "oauth"): "WaitForOAuth",
+        ("$.route.next", "invoke"): "Invoke",
+    }
+    assert states["Route"]["Default"] == "Finish"
+
+    for wait, kind, timed_out in (
+        ("WaitForApproval", "approval", "ApprovalTimedOut"),
+        ("WaitForOAuth", "oauth", "OAuthTimedOut"),
+    ):
+        state = states[wait]
+        assert state["Resource"] == WAIT
+        assert _payload(state) == {"step": "await", "kind": kind, **ids, "task_token.$": "$$.Task.Token"}
+        # The timeout comes from the execution's input (per agent); the resolution output is not kept.
+        assert state["TimeoutSecondsPath"] == f"$.{kind}_timeout_seconds"
+        assert "TimeoutSeconds" not in state
+        assert state["ResultPath"] is None
+        # After the wait, Prepare reads the record again (an approved call may still wait for OAuth).
+        assert state["Next"] == "Prepare"
+        assert [(c["ErrorEquals"], c["Next"]) for c in state["Catch"]] == [
+            (["States.Timeout"], timed_out),
+            (["States.ALL"], "Finish"),
+        ]
+        timeout = states[timed_out]
+        assert (timeout["Resource"], _payload(timeout)) == (INVOKE, {"step": "timeout", "kind": kind, **ids})
+        assert (timeout["ResultSelector"], timeout["ResultPath"], timeout["Next"]) == (route, "$.route", "Route")
+
+    invoke = states["Invoke"]
+    assert (invoke["Resource"], _payload(invoke), invoke["Next"]) == (INVOKE, {"step": "invoke", **ids}, "Finish")
+    assert [(c["ErrorEquals"], c["Next"]) for c in invoke["Catch"]] == [(["States.ALL"], "Finish")]
+    # An upstream call is never replayed: only a throttled invocation (Lambda ran nothing) is tried again.
+    assert [r["ErrorEquals"] for r in invoke["Retry"]] == [["Lambda.TooManyRequestsException"]]
+
+    finish = states["Finish"]
+    assert (finish["Resource"], _payload(finish), finish["Next"]) == (INVOKE, {"step": "finish", **ids}, "Done")
+    assert finish["OutputPath"] == "$.Payload"  # the outcome is the execution's output
+    assert "Catch" not in finish
+
+    for name in TASK_STATES:
+        state = states[name]
+        assert state["Type"] == "Task", name
+        # Retries are for Lambda's own service errors only, never for what a step raised or a timeout.
+        for retrier in state.get("Retry", []):
+            assert set(retrier["ErrorEquals"]) <= LAMBDA_SERVICE_ERRORS, name
+            assert retrier["MaxAttempts"] <= 3, name
+        if name not in ("Invoke", "Finish"):
+            assert state["Catch"][-1] == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Finish"}
+
+
+def test_state_machine_tasks_outlast_the_function() -> None:
+    # A task that gave up while its invocation still ran would let Finish race it.
+    limit = function_property(TOOL_CALLS, "Timeout")
+    states = asl_definition()["States"]
+    for name in TASK_STATES:
+        if states[name]["Resource"] == INVOKE:
+            assert states[name]["TimeoutSeconds"] > limit, name
+
+
+def _states_statements(value: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (path, statement)
+        for path, statement in _statements(value)
+        if any(str(a).startswith("states:") for a in _as_list(statement.get("Action", [])))
+    ]
+
+
+def test_only_the_state_machine_invokes_the_tool_call_function() -> None:
+    role = RESOURCES[STATE_MACHINE_ROLE]["Properties"]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "states.amazonaws.com"}
+    assert trust["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+        "ArnLike": {"aws:SourceArn": NAMED_MACHINE_ARN},
+    }
+    statements = {s["Sid"]: s for policy in role["Policies"] for s in policy["PolicyDocument"]["Statement"]}
+    assert set(statements) == {"InvokeToolCalls", "XRay"}
+    invoke = statements["InvokeToolCalls"]
+    assert (invoke["Effect"], invoke["Action"]) == ("Allow", "lambda:InvokeFunction")
+    assert invoke["Resource"] == [{"Fn::GetAtt": [TOOL_CALLS, "Arn"]}, {"Fn::Sub": "${" + TOOL_CALLS + ".Arn}:*"}]
+    # No other role, resource policy or event source reaches the function.
+    assert not any(r["Type"] == "AWS::Lambda::Permission" and _references(r, TOOL_CALLS) for r in RESOURCES.values())
+    referrers = {name for name, r in RESOURCES.items() if name != TOOL_CALLS and _references(r, TOOL_CALLS)}
+    assert referrers == {STATE_MACHINE, STATE_MACHINE_ROLE}
+
+
+def test_state_machine_permissions_are_least_privilege() -> None:
+    machine = {"Ref": STATE_MACHINE}
+    agents = {"Fn::Split": [",", {"Ref": "AgentStateMachineArns"}]}
+    expected: dict[str, dict[str, Any]] = {
+        "AdminApiFunction": {"StartToolCalls": ("states:StartExecution", machine), "ResumeToolCalls": machine},
+        "ResolutionsFunction": {"ResumeToolCalls": machine},
+        "OAuthCallbackFunction": {"ResumeToolCalls": machine},
+        TOOL_CALLS: {"ResumeToolCalls": NAMED_MACHINE_ARN},
+        "McpEndpointFunction": {},
+        INDEXER: {},
+    }
+    # Who finishes a call resumes the agent's own callback token: the admin API (a call that ran at once) and the
+    # steps; only on the state machines the operator listed.
+    finishers = {"AdminApiFunction", TOOL_CALLS}
+    assert set(expected) == set(FUNCTIONS)
+    for name, grants in expected.items():
+        role = _role_of(name)
+        found: dict[str, Any] = {}
+        for policy in RESOURCES[role]["Properties"]["Policies"]:
+            for entry in policy["PolicyDocument"]["Statement"]:
+                for statement in _branches(entry):
+                    if not any(str(a).startswith("states:") for a in _as_list(statement["Action"])):
+                        continue
+                    assert statement["Effect"] == "Allow"
+                    assert "Condition" not in statement
+                    if statement["Sid"] == "ResumeAgentCallbacks":
+                        assert entry["Fn::If"][0] == "ResumesAgentCallbacks"
+                        assert entry["Fn::If"][2] == _NO_VALUE
+                        assert set(_as_list(statement["Action"])) == RESUME_ACTIONS
+                        assert statement["Resource"] == agents
+                        found["ResumeAgentCallbacks"] = True
+                    elif statement["Sid"] == "ResumeToolCalls":
+                        assert set(_as_list(statement["Action"])) == RESUME_ACTIONS, name
+                        found["ResumeToolCalls"] = statement["Resource"]
+                    else:
+                        found[statement["Sid"]] = (statement["Action"], statement["Resource"])
+        wanted = dict(grants)
+        if name in finishers:
+            wanted["ResumeAgentCallbacks"] = True
+        assert found == wanted, name
+    # Nothing else in the template grants Step Functions actions (other roles, resource policies).
+    allowed_roles = {_role_of(name) for name, grants in expected.items() if grants}
+    assert {path.split("/")[2] for path, _ in _states_statements(TEMPLATE)} == allowed_roles
+
+
+def test_state_machine_arn_reaches_the_functions_that_use_it() -> None:
+    users = {"AdminApiFunction", "ResolutionsFunction", "OAuthCallbackFunction"}
+    for name in FUNCTIONS:
+        env = function_environment(name)
+        if name in users:
+            assert env["MCPBRIDGE_STATE_MACHINE_ARN"] == {"Ref": STATE_MACHINE}, name
+        elif name == TOOL_CALLS:
+            assert env["MCPBRIDGE_STATE_MACHINE_ARN"] == NAMED_MACHINE_ARN
+        else:
+            assert "MCPBRIDGE_STATE_MACHINE_ARN" not in env, name
+    assert "MCPBRIDGE_STATE_MACHINE_ARN" not in GLOBAL_ENV
+    assert "state_machine_arn" in Settings.model_fields
+    # The function and the role that name the state machine without referencing it use its actual name.
+    assert NAMED_MACHINE_ARN["Fn::Sub"].split(":stateMachine:", 1)[1] == MACHINE_NAME["Fn::Sub"]
+
+
+def test_tool_call_function_role() -> None:
+    actions = _role_actions(TOOL_CALLS)
+    assert {a for a in actions if a.startswith("kms:")} == {"kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"}
+    # Tool catalog snapshots live in the bucket.
+    assert {a for a in actions if a.startswith("s3:")} == {
+        "s3:ListBucket",
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+    }
+    assert not any(a.startswith(("lambda:", "bedrock:")) for a in actions)
+    assert {a for a in actions if a.startswith("states:")} == RESUME_ACTIONS
+
+
 # ------------------------------------------------------------------------------------------------ moto
 
 
@@ -551,3 +824,17 @@ def test_create_aws_resources_matches_the_template(monkeypatch: pytest.MonkeyPat
         env = resources.settings_env()
         assert env["MCPBRIDGE_TABLE_NAME"] == "mcpbridge-test"
         assert "AWS_ENDPOINT_URL" not in env
+
+
+def test_tool_call_events_are_published_by_the_functions_that_resolve_calls_only() -> None:
+    publishers = {
+        path.split("/")[1]
+        for path, statement in _statements(RESOURCES)
+        if "events:PutEvents" in _as_list(statement.get("Action", []))
+    }
+    assert publishers == {"AdminApiRole", "OAuthCallbackRole", "ResolutionsRole", "ToolCallsRole"}
+    for path, statement in _statements(RESOURCES):
+        if "events:PutEvents" in _as_list(statement.get("Action", [])):
+            assert "event-bus/${EventBusName}" in str(statement["Resource"]), path
+    variables = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    assert variables["MCPBRIDGE_EVENT_BUS_NAME"] == {"Ref": "EventBusName"}

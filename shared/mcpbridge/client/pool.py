@@ -26,8 +26,10 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from mcpbridge.client.connection import Connection, ConnectionSpec
 from mcpbridge.client.registry import WORKSPACE_SCOPE
@@ -232,3 +234,40 @@ class ConnectionPool:
         with self._lock:
             entry = self._entries.get(key)
         return entry.connection if entry is not None and not entry.retired else None
+
+
+class ConnectionPools:
+    """One :class:`ConnectionPool` per event loop (the server's loop, a workflow's loop, a Lambda invocation's),
+    with closing requests fanned out to all of them."""
+
+    def __init__(self, policy: EgressPolicy, **options: Any) -> None:
+        self._policy = policy
+        self._options = options
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ConnectionPool] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def for_running_loop(self) -> ConnectionPool:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            pool = self._pools.get(loop)
+            if pool is None:
+                pool = self._pools[loop] = ConnectionPool(self._policy, **self._options)
+            return pool
+
+    def forget_service(self, service_id: str) -> int:
+        with self._lock:
+            pools = list(self._pools.values())
+        return sum(pool.forget_service(service_id) for pool in pools)
+
+    def forget(self, key: PoolKey) -> int:
+        with self._lock:
+            pools = list(self._pools.values())
+        return sum(pool.forget(key) for pool in pools)
+
+    async def aclose(self) -> None:
+        """Close the running loop's pool (the others belong to loops that close their own)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            pool = self._pools.pop(loop, None)
+        if pool is not None:
+            await pool.aclose()

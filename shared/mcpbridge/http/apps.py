@@ -23,7 +23,18 @@ Surface = Literal["admin_api", "mcp_endpoint", "oauth_callback", "resolutions"]
 
 # Route modules by surface, imported only by the functions that serve them: cold start is paid per import.
 _SURFACES: dict[Surface, tuple[str, ...]] = {
-    "admin_api": ("api_keys", "knowledge", "documents", "wiki", "endpoints", "services"),
+    "admin_api": (
+        "api_keys",
+        "knowledge",
+        "documents",
+        "wiki",
+        "endpoints",
+        "services",
+        "service_oauth",
+        "agents",
+        "agent_catalog",
+        "agent_calls",
+    ),
     "mcp_endpoint": (),
     "oauth_callback": ("oauth_callback",),
     "resolutions": ("resolutions",),

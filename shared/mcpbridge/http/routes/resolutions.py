@@ -1,4 +1,10 @@
-"""Where people resolve paused agent calls: tool approvals and in-conversation OAuth."""
+"""Where people resolve paused agent calls: tool approvals and in-conversation OAuth.
+
+Only the user a call belongs to, in its workspace, may resolve it (another user: 403 ``user_mismatch``; another
+workspace: 404, the call is not visible there). The first resolution wins; a second answers 409
+``already_resolved``. ``modified_args`` must be a JSON object (``null`` is refused) and is validated against the
+tool's schema again. Resolving an OAuth pause with ``authorize`` before the user holds a usable token answers 409.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,65 @@ from typing import Any, Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpbridge.errors import NotFound
-from mcpbridge.http.auth import CurrentPrincipal
+from mcpbridge.agent.calls import ToolCall
+from mcpbridge.bootstrap import Container
+from mcpbridge.domain.identity import Principal
+from mcpbridge.errors import Forbidden
+from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
 
 router = APIRouter(prefix="/api/v1/agent", tags=["resolutions"])
+
+
+def require_caller(principal: Principal) -> None:
+    """Agent calls and their resolutions need the ``call_tools`` capability (unrestricted keys have it)."""
+    if not principal.scope.allows("call_tools"):
+        raise Forbidden("this API key lacks the call_tools capability", code="capability_missing")
+
+
+class CallOut(BaseModel):
+    """A tool call as its owner sees it. No token; the authorization URL only for its owner while it waits."""
+
+    pending_id: str = Field(description="The call's id (also the pending id while it waits).")
+    status: str
+    kind: str | None = Field(description="approval or oauth while the call waits, else null.")
+    service_id: str
+    service_name: str
+    tool: str
+    function_name: str
+    tool_ref: str
+    arguments: dict[str, Any]
+    session_id: str | None
+    expires_at: float | None = Field(description="When the wait ends (epoch seconds), once the workflow parked it.")
+    authorization_url: str | None
+    approval: dict[str, Any] | None
+    result: dict[str, Any] | None = Field(description="The upstream result, marked untrusted, images redacted.")
+    error: dict[str, Any] | None
+    outcome_uncertain: bool = Field(description="The request may have run and its answer was lost: not replayed.")
+    created_at: str
+    finished_at: str | None
+
+
+def call_out(call: ToolCall, principal: Principal, container: Container) -> CallOut:
+    return CallOut(
+        pending_id=call.id,
+        status=call.status,
+        kind=call.pending_kind if call.status in ("awaiting_approval", "awaiting_oauth") else None,
+        service_id=call.service_id,
+        service_name=call.service_name,
+        tool=call.tool_name,
+        function_name=call.function_name,
+        tool_ref=call.tool_ref,
+        arguments=call.arguments,
+        session_id=call.session_id,
+        expires_at=call.deadline_at,
+        authorization_url=container.tool_calls.authorization_url(call, principal),
+        approval=call.approval,
+        result=call.result,
+        error=call.error,
+        outcome_uncertain=call.status == "uncertain",
+        created_at=call.created_at,
+        finished_at=call.finished_at,
+    )
 
 
 class ApprovalDecision(BaseModel):
@@ -18,22 +79,50 @@ class ApprovalDecision(BaseModel):
 
     decision: Literal["approve", "reject"]
     reason: str | None = Field(default=None, max_length=2000)
-    modified_args: dict[str, Any] | None = None
+    modified_args: Any = Field(default=None, description="A JSON object replacing the arguments; null is refused.")
 
 
 class OAuthResolution(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    service_id: str = Field(min_length=1)
-    decision: Literal["authorize", "cancel"]
+    service_id: str = Field(min_length=1, max_length=64)
+    decision: Literal["authorize", "cancel"] = "authorize"
+
+
+class OAuthCancel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    service_id: str | None = Field(default=None, max_length=64)
 
 
 @router.post("/tool-approvals/{pending_id}")
-def resolve_approval(pending_id: str, body: ApprovalDecision, principal: CurrentPrincipal) -> dict[str, str]:
-    # No call can pause in this version: there is nothing to resolve.
-    raise NotFound("no such pending call", code="pending_not_found")
+def resolve_approval(
+    pending_id: str, body: ApprovalDecision, principal: CurrentPrincipal, container: ContainerDep
+) -> CallOut:
+    require_caller(principal)
+    call = container.tool_calls.resolve_approval(
+        principal,
+        pending_id,
+        decision=body.decision,
+        reason=body.reason,
+        modified_args=body.modified_args,
+        modified_given="modified_args" in body.model_fields_set,
+    )
+    return call_out(call, principal, container)
 
 
 @router.post("/mcp-oauth-resolutions/{pending_id}")
-def resolve_oauth(pending_id: str, body: OAuthResolution, principal: CurrentPrincipal) -> dict[str, str]:
-    raise NotFound("no such pending call", code="pending_not_found")
+def resolve_oauth(
+    pending_id: str, body: OAuthResolution, principal: CurrentPrincipal, container: ContainerDep
+) -> CallOut:
+    require_caller(principal)
+    call = container.tool_calls.resolve_oauth(principal, pending_id, service_id=body.service_id, decision=body.decision)
+    return call_out(call, principal, container)
+
+
+@router.post("/mcp-oauth-resolutions/{pending_id}/cancel")
+def cancel_oauth(pending_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CallOut:
+    require_caller(principal)
+    current = container.tool_calls.get(principal, pending_id)
+    call = container.tool_calls.resolve_oauth(principal, pending_id, service_id=current.service_id, decision="cancel")
+    return call_out(call, principal, container)

@@ -1,0 +1,395 @@
+"""Agent tool calls: submit a call by ``tool_ref``, read it, list what waits for a person, and resolve pauses.
+
+A call is checked in full when it is submitted (service enabled and selected, tool enabled, ``tool_ref`` still
+naming the current definition, arguments valid against the tool's JSON Schema without fetching anything), then
+either runs at once or pauses:
+
+* for approval when the tool's policy requires it. The policy check fails closed: if the policy cannot be read,
+  approval is required;
+* for OAuth when the service uses OAuth and the user has no usable token (interactive calls only: a
+  non-interactive call gets a notice telling the user to authorize in the console, and no pause).
+
+A paused call is a record (:mod:`mcpbridge.agent.calls`) plus a workflow execution (:class:`~mcpbridge.ports.
+Workflow`); the steps (:mod:`mcpbridge.agent.steps`) run it on. Only the owning user of the owning workspace may
+resolve a pause; the first resolution wins. Before running, a call is checked again (a tool disabled or changed
+while the call waited is refused).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from anyio import to_thread
+
+from mcpbridge.agent.calls import ID_PREFIX, ToolCall, ToolCalls
+from mcpbridge.agent.steps import OAuthGate, ToolCallSteps, event_detail
+from mcpbridge.client.registry import ExternalService, ServiceRegistry
+from mcpbridge.domain.identity import Principal, timestamp
+from mcpbridge.domain.ids import new_id
+from mcpbridge.errors import Conflict, Forbidden, InvalidInput, NotFound
+from mcpbridge.ports import CallStart, Clock, Events, Workflow
+
+log = logging.getLogger("mcpbridge.agent")
+
+MAX_ARGUMENT_BYTES = 256 * 1024
+_USER_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
+OAUTH_NOTICE = (
+    "This tool needs your authorization of {service}. Authorize it in the console (MCP services), then ask again; "
+    "the agent continues without the tool for now."
+)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The answer to a submission: ``call`` (its record) and, for a call that ran at once, its outcome."""
+
+    call: ToolCall
+    paused: bool
+    notice: str | None = None
+
+
+class ToolCallBroker:
+    def __init__(
+        self,
+        calls: ToolCalls,
+        clock: Clock,
+        registry: ServiceRegistry,
+        steps: ToolCallSteps,
+        workflow: Callable[[], Workflow],
+        events: Events,
+        resolve_tool: Callable[[Principal, str | None, str], Any],
+        policy_for: Callable[[str, str, str], Any],
+        profile_for: Callable[[Principal, str | None], Any],
+        oauth: OAuthGate | None,
+        *,
+        callbacks_supported: bool,
+    ) -> None:
+        self._calls = calls
+        self._clock = clock
+        self._registry = registry
+        self._steps = steps
+        self._workflow = workflow
+        self._events = events
+        self._resolve_tool = resolve_tool
+        self._policy_for = policy_for
+        self._profile_for = profile_for
+        self._oauth = oauth
+        self._callbacks_supported = callbacks_supported
+
+    # -- submitting -------------------------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        principal: Principal,
+        *,
+        tool_ref: str,
+        arguments: Mapping[str, Any],
+        agent_id: str | None = None,
+        acting_user_id: str | None = None,
+        session_id: str | None = None,
+        interactive: bool = True,
+        callback_task_token: str | None = None,
+    ) -> Submitted:
+        if callback_task_token and not self._callbacks_supported:
+            raise InvalidInput(
+                "callback_task_token needs the AWS backend (Step Functions)", code="callback_not_supported"
+            )
+        prepared = await to_thread.run_sync(
+            lambda: self._prepare(principal, tool_ref, arguments, agent_id, acting_user_id)
+        )
+        service, resolved, profile, user_id, needs_approval, needs_oauth = prepared
+        if needs_oauth and not interactive and not needs_approval:
+            return Submitted(
+                call=await to_thread.run_sync(
+                    lambda: self._record(
+                        principal,
+                        service,
+                        resolved,
+                        profile,
+                        user_id,
+                        arguments,
+                        session_id,
+                        interactive,
+                        status="cancelled",
+                        error={"code": "oauth_required", "message": OAUTH_NOTICE.format(service=service.name)},
+                        callback=None,
+                    )
+                ),
+                paused=False,
+                notice=OAUTH_NOTICE.format(service=service.name),
+            )
+        if not needs_approval and not needs_oauth:
+            call = await to_thread.run_sync(
+                lambda: self._record(
+                    principal,
+                    service,
+                    resolved,
+                    profile,
+                    user_id,
+                    arguments,
+                    session_id,
+                    interactive,
+                    status="running",
+                    error=None,
+                    callback=callback_task_token,
+                )
+            )
+            call = await self._steps.run(call, service)
+            await to_thread.run_sync(self._steps.finish, call.id, call.workspace_id)
+            return Submitted(call=await to_thread.run_sync(self._calls.find, call.workspace_id, call.id), paused=False)
+        status = "awaiting_approval" if needs_approval else "awaiting_oauth"
+
+        def pause() -> ToolCall:
+            call = self._record(
+                principal,
+                service,
+                resolved,
+                profile,
+                user_id,
+                arguments,
+                session_id,
+                interactive,
+                status=status,
+                error=None,
+                callback=callback_task_token,
+            )
+            if status == "awaiting_oauth":
+                url = self._oauth.authorization_url(call.workspace_id, service, user_id) if self._oauth else None
+                call = self._calls.move(call, "awaiting_oauth", sets=self._calls.oauth_pause(call, url))
+            self._events.publish(
+                "tool_call.approval_required" if needs_approval else "tool_call.oauth_required", event_detail(call)
+            )
+            self._workflow().start(
+                CallStart(call.id, call.workspace_id, call.approval_timeout_seconds, call.oauth_timeout_seconds)
+            )
+            return call
+
+        return Submitted(call=await to_thread.run_sync(pause), paused=True)
+
+    def _prepare(
+        self,
+        principal: Principal,
+        tool_ref: str,
+        arguments: Mapping[str, Any],
+        agent_id: str | None,
+        acting_user_id: str | None,
+    ) -> tuple[ExternalService, Any, Any, str, bool, bool]:
+        user_id = self._acting_user(principal, acting_user_id)
+        profile = self._profile_for(principal, agent_id)
+        resolved = self._resolve_tool(principal, agent_id, tool_ref)
+        validate_arguments(resolved.input_schema, arguments)
+        needs_approval = self._approval_required(principal.workspace_id, resolved.service.id, resolved.tool_name)
+        needs_oauth = self._needs_oauth(principal.workspace_id, resolved.service, user_id)
+        return resolved.service, resolved, profile, user_id, needs_approval, needs_oauth
+
+    def _acting_user(self, principal: Principal, acting_user_id: str | None) -> str:
+        if acting_user_id is None or acting_user_id == principal.user_id:
+            return principal.user_id
+        if not (principal.is_admin and principal.scope.allows("act_as")):
+            raise Forbidden("acting for another user needs an admin key with act_as", code="act_as_required")
+        if not isinstance(acting_user_id, str) or not _USER_ID.fullmatch(acting_user_id):
+            raise InvalidInput("principal.user_id is not a valid user id", code="invalid_principal")
+        return acting_user_id
+
+    def _approval_required(self, workspace_id: str, service_id: str, tool_name: str) -> bool:
+        try:
+            return bool(self._policy_for(workspace_id, service_id, tool_name).require_approval)
+        except Exception:  # fail closed: a policy we cannot read means a person must approve
+            log.warning("tool policy of %s unreadable: approval required", service_id)
+            return True
+
+    def _needs_oauth(self, workspace_id: str, service: ExternalService, user_id: str) -> bool:
+        if service.auth.auth_type != "oauth":
+            return False
+        return self._oauth is None or not self._oauth.usable(workspace_id, service, user_id)
+
+    def _record(
+        self,
+        principal: Principal,
+        service: ExternalService,
+        resolved: Any,
+        profile: Any,
+        user_id: str,
+        arguments: Mapping[str, Any],
+        session_id: str | None,
+        interactive: bool,
+        *,
+        status: str,
+        error: dict[str, str] | None,
+        callback: str | None,
+    ) -> ToolCall:
+        item: dict[str, Any] = {
+            "id": new_id(ID_PREFIX),
+            "workspace_id": principal.workspace_id,
+            "owner_user_id": user_id,
+            "submitted_by_api_key": principal.api_key_id,
+            "agent_id": getattr(profile, "id", None),
+            "session_id": session_id,
+            "interactive": interactive,
+            "service_id": service.id,
+            "service_name": service.name,
+            "tool_name": resolved.tool_name,
+            "function_name": resolved.function_name,
+            "tool_ref": resolved.tool_ref,
+            "definition_hash": resolved.definition_hash,
+            "arguments": dict(arguments),
+            "status": status,
+            "approval_timeout_seconds": int(profile.approval_timeout_seconds),
+            "oauth_timeout_seconds": int(profile.oauth_wait_timeout_seconds),
+        }
+        if error is not None:
+            item["error"] = error
+            item["finished_at"] = timestamp(self._clock.now())
+        return self._calls.create(item, callback_task_token=callback)
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def get(self, principal: Principal, call_id: str) -> ToolCall:
+        """A call of the caller's workspace, for its owner or a workspace admin."""
+        call = self._calls.find(principal.workspace_id, call_id)
+        if call.owner_user_id != principal.user_id and not principal.is_admin:
+            raise NotFound("no such tool call", code="pending_not_found")
+        return call
+
+    def pending(self, principal: Principal) -> list[ToolCall]:
+        return self._calls.pending_of(principal.workspace_id, principal.user_id)
+
+    def authorization_url(self, call: ToolCall, principal: Principal) -> str | None:
+        """The call's OAuth authorization URL, for its owner only."""
+        if call.status != "awaiting_oauth" or call.owner_user_id != principal.user_id:
+            return None
+        return self._calls.authorization_url(call)
+
+    # -- resolving --------------------------------------------------------------------------------------------
+
+    def resolve_approval(
+        self,
+        principal: Principal,
+        pending_id: str,
+        *,
+        decision: Literal["approve", "reject"],
+        reason: str | None = None,
+        modified_args: Any = None,
+        modified_given: bool = False,
+    ) -> ToolCall:
+        call = self._owned(principal, pending_id)
+        if call.status != "awaiting_approval":
+            raise _already_resolved()
+        approval: dict[str, Any] = {
+            "decision": decision,
+            "by": principal.user_id,
+            "at": timestamp(self._clock.now()),
+        }
+        if reason:
+            approval["reason"] = reason[:1000]
+        if decision == "reject":
+            moved = self._calls.move(
+                call,
+                "rejected",
+                sets={
+                    "approval": approval,
+                    "error": {"code": "rejected", "message": (reason or "tool execution rejected by user")[:500]},
+                },
+            )
+        else:
+            sets: dict[str, Any] = {"approval": approval}
+            if modified_given:
+                if not isinstance(modified_args, dict):
+                    raise InvalidInput("modified_args must be a JSON object (not null)", code="invalid_modified_args")
+                resolved = self._resolve_tool(principal, call.agent_id, call.tool_ref)
+                validate_arguments(resolved.input_schema, modified_args)
+                sets["arguments"] = modified_args
+                approval["modified_args"] = True
+            moved = self._calls.move(call, "approved", sets=sets)
+        self._events.publish("tool_call.approval_resolved", event_detail(moved))
+        self._steps.resume_waiting(moved)
+        return moved
+
+    def resolve_oauth(
+        self, principal: Principal, pending_id: str, *, service_id: str, decision: Literal["authorize", "cancel"]
+    ) -> ToolCall:
+        call = self._owned(principal, pending_id)
+        if call.status != "awaiting_oauth":
+            raise _already_resolved()
+        if service_id != call.service_id:
+            raise InvalidInput("service_id is not the service this call waits for", code="service_mismatch")
+        if decision == "cancel":
+            moved = self._calls.move(
+                call, "cancelled", sets={"error": {"code": "oauth_cancelled", "message": "authorization cancelled"}}
+            )
+        else:
+            service = self._registry.find(call.workspace_id, call.service_id)
+            if self._oauth is None or not self._oauth.usable(call.workspace_id, service, call.owner_user_id):
+                raise Conflict("authorization not completed yet for this MCP service", code="oauth_not_completed")
+            moved = self._calls.move(call, "ready")
+        self._events.publish("tool_call.oauth_resolved", event_detail(moved))
+        self._steps.resume_waiting(moved)
+        return moved
+
+    def on_token_stored(self, workspace_id: str, service_id: str, principal_type: str, principal_id: str) -> int:
+        """A user completed an OAuth flow: the calls waiting for that (user, service) resume by themselves."""
+        if principal_type != "user":
+            return 0
+        resumed = 0
+        for call in self._calls.pending_of(workspace_id, principal_id):
+            if call.status != "awaiting_oauth" or call.service_id != service_id:
+                continue
+            try:
+                moved = self._calls.move(call, "ready")
+            except Conflict:
+                continue
+            self._events.publish("tool_call.oauth_resolved", event_detail(moved))
+            self._steps.resume_waiting(moved)
+            resumed += 1
+        return resumed
+
+    def _owned(self, principal: Principal, pending_id: str) -> ToolCall:
+        if not isinstance(pending_id, str) or not pending_id.startswith(f"{ID_PREFIX}_"):
+            raise NotFound("no such pending call", code="pending_not_found")
+        call = self._calls.find(principal.workspace_id, pending_id)  # another workspace's call is not found here
+        if call.owner_user_id != principal.user_id:
+            raise Forbidden("only the user this call belongs to may resolve it", code="user_mismatch")
+        return call
+
+
+def _already_resolved() -> Conflict:
+    return Conflict("this call was already resolved", code="already_resolved")
+
+
+def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> None:
+    """Validate ``arguments`` against a tool's JSON Schema. Remote ``$ref`` are never fetched (a schema that needs
+    one fails validation), and the error names the failing path, never the value."""
+    import json
+
+    from jsonschema import exceptions as schema_errors
+    from jsonschema import validators
+    from referencing import Registry
+    from referencing.exceptions import NoSuchResource
+
+    if not isinstance(arguments, dict):
+        raise InvalidInput("arguments must be a JSON object", code="invalid_arguments")
+    if len(json.dumps(arguments, default=str)) > MAX_ARGUMENT_BYTES:
+        raise InvalidInput(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB", code="invalid_arguments")
+
+    def refuse(uri: str) -> Any:
+        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+    try:
+        validator_class = validators.validator_for(dict(schema))
+        validator = validator_class(dict(schema), registry=Registry(retrieve=refuse))  # type: ignore[call-arg]
+        error = schema_errors.best_match(validator.iter_errors(arguments))
+    except (schema_errors.SchemaError, schema_errors._WrappedReferencingError, NoSuchResource) as broken:
+        raise InvalidInput(
+            "the tool's input schema cannot be used to check arguments", code="invalid_tool_schema"
+        ) from broken
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        raise InvalidInput(
+            f"arguments do not match the tool's schema at {where}: {error.validator} failed",
+            code="invalid_arguments",
+            details={"path": where, "rule": str(error.validator)},
+        )

@@ -1,0 +1,285 @@
+"""Records of agent tool calls: one item per call, its status moved only by conditional writes.
+
+Item ``WS#<ws> / CALL#<id>``. While a call waits for a person it is also in the owner's pending list
+(``gsi1pk = PENDING#<ws>#<user>``, ``gsi1sk = <created_at>#<id>``); the attributes go when it stops waiting. Until
+it finishes it is in the open list (``gsi2pk = OPENCALLS``), which a restart of the embedded workflow resumes.
+
+Statuses::
+
+    awaiting_approval --approve--> approved --(OAuth needed)--> awaiting_oauth --authorize--> ready
+           |                          \\--------------------------------------------------> ready --> running
+           +--reject / timeout--> rejected          awaiting_oauth --cancel / timeout--> cancelled
+    ready --> running --> completed | failed | uncertain           (anything not terminal) --> failed
+
+``completed`` holds the upstream result (``isError`` may be true); ``failed`` means nothing ran upstream (refused
+before sending, or checks failed); ``uncertain`` means the request may have run and its answer was lost: it is
+never replayed. Every transition names the status it leaves, so the first resolution wins and a second one gets
+``already_resolved``.
+
+Nothing secret is stored in clear: the workflow's task token and the agent's callback token are sealed with the
+SecretBox (context ``(ws, "tool_call", id)``); results are stored with image data redacted.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from mcpbridge.domain.identity import timestamp
+from mcpbridge.domain.ids import is_id
+from mcpbridge.domain.items import AnyOf, Compare, Condition, Item, Key, Update
+from mcpbridge.domain.secrets import SecretContext
+from mcpbridge.errors import ConditionFailed, Conflict, NotFound
+from mcpbridge.paging import every_item
+from mcpbridge.ports import Clock, SecretBox, Store
+from mcpbridge.secrets import open_secret_or_none
+
+log = logging.getLogger("mcpbridge.agent")
+
+ID_PREFIX = "call"
+SECRET_KIND = "tool_call"  # noqa: S105 - a SecretContext kind
+RETENTION_SECONDS = 30 * 24 * 3600
+
+Status = Literal[
+    "awaiting_approval",
+    "awaiting_oauth",
+    "approved",
+    "ready",
+    "running",
+    "completed",
+    "failed",
+    "rejected",
+    "cancelled",
+    "uncertain",
+]
+PendingKind = Literal["approval", "oauth"]
+WAITING: Final[dict[PendingKind, Status]] = {"approval": "awaiting_approval", "oauth": "awaiting_oauth"}
+TERMINAL: Final[frozenset[str]] = frozenset({"completed", "failed", "rejected", "cancelled", "uncertain"})
+
+
+OPEN_PARTITION = "OPENCALLS"
+"""gsi2 partition of the calls not finished yet, every workspace (what a restart resumes)."""
+
+
+def call_key(workspace_id: str, call_id: str) -> Key:
+    return Key(f"WS#{workspace_id}", f"CALL#{call_id}")
+
+
+def pending_partition(workspace_id: str, user_id: str) -> str:
+    return f"PENDING#{workspace_id}#{user_id}"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call as stored (tokens stay sealed in ``item``; use :meth:`ToolCalls.task_token` to open one)."""
+
+    id: str
+    workspace_id: str
+    owner_user_id: str
+    agent_id: str | None
+    session_id: str | None
+    interactive: bool
+    service_id: str
+    service_name: str
+    tool_name: str
+    function_name: str
+    tool_ref: str
+    definition_hash: str
+    arguments: dict[str, Any]
+    status: Status
+    pending_kind: PendingKind | None
+    deadline_at: float | None
+    approval: dict[str, Any] | None
+    oauth: dict[str, Any] | None
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    approval_timeout_seconds: int
+    oauth_timeout_seconds: int
+    created_at: str
+    updated_at: str
+    finished_at: str | None
+    item: Item
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def secret_context(self) -> SecretContext:
+        return SecretContext(self.workspace_id, SECRET_KIND, self.id)
+
+
+class ToolCalls:
+    """Reading and moving call records. Every move is conditional on the status it leaves."""
+
+    def __init__(self, store: Store, clock: Clock, secrets: SecretBox) -> None:
+        self._store = store
+        self._clock = clock
+        self._secrets = secrets
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def find(self, workspace_id: str, call_id: str) -> ToolCall:
+        if not is_id(call_id, ID_PREFIX):
+            raise _not_found()
+        item = self._store.get(call_key(workspace_id, call_id))
+        if item is None:
+            raise _not_found()
+        return _call_of(item)
+
+    def pending_of(self, workspace_id: str, user_id: str) -> builtins.list[ToolCall]:
+        """The user's calls waiting for a person, oldest first."""
+        items = every_item(self._store, pending_partition(workspace_id, user_id), index="gsi1")
+        calls = [_call_of(self._store.get(Key(i["pk"], i["sk"])) or i) for i in items]
+        return [c for c in calls if c.status in WAITING.values()]
+
+    def unfinished(self) -> builtins.list[ToolCall]:
+        """Every call not in a final status, all workspaces (for recovery after a restart)."""
+        calls = []
+        for entry in every_item(self._store, OPEN_PARTITION, index="gsi2"):
+            item = self._store.get(Key(entry["pk"], entry["sk"]))
+            if item is not None and item.get("status") not in TERMINAL:
+                calls.append(_call_of(item))
+        return calls
+
+    def task_token(self, call: ToolCall, name: Literal["task_token", "callback_task_token"]) -> str | None:
+        return open_secret_or_none(self._secrets, call.item.get(f"sealed_{name}"), call.secret_context)
+
+    def authorization_url(self, call: ToolCall) -> str | None:
+        """The OAuth authorization URL of a call waiting for it (sealed at rest: its state is a secret)."""
+        return open_secret_or_none(self._secrets, call.item.get("sealed_authorization_url"), call.secret_context)
+
+    def oauth_pause(self, call: ToolCall, authorization_url: str | None) -> dict[str, Any]:
+        """The attributes of a move to ``awaiting_oauth``."""
+        sets: dict[str, Any] = {"oauth": {"requested_at": timestamp(self._clock.now())}}
+        if authorization_url:
+            sets["sealed_authorization_url"] = self._secrets.seal(authorization_url, call.secret_context)
+        return sets
+
+    # -- writing ----------------------------------------------------------------------------------------------
+
+    def create(self, item: Item, *, callback_task_token: str | None = None) -> ToolCall:
+        """Store a new call (``item`` built by the broker: id, owner, tool, arguments, status...)."""
+        now = self._clock.now()
+        record = dict(item)
+        record |= {
+            **call_key(record["workspace_id"], record["id"]).as_dict(),
+            "created_at": timestamp(now),
+            "updated_at": timestamp(now),
+            "expires_at": int(now) + RETENTION_SECONDS,
+            "version": 1,
+        }
+        if callback_task_token:
+            context = SecretContext(record["workspace_id"], SECRET_KIND, record["id"])
+            record["sealed_callback_task_token"] = self._secrets.seal(callback_task_token, context)
+        if record["status"] in WAITING.values():
+            record |= _pending_index(record, timestamp(now))
+            record["pending_kind"] = "approval" if record["status"] == "awaiting_approval" else "oauth"
+        if record["status"] not in TERMINAL:
+            record |= {"gsi2pk": OPEN_PARTITION, "gsi2sk": f"{timestamp(now)}#{record['id']}"}
+        self._store.put(record, condition=Condition.absent("call_new"))
+        return _call_of(record)
+
+    def move(
+        self,
+        call: ToolCall,
+        to: Status,
+        *,
+        leaving: Iterable[Status] | None = None,
+        sets: Mapping[str, Any] | None = None,
+        removes: Iterable[str] = (),
+    ) -> ToolCall:
+        """Move ``call`` to ``to`` if it is still in one of ``leaving`` (default: its current status).
+
+        Raises Conflict ``already_resolved`` when another move got there first.
+        """
+        statuses = list(leaving) if leaving is not None else [call.status]
+        now = self._clock.now()
+        changes: dict[str, Any] = {"status": to, "updated_at": timestamp(now), **(sets or {})}
+        dropped = set(removes)
+        if to in WAITING.values():
+            kind = "approval" if to == "awaiting_approval" else "oauth"
+            changes |= {"pending_kind": kind} | _pending_index(call.item, call.created_at)
+        else:
+            dropped |= {"gsi1pk", "gsi1sk", "pending_kind"} & set(call.item)
+        if to in TERMINAL:
+            changes["finished_at"] = timestamp(now)
+            dropped |= {"gsi2pk", "gsi2sk"} & set(call.item)
+        dropped -= set(changes)
+        condition = Condition(
+            "call_status_unchanged",
+            AnyOf(tuple(Compare("status", "=", status) for status in statuses)),
+        )
+        try:
+            item = self._store.update(
+                call_key(call.workspace_id, call.id),
+                Update(set=changes, remove=sorted(dropped), add={"version": 1}),
+                condition=condition,
+            )
+        except ConditionFailed:
+            raise Conflict("this call was already resolved", code="already_resolved") from None
+        moved = _call_of(item)
+        log.info("tool call %s: %s -> %s", call.id, call.status, to)
+        return moved
+
+    def store_task_token(self, call: ToolCall, kind: PendingKind, token: str, deadline_at: float) -> ToolCall | None:
+        """Seal the workflow's token onto a call still waiting for ``kind``; None when it no longer waits (the
+        caller then resumes the workflow itself)."""
+        sealed = self._secrets.seal(token, call.secret_context)
+        sets: dict[str, Any] = {"sealed_task_token": sealed, "updated_at": timestamp(self._clock.now())}
+        if call.deadline_at is None or call.pending_kind != kind:
+            sets["deadline_at"] = deadline_at
+        try:
+            item = self._store.update(
+                call_key(call.workspace_id, call.id),
+                Update(set=sets),
+                condition=Condition.equals("call_waiting", "status", WAITING[kind]),
+            )
+        except ConditionFailed:
+            return None
+        return _call_of(item)
+
+
+def _pending_index(item: Mapping[str, Any], created_at: str) -> dict[str, str]:
+    return {
+        "gsi1pk": pending_partition(item["workspace_id"], item["owner_user_id"]),
+        "gsi1sk": f"{created_at}#{item['id']}",
+    }
+
+
+def _not_found() -> NotFound:
+    return NotFound("no such tool call", code="pending_not_found")
+
+
+def _call_of(item: Item) -> ToolCall:
+    return ToolCall(
+        id=item["id"],
+        workspace_id=item["workspace_id"],
+        owner_user_id=item["owner_user_id"],
+        agent_id=item.get("agent_id"),
+        session_id=item.get("session_id"),
+        interactive=bool(item.get("interactive", True)),
+        service_id=item["service_id"],
+        service_name=item.get("service_name", ""),
+        tool_name=item["tool_name"],
+        function_name=item.get("function_name", ""),
+        tool_ref=item["tool_ref"],
+        definition_hash=item.get("definition_hash", ""),
+        arguments=dict(item.get("arguments") or {}),
+        status=item["status"],
+        pending_kind=item.get("pending_kind"),
+        deadline_at=float(item["deadline_at"]) if item.get("deadline_at") is not None else None,
+        approval=item.get("approval"),
+        oauth=item.get("oauth"),
+        result=item.get("result"),
+        error=item.get("error"),
+        approval_timeout_seconds=int(item.get("approval_timeout_seconds", 600)),
+        oauth_timeout_seconds=int(item.get("oauth_timeout_seconds", 600)),
+        created_at=item.get("created_at", ""),
+        updated_at=item.get("updated_at", ""),
+        finished_at=item.get("finished_at"),
+        item=item,
+    )

@@ -1,0 +1,290 @@
+"""The steps of an agent tool call, as plain functions over the call's record: ``prepare`` (what next?),
+``await_resolution`` (park the workflow's token on the record), ``timeout``, ``invoke`` and ``finish``.
+
+The same steps run in a Step Functions execution (each one a Lambda task, see ``infra/``) and in the embedded
+workflow (:mod:`mcpbridge.adapters.local.workflow`). Every step reads the record again and moves it with a
+conditional write, so a step that runs twice, or races a person resolving the call, does no harm: the first move
+wins and the loser reads what happened.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Protocol
+
+import anyio
+
+from mcpbridge.agent.calls import WAITING, PendingKind, Status, ToolCall, ToolCalls
+from mcpbridge.agent.invoke import ToolInvoker
+from mcpbridge.client.registry import ExternalService
+from mcpbridge.errors import Conflict, MCPBridgeError
+from mcpbridge.ports import Clock, Events, Workflow
+
+log = logging.getLogger("mcpbridge.agent")
+
+Next = Literal["approval", "oauth", "invoke", "finish"]
+TIMEOUT_REASONS: dict[PendingKind, str] = {"approval": "approval timeout", "oauth": "authorization timeout"}
+
+
+class OAuthGate(Protocol):
+    """What the steps need from the OAuth layer."""
+
+    def usable(self, workspace_id: str, service: ExternalService, user_id: str) -> bool:
+        """Whether the user holds a token that works now or can be refreshed."""
+        ...
+
+    def authorization_url(self, workspace_id: str, service: ExternalService, user_id: str) -> str | None:
+        """A fresh authorization URL for the user (None when the service cannot be authorized this way)."""
+        ...
+
+
+Recheck = Callable[[ToolCall], tuple[ExternalService, Mapping[str, Any]]]
+"""Re-run the checks of a call before it runs: the service still enabled and selected, the tool still enabled,
+its definition unchanged. Returns the service and the tool's definition; raises a 4xx error otherwise."""
+
+Shaper = Callable[[str, Mapping[str, Any]], Mapping[str, Any]]
+"""``(service_name, result) -> stored result`` (untrusted-data prefix, images checked, base64 redacted)."""
+
+
+class ToolCallSteps:
+    def __init__(
+        self,
+        calls: ToolCalls,
+        clock: Clock,
+        invoker: ToolInvoker,
+        workflow: Callable[[], Workflow],
+        events: Events,
+        recheck: Recheck,
+        shape: Shaper,
+        oauth: OAuthGate | None = None,
+    ) -> None:
+        self._calls = calls
+        self._clock = clock
+        self._invoker = invoker
+        self._workflow = workflow
+        self._events = events
+        self._recheck = recheck
+        self._shape = shape
+        self._oauth = oauth
+
+    # -- prepare ------------------------------------------------------------------------------------------------
+
+    def prepare(self, call_id: str, workspace_id: str) -> dict[str, str]:
+        call = self._calls.find(workspace_id, call_id)
+        return {"next": self._advance(call)}
+
+    def _advance(self, call: ToolCall) -> Next:
+        if call.is_terminal:
+            return "finish"
+        if call.status == "awaiting_approval":
+            return "approval"
+        if call.status == "awaiting_oauth":
+            return "oauth"
+        if call.status == "running":
+            # A step died while the request may have been in flight: never run it again.
+            self._calls.move(
+                call,
+                "uncertain",
+                sets={"error": _error("outcome_unknown", "the call was interrupted; it may have run")},
+            )
+            return "finish"
+        if call.status == "approved":
+            return self._after_approval(call)
+        return "invoke"  # ready
+
+    def _after_approval(self, call: ToolCall) -> Next:
+        """An approved call may still need the user's OAuth authorization (two separate pauses)."""
+        try:
+            service, _ = self._recheck(call)
+        except MCPBridgeError as refused:
+            self._fail(call, refused, leaving=["approved"])
+            return "finish"
+        if self._needs_oauth(call, service) and not call.interactive:
+            # Non-interactive channels are not paused: the user authorizes in the console and asks again.
+            notice = f"authorize {service.name} in the console, then ask again"
+            self._moved(call, "cancelled", leaving=["approved"], sets={"error": _error("oauth_required", notice)})
+            return "finish"
+        if self._needs_oauth(call, service):
+            url = self._oauth.authorization_url(call.workspace_id, service, call.owner_user_id) if self._oauth else None
+            moved = self._moved(call, "awaiting_oauth", leaving=["approved"], sets=self._calls.oauth_pause(call, url))
+            if moved is not None:
+                self._publish("tool_call.oauth_required", moved)
+            return "oauth" if moved is not None else self._advance(self._calls.find(call.workspace_id, call.id))
+        moved = self._moved(call, "ready", leaving=["approved"])
+        return "invoke" if moved is not None else self._advance(self._calls.find(call.workspace_id, call.id))
+
+    def _needs_oauth(self, call: ToolCall, service: ExternalService) -> bool:
+        if service.auth.auth_type != "oauth":
+            return False
+        return self._oauth is None or not self._oauth.usable(call.workspace_id, service, call.owner_user_id)
+
+    # -- pauses -------------------------------------------------------------------------------------------------
+
+    def await_resolution(self, call_id: str, workspace_id: str, kind: PendingKind, task_token: str) -> None:
+        """Park ``task_token`` on the call. If the call stopped waiting meanwhile, resume the workflow now."""
+        call = self._calls.find(workspace_id, call_id)
+        timeout = call.approval_timeout_seconds if kind == "approval" else call.oauth_timeout_seconds
+        deadline = self._clock.now() + timeout
+        if call.status == WAITING[kind] and self._calls.store_task_token(call, kind, task_token, deadline):
+            return
+        self._workflow().send_success(task_token, {"resolved": True})
+
+    def timeout(self, call_id: str, workspace_id: str, kind: PendingKind) -> dict[str, str]:
+        """The wait ran out: reject (approval) or cancel (OAuth) unless a person resolved it first."""
+        call = self._calls.find(workspace_id, call_id)
+        if call.status == WAITING[kind]:
+            to = "rejected" if kind == "approval" else "cancelled"
+            reason = TIMEOUT_REASONS[kind]
+            moved = self._moved(
+                call, to, leaving=[WAITING[kind]], sets={"error": _error(reason.replace(" ", "_"), reason)}
+            )
+            if moved is not None:
+                log.info("tool call %s: %s", call.id, reason)
+        return {"next": self._advance(self._calls.find(workspace_id, call_id))}
+
+    def resume_waiting(self, call: ToolCall) -> None:
+        """After a person resolved ``call`` (already moved on): hand the result to the paused workflow, if it has
+        parked its token yet (if not, its ``await_resolution`` sees the move and resumes itself)."""
+        token = self._calls.task_token(call, "task_token")
+        if token is None:
+            return
+        try:
+            self._workflow().send_success(token, {"resolved": True})
+        except Conflict:
+            log.info("tool call %s: the workflow had already moved on", call.id)
+
+    # -- invoke -------------------------------------------------------------------------------------------------
+
+    def invoke(self, call_id: str, workspace_id: str) -> dict[str, str]:
+        """Blocking form of :meth:`invoke_async` (Lambda tasks and workflow threads have no running loop)."""
+        return anyio.run(self.invoke_async, call_id, workspace_id)
+
+    async def invoke_async(self, call_id: str, workspace_id: str) -> dict[str, str]:
+        call = await anyio.to_thread.run_sync(self._calls.find, workspace_id, call_id)
+        if call.status != "ready":
+            return {"next": await anyio.to_thread.run_sync(self._advance, call)}
+        try:
+            service, _ = await anyio.to_thread.run_sync(self._recheck, call)
+        except MCPBridgeError as refused:
+            await anyio.to_thread.run_sync(functools.partial(self._fail, call, refused, leaving=["ready"]))
+            return {"next": "finish"}
+        running = await anyio.to_thread.run_sync(lambda: self._moved(call, "running", leaving=["ready"]))
+        if running is None:  # another worker took it
+            return {"next": "finish"}
+        await self.run(running, service)
+        return {"next": "finish"}
+
+    async def run(self, call: ToolCall, service: ExternalService) -> ToolCall:
+        """Call the upstream tool for a ``running`` call and record the outcome."""
+        from mcpbridge.client.connection import OutcomeUnknown
+
+        status: Status
+        try:
+            result = await self._invoker.call(service, call.owner_user_id, call.tool_name, call.arguments)
+        except OutcomeUnknown as lost:  # it may have run: reported, never replayed
+            status, sets = "uncertain", {"error": _error(lost.code, lost.message)}
+        except MCPBridgeError as failed:  # refused before anything ran upstream
+            status, sets = "failed", {"error": _error(failed.code, failed.message)}
+        else:
+            status, sets = "completed", {"result": dict(self._shape(service.name, result))}
+        return await anyio.to_thread.run_sync(lambda: self._calls.move(call, status, sets=sets))
+
+    # -- finish -------------------------------------------------------------------------------------------------
+
+    def finish(self, call_id: str, workspace_id: str) -> dict[str, Any]:
+        """Announce the outcome and hand it to the agent's own callback token, if it gave one."""
+        call = self._calls.find(workspace_id, call_id)
+        if call.status == "running":  # the invoke step died with the request possibly sent
+            call = self._calls.move(
+                call,
+                "uncertain",
+                sets={"error": _error("outcome_unknown", "the call was interrupted; it may have run")},
+            )
+        elif not call.is_terminal:
+            call = self._calls.move(
+                call,
+                "failed",
+                leaving=[call.status],
+                sets={"error": _error("call_interrupted", "the call stopped before it could run")},
+            )
+        summary = outcome_of(call)
+        self._publish("tool_call.resolved", call)
+        callback = self._calls.task_token(call, "callback_task_token")
+        if callback is not None:
+            try:
+                if call.status == "completed":
+                    self._workflow().send_success(callback, _within_step_functions_limit(summary))
+                else:
+                    error = call.error or {}
+                    self._workflow().send_failure(
+                        callback, f"ToolCall.{call.status}", str(error.get("message", call.status))[:256]
+                    )
+            except MCPBridgeError as exc:
+                log.warning("tool call %s: the agent's callback token was refused (%s)", call.id, exc.code)
+        return summary
+
+    # -- helpers ------------------------------------------------------------------------------------------------
+
+    def _moved(
+        self, call: ToolCall, to: Any, *, leaving: list[Any], sets: Mapping[str, Any] | None = None
+    ) -> ToolCall | None:
+        try:
+            return self._calls.move(call, to, leaving=leaving, sets=sets)
+        except Conflict:
+            return None
+
+    def _fail(self, call: ToolCall, refused: MCPBridgeError, *, leaving: list[Any]) -> None:
+        self._moved(call, "failed", leaving=leaving, sets={"error": _error(refused.code, refused.message)})
+
+    def _publish(self, kind: str, call: ToolCall) -> None:
+        self._events.publish(kind, event_detail(call))
+
+
+CALLBACK_OUTPUT_LIMIT = 200_000
+"""Step Functions caps task output at 256 KiB: a larger result is left out of the callback (it stays readable
+through ``GET /api/v1/agent/tool-calls/{id}``)."""
+
+
+def _within_step_functions_limit(summary: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(summary, default=str).encode()) <= CALLBACK_OUTPUT_LIMIT:
+        return summary
+    return {**summary, "result": None, "result_omitted": True}
+
+
+def _error(code: str, message: str) -> dict[str, str]:
+    return {"code": code, "message": message[:500]}
+
+
+def outcome_of(call: ToolCall) -> dict[str, Any]:
+    """What an agent learns about a finished call (also the callback's output)."""
+    return {
+        "call_id": call.id,
+        "status": call.status,
+        "tool": call.tool_name,
+        "service_id": call.service_id,
+        "result": call.result,
+        "error": call.error,
+        "outcome_uncertain": call.status == "uncertain",
+    }
+
+
+def event_detail(call: ToolCall) -> dict[str, Any]:
+    """The event payload: who, what, which pause, until when. Never a token, and not the authorization URL (its
+    state is a secret: the owner reads it from ``GET /api/v1/agent/tool-calls/{id}``); results are redacted."""
+    return {
+        "pending_id": call.id,
+        "workspace_id": call.workspace_id,
+        "user_id": call.owner_user_id,
+        "session_id": call.session_id,
+        "status": call.status,
+        "kind": call.pending_kind,
+        "service_id": call.service_id,
+        "service_name": call.service_name,
+        "tool": call.tool_name,
+        "function_name": call.function_name,
+        "arguments": call.arguments,
+        "deadline_at": call.deadline_at,
+    }

@@ -1,0 +1,83 @@
+"""``/api/v1/agent/tool-calls`` and ``/api/v1/agent/pending``: agents call external tools by ``tool_ref``.
+
+A call that needs nothing from a person runs at once (200 with its outcome). One that needs an approval or the
+user's OAuth authorization answers 202 with the pending record; the agent polls ``GET /tool-calls/{id}`` or, on
+AWS, passes ``callback_task_token`` to be resumed by Step Functions when the call ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcpbridge.agent.calls import ToolCall
+from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.routes.resolutions import CallOut, call_out, require_caller
+
+router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
+
+
+class ActingPrincipal(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    user_id: str = Field(min_length=1, max_length=128)
+
+
+class ToolCallIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    tool_ref: str = Field(min_length=1, max_length=128, description="From the agent catalog's describe.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Validated against the tool's schema.")
+    agent_id: str | None = Field(default=None, max_length=64)
+    principal: ActingPrincipal | None = Field(default=None, description="Act for this user (needs act_as).")
+    session_id: str | None = Field(default=None, max_length=256)
+    interactive: bool = Field(default=True, description="False: never pause for OAuth (a notice instead).")
+    callback_task_token: str | None = Field(
+        default=None, max_length=2048, description="AWS only: resumed with SendTaskSuccess/Failure at the end."
+    )
+
+
+class SubmittedOut(CallOut):
+    notice: str | None = None
+
+
+class PendingList(BaseModel):
+    items: list[CallOut]
+
+
+@router.post("/tool-calls", responses={202: {"description": "The call waits for an approval or an authorization."}})
+async def submit_tool_call(
+    body: ToolCallIn, principal: CurrentPrincipal, container: ContainerDep, response: Response
+) -> SubmittedOut:
+    require_caller(principal)
+    broker = container.tool_calls
+    submitted = await broker.submit(
+        principal,
+        tool_ref=body.tool_ref,
+        arguments=body.arguments,
+        agent_id=body.agent_id,
+        acting_user_id=body.principal.user_id if body.principal else None,
+        session_id=body.session_id,
+        interactive=body.interactive,
+        callback_task_token=body.callback_task_token,
+    )
+    if submitted.paused:
+        response.status_code = 202
+    shown = await to_thread.run_sync(call_out, submitted.call, principal, container)
+    return SubmittedOut(**shown.model_dump(), notice=submitted.notice)
+
+
+@router.get("/tool-calls/{call_id}")
+def get_tool_call(call_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CallOut:
+    require_caller(principal)
+    return call_out(container.tool_calls.get(principal, call_id), principal, container)
+
+
+@router.get("/pending")
+def list_pending(principal: CurrentPrincipal, container: ContainerDep) -> PendingList:
+    require_caller(principal)
+    calls: list[ToolCall] = container.tool_calls.pending(principal)
+    return PendingList(items=[call_out(call, principal, container) for call in calls])

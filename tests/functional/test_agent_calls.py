@@ -1,0 +1,327 @@
+"""Agent tool calls over REST (``/api/v1/agent/tool-calls``, ``/pending``, ``/tool-approvals/{id}``) with the
+in-process workflow, on both backends, against a real SDK MCP server on 127.0.0.1 that records what it ran."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import Receive, Scope, Send
+
+from mcpbridge.agent.calls import call_key
+from mcpbridge.bootstrap import Container
+from mcpbridge.domain import credentials
+from mcpbridge.domain.identity import Scope as KeyScope
+from mcpbridge.http.apps import create_combined_app
+from mcpbridge.identity.service import _api_key_item, _workspace_item
+from mcpbridge.outbound.policy import EgressPolicy
+from tests.support.clock import FakeClock
+from tests.support.containers import container_on
+from tests.support.everything import serve
+
+SERVICES = "/api/v1/mcp-services"
+CALLS = "/api/v1/agent/tool-calls"
+APPROVALS = "/api/v1/agent/tool-approvals"
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64).decode()
+
+
+def schema(**fields: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {name: {"type": kind} for name, kind in fields.items()},
+        "required": list(fields),
+        "additionalProperties": False,
+    }
+
+
+class Upstream:
+    """Tools ``echo`` (text + structured), ``delete_page`` (records what it deleted) and ``snapshot`` (an image)."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, dict[str, Any]]] = []
+        self.tools = [
+            types.Tool(name="echo", description="Echo text", input_schema=schema(text="string")),
+            types.Tool(name="delete_page", description="Delete a page", input_schema=schema(id="integer")),
+            types.Tool(name="snapshot", description="A picture", input_schema=schema()),
+        ]
+
+        async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+            return types.ListToolsResult(tools=copy.deepcopy(self.tools))
+
+        async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+            arguments = dict(params.arguments or {})
+            self.ran.append((params.name, arguments))
+            if params.name == "echo":
+                return types.CallToolResult(
+                    content=[types.TextContent(type="text", text=f"Echo: {arguments['text']}")],
+                    structured_content={"echoed": arguments["text"]},
+                )
+            if params.name == "snapshot":
+                return types.CallToolResult(content=[types.ImageContent(type="image", data=PNG, mime_type="image/png")])
+            return types.CallToolResult(content=[types.TextContent(type="text", text=f"deleted {arguments['id']}")])
+
+        self.server: Server[Any] = Server("pages", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = StreamableHTTPSessionManager(
+            app=self.server,
+            json_response=True,
+            stateless=True,
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        async with manager.run():
+            await manager.handle_request(scope, receive, send)
+
+
+@pytest.fixture(params=["local", "aws"])
+def container(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Container]:
+    with container_on(
+        request.param, tmp_path, monkeypatch, clock=FakeClock(), egress=EgressPolicy(["127.0.0.1"])
+    ) as built:
+        yield built
+        built.workflow.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def client(container: Container) -> Iterator[TestClient]:
+    with TestClient(create_combined_app(container), raise_server_exceptions=False) as test_client:
+        test_client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+        yield test_client
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    app = Upstream()
+    with serve(app, lifespan="off") as base:
+        app.url = f"{base}/mcp"  # type: ignore[attr-defined]
+        yield app
+
+
+@pytest.fixture
+def service_id(client: TestClient, upstream: Upstream) -> str:
+    created = client.post(SERVICES, json={"name": "pages", "url": upstream.url})  # type: ignore[attr-defined]
+    assert created.status_code == 201, created.text
+    service = str(created.json()["id"])
+    assert client.post(f"{SERVICES}/{service}/metadata/refresh").status_code == 200
+    return service
+
+
+def tool_ref(client: TestClient, service_id: str, tool: str) -> str:
+    described = client.get("/api/v1/agent/tools/describe", params={"service_id": service_id, "tool_name": tool})
+    assert described.status_code == 200, described.text
+    return str(described.json()["tool_ref"])
+
+
+def require_approval(client: TestClient, service_id: str, tool: str, **policy: bool) -> None:
+    body = {"require_approval": True, **policy}
+    assert client.put(f"{SERVICES}/{service_id}/tool-approvals/{tool}", json=body).status_code == 200
+
+
+def settled(client: TestClient, call_id: str, *, timeout: float = 20.0) -> dict[str, Any]:
+    """Poll the call until it reaches a final status (the workflow runs in a thread)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body: dict[str, Any] = client.get(f"{CALLS}/{call_id}").json()
+        if body["status"] in ("completed", "failed", "rejected", "cancelled", "uncertain"):
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"call {call_id} did not finish: {body['status']}")
+
+
+def problem(response: Any, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.json()["code"] == code, response.text
+
+
+def second_user_key(container: Container, client: TestClient) -> str:
+    """An admin key of another user of the same workspace."""
+    workspace_id = container.identity.installed_workspace_id()
+    assert workspace_id is not None
+    issued = credentials.issue(credentials.API_KEY_PREFIX)
+    container.store.put(
+        _api_key_item(workspace_id, "key_bob", "usr_bob", "bob", "admin", KeyScope(), issued, "2027-01-01T00:00:00Z")
+    )
+    return issued.plaintext
+
+
+# ---------------------------------------------------------------------------------------------- at once
+
+
+def test_a_call_without_pause_runs_at_once(client: TestClient, service_id: str, upstream: Upstream) -> None:
+    ref = tool_ref(client, service_id, "echo")
+    answered = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "hi"}})
+    assert answered.status_code == 200, answered.text
+    body = answered.json()
+    assert body["status"] == "completed"
+    assert body["kind"] is None
+    assert body["result"]["structuredContent"] == {"echoed": "hi"}
+    assert body["result"]["isError"] is False
+    texts = [block.get("text", "") for block in body["result"]["content"]]
+    assert "untrusted" in texts[0]
+    assert "Echo: hi" in texts
+    assert upstream.ran == [("echo", {"text": "hi"})]
+    assert client.get(f"{CALLS}/{body['pending_id']}").json()["status"] == "completed"
+
+
+def test_arguments_are_checked_against_the_schema(client: TestClient, service_id: str, upstream: Upstream) -> None:
+    ref = tool_ref(client, service_id, "delete_page")
+    for arguments in ({"id": "seven"}, {}, {"id": 7, "extra": True}):
+        problem(client.post(CALLS, json={"tool_ref": ref, "arguments": arguments}), 400, "invalid_arguments")
+    problem(client.post(CALLS, json={"tool_ref": "mcpt_" + "0" * 64, "arguments": {}}), 404, "tool_ref_unknown")
+    problem(client.post(CALLS, json={"tool_ref": ref, "arguments": "[]"}), 422, "validation_failed")
+    assert upstream.ran == []
+    assert client.get("/api/v1/agent/pending").json()["items"] == []
+
+
+def test_images_are_redacted_in_what_is_stored(
+    client: TestClient, container: Container, service_id: str, upstream: Upstream
+) -> None:
+    answered = client.post(CALLS, json={"tool_ref": tool_ref(client, service_id, "snapshot"), "arguments": {}})
+    assert answered.status_code == 200, answered.text
+    assert PNG not in answered.text
+    workspace_id = container.identity.installed_workspace_id()
+    assert workspace_id is not None
+    stored = container.store.get(call_key(workspace_id, answered.json()["pending_id"]))
+    assert stored is not None
+    assert PNG not in json.dumps(stored)
+    assert "redacted" in json.dumps(stored["result"])
+
+
+# ---------------------------------------------------------------------------------------------- approvals
+
+
+def test_approval_with_modified_arguments(client: TestClient, service_id: str, upstream: Upstream) -> None:
+    require_approval(client, service_id, "delete_page")
+    ref = tool_ref(client, service_id, "delete_page")
+    paused = client.post(CALLS, json={"tool_ref": ref, "arguments": {"id": 1}, "session_id": "s1"})
+    assert paused.status_code == 202, paused.text
+    pending = paused.json()
+    assert (pending["status"], pending["kind"]) == ("awaiting_approval", "approval")
+    assert pending["arguments"] == {"id": 1}
+    listed = client.get("/api/v1/agent/pending").json()["items"]
+    assert [p["pending_id"] for p in listed] == [pending["pending_id"]]
+    assert upstream.ran == []
+
+    call_id = pending["pending_id"]
+    problem(
+        client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve", "modified_args": None}),
+        400,
+        "invalid_modified_args",
+    )
+    problem(
+        client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve", "modified_args": {"id": "x"}}),
+        400,
+        "invalid_arguments",
+    )
+    assert client.get(f"{CALLS}/{call_id}").json()["status"] == "awaiting_approval"  # nothing changed
+
+    approved = client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve", "modified_args": {"id": 2}})
+    assert approved.status_code == 200, approved.text
+    done = settled(client, call_id)
+    assert done["status"] == "completed"
+    assert upstream.ran == [("delete_page", {"id": 2})]
+    assert done["approval"]["decision"] == "approve"
+    problem(client.post(f"{APPROVALS}/{call_id}", json={"decision": "reject"}), 409, "already_resolved")
+    assert client.get("/api/v1/agent/pending").json()["items"] == []
+
+
+def test_reject_ends_the_call_with_the_reason(client: TestClient, service_id: str, upstream: Upstream) -> None:
+    require_approval(client, service_id, "delete_page")
+    paused = client.post(CALLS, json={"tool_ref": tool_ref(client, service_id, "delete_page"), "arguments": {"id": 1}})
+    call_id = paused.json()["pending_id"]
+    rejected = client.post(f"{APPROVALS}/{call_id}", json={"decision": "reject", "reason": "not that page"})
+    assert rejected.status_code == 200
+    done = settled(client, call_id)
+    assert done["status"] == "rejected"
+    assert done["error"]["message"] == "not that page"
+    assert upstream.ran == []
+
+
+def test_only_the_owner_resolves(client: TestClient, container: Container, service_id: str) -> None:
+    require_approval(client, service_id, "delete_page")
+    paused = client.post(CALLS, json={"tool_ref": tool_ref(client, service_id, "delete_page"), "arguments": {"id": 1}})
+    call_id = paused.json()["pending_id"]
+    bob = {"Authorization": f"Bearer {second_user_key(container, client)}"}
+    problem(client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"}, headers=bob), 403, "user_mismatch")
+    assert client.get("/api/v1/agent/pending", headers=bob).json()["items"] == []
+
+    # Another workspace does not even see the call.
+    issued = credentials.issue(credentials.API_KEY_PREFIX)
+    container.store.put(_workspace_item("ws_other", "Other", "2027-01-01T00:00:00Z"))
+    container.store.put(
+        _api_key_item("ws_other", "key_o", "usr_o", "o", "admin", KeyScope(), issued, "2027-01-01T00:00:00Z")
+    )
+    other = {"Authorization": f"Bearer {issued.plaintext}"}
+    problem(
+        client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"}, headers=other), 404, "pending_not_found"
+    )
+    assert client.get(f"{CALLS}/{call_id}").json()["status"] == "awaiting_approval"
+
+
+def test_approval_timeout_rejects(
+    client: TestClient, container: Container, service_id: str, upstream: Upstream
+) -> None:
+    require_approval(client, service_id, "delete_page")
+    agent = client.post("/api/v1/agents", json={"name": "quick", "approval_timeout_seconds": 30}).json()
+    ref = tool_ref(client, service_id, "delete_page")
+    paused = client.post(CALLS, json={"tool_ref": ref, "arguments": {"id": 1}, "agent_id": agent["id"]})
+    assert paused.status_code == 202, paused.text
+    call_id = paused.json()["pending_id"]
+    deadline = time.monotonic() + 10
+    while client.get(f"{CALLS}/{call_id}").json()["expires_at"] is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the workflow parks the pause
+    container.clock.advance(31)  # type: ignore[attr-defined]
+    done = settled(client, call_id)
+    assert done["status"] == "rejected"
+    assert done["error"]["message"] == "approval timeout"
+    problem(client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"}), 409, "already_resolved")
+    assert upstream.ran == []
+
+
+def test_a_tool_disabled_while_waiting_is_refused(client: TestClient, service_id: str, upstream: Upstream) -> None:
+    require_approval(client, service_id, "delete_page")
+    paused = client.post(CALLS, json={"tool_ref": tool_ref(client, service_id, "delete_page"), "arguments": {"id": 1}})
+    call_id = paused.json()["pending_id"]
+    assert client.put(f"{SERVICES}/{service_id}/tool-approvals/delete_page", json={"enabled": False}).status_code == 200
+    client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"})
+    done = settled(client, call_id)
+    assert done["status"] == "failed"
+    assert done["error"]["code"] == "tool_disabled"
+    assert upstream.ran == []
+
+
+def test_nothing_secret_in_records_events_or_logs(
+    client: TestClient, container: Container, service_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    require_approval(client, service_id, "snapshot")
+    paused = client.post(CALLS, json={"tool_ref": tool_ref(client, service_id, "snapshot"), "arguments": {}})
+    call_id = paused.json()["pending_id"]
+    time.sleep(0.3)  # let the workflow park its token
+    workspace_id = container.identity.installed_workspace_id()
+    assert workspace_id is not None
+    stored = container.store.get(call_key(workspace_id, call_id))
+    assert stored is not None
+    assert "task_token" not in stored  # only the sealed form
+    assert str(stored.get("sealed_task_token", "enc:v1:")).startswith("enc:v1:")
+    client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"})
+    settled(client, call_id)
+    events = [r.getMessage() for r in caplog.records if r.name == "mcpbridge.events"]
+    assert any("tool_call.approval_required" in e for e in events)
+    assert any("tool_call.resolved" in e for e in events)
+    for record in caplog.records:
+        message = record.getMessage()
+        assert PNG not in message
+        assert "local:" not in message
