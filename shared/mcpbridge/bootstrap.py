@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from mcpbridge.agent.broker import ToolCallBroker
     from mcpbridge.agent.calls import ToolCall, ToolCalls
     from mcpbridge.agent.catalog import AgentCatalog
+    from mcpbridge.agent.invoke import OAuthRunner
     from mcpbridge.agent.profiles import AgentProfiles
-    from mcpbridge.agent.steps import ToolCallSteps
+    from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.client.catalog import ToolCatalog
     from mcpbridge.client.policies import ToolPolicies
     from mcpbridge.client.pool import ConnectionPools
@@ -284,7 +285,7 @@ class Container:
             self.services,
             self.tool_policies,
             self.egress,
-            SpecSource(self.services),
+            SpecSource(self.services, lambda: self.oauth),
         )
 
     @cached_property
@@ -322,7 +323,7 @@ class Container:
         from mcpbridge.oauth.manager import OAuthManager
 
         settings = self.settings
-        return OAuthManager(
+        manager = OAuthManager(
             store=self.store,
             clock=self.clock,
             secrets=self.secrets,
@@ -332,6 +333,20 @@ class Container:
             frontend_urls=settings.frontend_urls,
             client_metadata_url=settings.oauth_client_metadata_url,
         )
+        manager.on_token_stored(self._oauth_token_stored)
+        manager.on_token_removed(self._oauth_token_removed)
+        return manager
+
+    def _oauth_token_stored(self, workspace_id: str, service_id: str, principal_type: str, principal_id: str) -> None:
+        """A user's token changed: their cached connections go, and their calls waiting for it resume."""
+        self._oauth_token_removed(workspace_id, service_id, principal_type, principal_id)
+        self.tool_calls.on_token_stored(workspace_id, service_id, principal_type, principal_id)
+
+    def _oauth_token_removed(self, workspace_id: str, service_id: str, principal_type: str, principal_id: str) -> None:
+        from mcpbridge.client.pool import PoolKey
+
+        if "connections" in self.__dict__:
+            self.connections.forget(PoolKey(service_id, f"{principal_type}:{principal_id}"))
 
     # -- agent tool calls ---------------------------------------------------------------------------------------
 
@@ -386,6 +401,8 @@ class Container:
             self._recheck_call,
             shape,
             self._oauth_gate(),
+            find_service=self.services.find,
+            refresh_catalog=self._refresh_catalog_for,
         )
 
     @cached_property
@@ -405,6 +422,7 @@ class Container:
             resolve_tool,
             self.tool_policies.policy_for,
             self.agent_profiles.resolve,
+            self._named_by_ref,
             self._oauth_gate(),
             callbacks_supported=self._uses_step_functions,
         )
@@ -420,11 +438,31 @@ class Container:
         resolved = self.agent_catalog.resolve(owner, self.agent_profiles.resolve(owner, call.agent_id), call.tool_ref)
         return resolved.service, resolved.definition
 
-    def _oauth_gate(self) -> Any:
-        return None
+    def _oauth_gate(self) -> OAuthGate:
+        from mcpbridge.agent.oauth_gate import ManagerOAuthGate
+        from mcpbridge.oauth.tokens import TokenStore
 
-    def _oauth_runner(self) -> Any:
-        return None
+        return ManagerOAuthGate(self.oauth, TokenStore(self.store, self.clock, self.secrets), self.clock)
+
+    def _oauth_runner(self) -> OAuthRunner:
+        from mcpbridge.client.oauth_calls import call_with_oauth
+
+        async def run(service: ExternalService, workspace_id: str, user_id: str, operation: Any) -> Any:
+            return await call_with_oauth(self.oauth, service, workspace_id, "user", user_id, operation)
+
+        return run
+
+    async def _refresh_catalog_for(self, call: ToolCall, service: ExternalService) -> None:
+        from mcpbridge.agent.oauth_gate import owner_principal
+
+        await self.catalog.refresh_for(owner_principal(call.workspace_id, call.owner_user_id), service)
+
+    def _named_by_ref(self, workspace_id: str, tool_ref: str) -> tuple[str, str] | None:
+        from mcpbridge.agent.catalog import tool_ref_key
+        from mcpbridge.domain.tool_names import is_tool_ref
+
+        record = self.store.get(tool_ref_key(workspace_id, tool_ref)) if is_tool_ref(tool_ref) else None
+        return None if record is None else (str(record["service_id"]), str(record["tool_name"]))
 
     def preload(self) -> None:
         """Import the backend's adapter modules now (no client, no I/O), so a SnapStart snapshot holds them and

@@ -25,22 +25,43 @@ from typing import Any, Literal
 
 from anyio import to_thread
 
+from mcpbridge.agent.arguments import validate_arguments
 from mcpbridge.agent.calls import ID_PREFIX, ToolCall, ToolCalls
 from mcpbridge.agent.steps import OAuthGate, ToolCallSteps, event_detail
 from mcpbridge.client.registry import ExternalService, ServiceRegistry
 from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.domain.ids import new_id
-from mcpbridge.errors import Conflict, Forbidden, InvalidInput, NotFound
+from mcpbridge.errors import Conflict, Forbidden, InvalidInput, NotFound, OAuthRequired
 from mcpbridge.ports import CallStart, Clock, Events, Workflow
 
 log = logging.getLogger("mcpbridge.agent")
 
-MAX_ARGUMENT_BYTES = 256 * 1024
 _USER_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 OAUTH_NOTICE = (
     "This tool needs your authorization of {service}. Authorize it in the console (MCP services), then ask again; "
     "the agent continues without the tool for now."
 )
+
+
+@dataclass(frozen=True)
+class _Draft:
+    """A checked submission, before it is stored."""
+
+    principal: Principal
+    service: ExternalService
+    tool_name: str
+    function_name: str
+    tool_ref: str
+    definition_hash: str
+    profile: Any
+    user_id: str
+    arguments: dict[str, Any]
+    session_id: str | None
+    interactive: bool
+    base_url: str | None
+    arguments_checked: bool
+    needs_approval: bool
+    needs_oauth: bool
 
 
 @dataclass(frozen=True)
@@ -64,6 +85,7 @@ class ToolCallBroker:
         resolve_tool: Callable[[Principal, str | None, str], Any],
         policy_for: Callable[[str, str, str], Any],
         profile_for: Callable[[Principal, str | None], Any],
+        named_by_ref: Callable[[str, str], tuple[str, str] | None],
         oauth: OAuthGate | None,
         *,
         callbacks_supported: bool,
@@ -77,6 +99,7 @@ class ToolCallBroker:
         self._resolve_tool = resolve_tool
         self._policy_for = policy_for
         self._profile_for = profile_for
+        self._named_by_ref = named_by_ref
         self._oauth = oauth
         self._callbacks_supported = callbacks_supported
 
@@ -93,76 +116,40 @@ class ToolCallBroker:
         session_id: str | None = None,
         interactive: bool = True,
         callback_task_token: str | None = None,
+        base_url: str | None = None,
     ) -> Submitted:
         if callback_task_token and not self._callbacks_supported:
             raise InvalidInput(
                 "callback_task_token needs the AWS backend (Step Functions)", code="callback_not_supported"
             )
-        prepared = await to_thread.run_sync(
-            lambda: self._prepare(principal, tool_ref, arguments, agent_id, acting_user_id)
+        draft = await to_thread.run_sync(
+            lambda: self._prepare(
+                principal, tool_ref, arguments, agent_id, acting_user_id, session_id, interactive, base_url
+            )
         )
-        service, resolved, profile, user_id, needs_approval, needs_oauth = prepared
-        if needs_oauth and not interactive and not needs_approval:
-            return Submitted(
-                call=await to_thread.run_sync(
-                    lambda: self._record(
-                        principal,
-                        service,
-                        resolved,
-                        profile,
-                        user_id,
-                        arguments,
-                        session_id,
-                        interactive,
-                        status="cancelled",
-                        error={"code": "oauth_required", "message": OAUTH_NOTICE.format(service=service.name)},
-                        callback=None,
-                    )
-                ),
-                paused=False,
-                notice=OAUTH_NOTICE.format(service=service.name),
-            )
-        if not needs_approval and not needs_oauth:
-            call = await to_thread.run_sync(
-                lambda: self._record(
-                    principal,
-                    service,
-                    resolved,
-                    profile,
-                    user_id,
-                    arguments,
-                    session_id,
-                    interactive,
-                    status="running",
-                    error=None,
-                    callback=callback_task_token,
-                )
-            )
-            call = await self._steps.run(call, service)
+        if draft.needs_oauth and not interactive and not draft.needs_approval:
+            notice = OAUTH_NOTICE.format(service=draft.service.name)
+            error = {"code": "oauth_required", "message": notice}
+            call = await to_thread.run_sync(lambda: self._record(draft, "cancelled", error=error))
+            return Submitted(call=call, paused=False, notice=notice)
+        if not draft.needs_approval and not draft.needs_oauth:
+            call = await to_thread.run_sync(lambda: self._record(draft, "running", callback=callback_task_token))
+            call = await self._steps.run(call, draft.service)
             await to_thread.run_sync(self._steps.finish, call.id, call.workspace_id)
             return Submitted(call=await to_thread.run_sync(self._calls.find, call.workspace_id, call.id), paused=False)
-        status = "awaiting_approval" if needs_approval else "awaiting_oauth"
+        status = "awaiting_approval" if draft.needs_approval else "awaiting_oauth"
 
         def pause() -> ToolCall:
-            call = self._record(
-                principal,
-                service,
-                resolved,
-                profile,
-                user_id,
-                arguments,
-                session_id,
-                interactive,
-                status=status,
-                error=None,
-                callback=callback_task_token,
-            )
+            call = self._record(draft, status, callback=callback_task_token)
             if status == "awaiting_oauth":
-                url = self._oauth.authorization_url(call.workspace_id, service, user_id) if self._oauth else None
+                url = (
+                    self._oauth.authorization_url(call.workspace_id, draft.service, draft.user_id, base_url)
+                    if self._oauth
+                    else None
+                )
                 call = self._calls.move(call, "awaiting_oauth", sets=self._calls.oauth_pause(call, url))
-            self._events.publish(
-                "tool_call.approval_required" if needs_approval else "tool_call.oauth_required", event_detail(call)
-            )
+            kind = "tool_call.approval_required" if draft.needs_approval else "tool_call.oauth_required"
+            self._events.publish(kind, event_detail(call))
             self._workflow().start(
                 CallStart(call.id, call.workspace_id, call.approval_timeout_seconds, call.oauth_timeout_seconds)
             )
@@ -177,14 +164,60 @@ class ToolCallBroker:
         arguments: Mapping[str, Any],
         agent_id: str | None,
         acting_user_id: str | None,
-    ) -> tuple[ExternalService, Any, Any, str, bool, bool]:
+        session_id: str | None,
+        interactive: bool,
+        base_url: str | None,
+    ) -> _Draft:
         user_id = self._acting_user(principal, acting_user_id)
         profile = self._profile_for(principal, agent_id)
-        resolved = self._resolve_tool(principal, agent_id, tool_ref)
+        try:
+            resolved = self._resolve_tool(principal, agent_id, tool_ref)
+        except OAuthRequired:
+            # The user has never authorized this OAuth service, so there is no catalog of it for them yet: the
+            # reference still names the tool; the call waits for the authorization, and the schema and arguments
+            # are checked before it runs.
+            named = self._named_by_ref(principal.workspace_id, tool_ref)
+            if named is None:
+                raise
+            service = self._registry.find(principal.workspace_id, named[0])
+            if not isinstance(arguments, Mapping):
+                raise InvalidInput("arguments must be a JSON object", code="invalid_arguments") from None
+            return _Draft(
+                principal,
+                service,
+                named[1],
+                "",
+                tool_ref,
+                "",
+                profile,
+                user_id,
+                dict(arguments),
+                session_id,
+                interactive,
+                base_url,
+                arguments_checked=False,
+                needs_approval=self._approval_required(principal.workspace_id, service.id, named[1]),
+                needs_oauth=True,
+            )
         validate_arguments(resolved.input_schema, arguments)
-        needs_approval = self._approval_required(principal.workspace_id, resolved.service.id, resolved.tool_name)
-        needs_oauth = self._needs_oauth(principal.workspace_id, resolved.service, user_id)
-        return resolved.service, resolved, profile, user_id, needs_approval, needs_oauth
+        service = resolved.service
+        return _Draft(
+            principal,
+            service,
+            resolved.tool_name,
+            resolved.function_name,
+            resolved.tool_ref,
+            resolved.definition_hash,
+            profile,
+            user_id,
+            dict(arguments),
+            session_id,
+            interactive,
+            base_url,
+            arguments_checked=True,
+            needs_approval=self._approval_required(principal.workspace_id, service.id, resolved.tool_name),
+            needs_oauth=self._needs_oauth(principal.workspace_id, service, user_id),
+        )
 
     def _acting_user(self, principal: Principal, acting_user_id: str | None) -> str:
         if acting_user_id is None or acting_user_id == principal.user_id:
@@ -208,39 +241,30 @@ class ToolCallBroker:
         return self._oauth is None or not self._oauth.usable(workspace_id, service, user_id)
 
     def _record(
-        self,
-        principal: Principal,
-        service: ExternalService,
-        resolved: Any,
-        profile: Any,
-        user_id: str,
-        arguments: Mapping[str, Any],
-        session_id: str | None,
-        interactive: bool,
-        *,
-        status: str,
-        error: dict[str, str] | None,
-        callback: str | None,
+        self, draft: _Draft, status: str, *, error: dict[str, str] | None = None, callback: str | None = None
     ) -> ToolCall:
         item: dict[str, Any] = {
             "id": new_id(ID_PREFIX),
-            "workspace_id": principal.workspace_id,
-            "owner_user_id": user_id,
-            "submitted_by_api_key": principal.api_key_id,
-            "agent_id": getattr(profile, "id", None),
-            "session_id": session_id,
-            "interactive": interactive,
-            "service_id": service.id,
-            "service_name": service.name,
-            "tool_name": resolved.tool_name,
-            "function_name": resolved.function_name,
-            "tool_ref": resolved.tool_ref,
-            "definition_hash": resolved.definition_hash,
-            "arguments": dict(arguments),
+            "workspace_id": draft.principal.workspace_id,
+            "owner_user_id": draft.user_id,
+            "submitted_by_api_key": draft.principal.api_key_id,
+            "agent_id": getattr(draft.profile, "id", None),
+            "session_id": draft.session_id,
+            "interactive": draft.interactive,
+            "service_id": draft.service.id,
+            "service_name": draft.service.name,
+            "tool_name": draft.tool_name,
+            "function_name": draft.function_name,
+            "tool_ref": draft.tool_ref,
+            "definition_hash": draft.definition_hash,
+            "arguments": draft.arguments,
+            "arguments_checked": draft.arguments_checked,
             "status": status,
-            "approval_timeout_seconds": int(profile.approval_timeout_seconds),
-            "oauth_timeout_seconds": int(profile.oauth_wait_timeout_seconds),
+            "approval_timeout_seconds": int(draft.profile.approval_timeout_seconds),
+            "oauth_timeout_seconds": int(draft.profile.oauth_wait_timeout_seconds),
         }
+        if draft.base_url:
+            item["request_base_url"] = draft.base_url
         if error is not None:
             item["error"] = error
             item["finished_at"] = timestamp(self._clock.now())
@@ -358,38 +382,3 @@ class ToolCallBroker:
 
 def _already_resolved() -> Conflict:
     return Conflict("this call was already resolved", code="already_resolved")
-
-
-def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> None:
-    """Validate ``arguments`` against a tool's JSON Schema. Remote ``$ref`` are never fetched (a schema that needs
-    one fails validation), and the error names the failing path, never the value."""
-    import json
-
-    from jsonschema import exceptions as schema_errors
-    from jsonschema import validators
-    from referencing import Registry
-    from referencing.exceptions import NoSuchResource
-
-    if not isinstance(arguments, dict):
-        raise InvalidInput("arguments must be a JSON object", code="invalid_arguments")
-    if len(json.dumps(arguments, default=str)) > MAX_ARGUMENT_BYTES:
-        raise InvalidInput(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB", code="invalid_arguments")
-
-    def refuse(uri: str) -> Any:
-        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
-
-    try:
-        validator_class = validators.validator_for(dict(schema))
-        validator = validator_class(dict(schema), registry=Registry(retrieve=refuse))  # type: ignore[call-arg]
-        error = schema_errors.best_match(validator.iter_errors(arguments))
-    except (schema_errors.SchemaError, schema_errors._WrappedReferencingError, NoSuchResource) as broken:
-        raise InvalidInput(
-            "the tool's input schema cannot be used to check arguments", code="invalid_tool_schema"
-        ) from broken
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-        raise InvalidInput(
-            f"arguments do not match the tool's schema at {where}: {error.validator} failed",
-            code="invalid_arguments",
-            details={"path": where, "rule": str(error.validator)},
-        )

@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from mcpbridge.client.connection import ConnectionSpec
 
 OAuthRunner = Callable[
-    [ExternalService, str, Callable[["ConnectionSpec"], Awaitable[dict[str, Any]]]], Awaitable[dict[str, Any]]
+    [ExternalService, str, str, Callable[["ConnectionSpec"], Awaitable[dict[str, Any]]]], Awaitable[dict[str, Any]]
 ]
-"""``(service, user_id, operation) -> result``: runs ``operation`` with a spec carrying the user's fresh token,
-refreshing once on 401 (see :mod:`mcpbridge.client.oauth_calls`)."""
+"""``(service, workspace_id, user_id, operation) -> result``: runs ``operation`` with a spec carrying the user's
+fresh token, refreshing once on 401 (see :mod:`mcpbridge.client.oauth_calls`)."""
 
 
 class ToolInvoker:
@@ -33,7 +33,7 @@ class ToolInvoker:
         self._oauth = oauth
 
     async def call(
-        self, service: ExternalService, user_id: str, tool_name: str, arguments: Mapping[str, Any]
+        self, service: ExternalService, workspace_id: str, user_id: str, tool_name: str, arguments: Mapping[str, Any]
     ) -> dict[str, Any]:
         """The tool's result as sent (``CallToolResult`` as JSON: content, structuredContent, isError)."""
         from mcpbridge.client.specs import connection_spec
@@ -54,6 +54,6 @@ class ToolInvoker:
             async def with_token(spec: ConnectionSpec) -> dict[str, Any]:
                 return await on(spec, f"user:{user_id}")
 
-            return await self._oauth(service, user_id, with_token)
+            return await self._oauth(service, workspace_id, user_id, with_token)
         secrets = await to_thread.run_sync(self._registry.connection_secrets, service)
         return await on(connection_spec(service, secrets), WORKSPACE_SCOPE)

@@ -12,15 +12,16 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, Protocol
 
 import anyio
 
+from mcpbridge.agent.arguments import validate_arguments
 from mcpbridge.agent.calls import WAITING, PendingKind, Status, ToolCall, ToolCalls
 from mcpbridge.agent.invoke import ToolInvoker
 from mcpbridge.client.registry import ExternalService
-from mcpbridge.errors import Conflict, MCPBridgeError
+from mcpbridge.errors import Conflict, MCPBridgeError, OAuthRequired
 from mcpbridge.ports import Clock, Events, Workflow
 
 log = logging.getLogger("mcpbridge.agent")
@@ -36,8 +37,11 @@ class OAuthGate(Protocol):
         """Whether the user holds a token that works now or can be refreshed."""
         ...
 
-    def authorization_url(self, workspace_id: str, service: ExternalService, user_id: str) -> str | None:
-        """A fresh authorization URL for the user (None when the service cannot be authorized this way)."""
+    def authorization_url(
+        self, workspace_id: str, service: ExternalService, user_id: str, base_url: str | None = None
+    ) -> str | None:
+        """A fresh authorization URL for the user (None when the flow cannot be started now). ``base_url``: where
+        the call was submitted, for the callback URL when no public base URL is configured."""
         ...
 
 
@@ -60,6 +64,9 @@ class ToolCallSteps:
         recheck: Recheck,
         shape: Shaper,
         oauth: OAuthGate | None = None,
+        *,
+        find_service: Callable[[str, str], ExternalService] | None = None,
+        refresh_catalog: Callable[[ToolCall, ExternalService], Awaitable[None]] | None = None,
     ) -> None:
         self._calls = calls
         self._clock = clock
@@ -69,6 +76,8 @@ class ToolCallSteps:
         self._recheck = recheck
         self._shape = shape
         self._oauth = oauth
+        self._find_service = find_service
+        self._refresh_catalog = refresh_catalog
 
     # -- prepare ------------------------------------------------------------------------------------------------
 
@@ -99,6 +108,12 @@ class ToolCallSteps:
         """An approved call may still need the user's OAuth authorization (two separate pauses)."""
         try:
             service, _ = self._recheck(call)
+        except OAuthRequired as needs_auth:
+            # No catalog of this OAuth service for the user yet: authorize first, check the tool afterwards.
+            if self._find_service is None:
+                self._fail(call, needs_auth, leaving=["approved"])
+                return "finish"
+            service = self._find_service(call.workspace_id, call.service_id)
         except MCPBridgeError as refused:
             self._fail(call, refused, leaving=["approved"])
             return "finish"
@@ -108,7 +123,13 @@ class ToolCallSteps:
             self._moved(call, "cancelled", leaving=["approved"], sets={"error": _error("oauth_required", notice)})
             return "finish"
         if self._needs_oauth(call, service):
-            url = self._oauth.authorization_url(call.workspace_id, service, call.owner_user_id) if self._oauth else None
+            url = (
+                self._oauth.authorization_url(
+                    call.workspace_id, service, call.owner_user_id, call.item.get("request_base_url")
+                )
+                if self._oauth
+                else None
+            )
             moved = self._moved(call, "awaiting_oauth", leaving=["approved"], sets=self._calls.oauth_pause(call, url))
             if moved is not None:
                 self._publish("tool_call.oauth_required", moved)
@@ -167,7 +188,7 @@ class ToolCallSteps:
         if call.status != "ready":
             return {"next": await anyio.to_thread.run_sync(self._advance, call)}
         try:
-            service, _ = await anyio.to_thread.run_sync(self._recheck, call)
+            service, _ = await self._checked(call)
         except MCPBridgeError as refused:
             await anyio.to_thread.run_sync(functools.partial(self._fail, call, refused, leaving=["ready"]))
             return {"next": "finish"}
@@ -177,13 +198,30 @@ class ToolCallSteps:
         await self.run(running, service)
         return {"next": "finish"}
 
+    async def _checked(self, call: ToolCall) -> tuple[ExternalService, Mapping[str, Any]]:
+        """The checks again, right before running. A call submitted before the user had ever authorized its OAuth
+        service gets the user's first catalog pulled now, and its arguments checked against it."""
+        try:
+            service, definition = await anyio.to_thread.run_sync(self._recheck, call)
+        except OAuthRequired:
+            if self._refresh_catalog is None or self._find_service is None:
+                raise
+            service = await anyio.to_thread.run_sync(self._find_service, call.workspace_id, call.service_id)
+            await self._refresh_catalog(call, service)
+            service, definition = await anyio.to_thread.run_sync(self._recheck, call)
+        if not call.item.get("arguments_checked", True):
+            validate_arguments(definition.get("inputSchema") or {}, call.arguments)
+        return service, definition
+
     async def run(self, call: ToolCall, service: ExternalService) -> ToolCall:
         """Call the upstream tool for a ``running`` call and record the outcome."""
         from mcpbridge.client.connection import OutcomeUnknown
 
         status: Status
         try:
-            result = await self._invoker.call(service, call.owner_user_id, call.tool_name, call.arguments)
+            result = await self._invoker.call(
+                service, call.workspace_id, call.owner_user_id, call.tool_name, call.arguments
+            )
         except OutcomeUnknown as lost:  # it may have run: reported, never replayed
             status, sets = "uncertain", {"error": _error(lost.code, lost.message)}
         except MCPBridgeError as failed:  # refused before anything ran upstream

@@ -42,7 +42,7 @@ from mcpbridge.client.registry import ExternalService, ServiceRegistry, require_
 from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import AttrAbsent, Compare, Condition, Key, Update
-from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, UpstreamError
+from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, OAuthRequired, UpstreamError
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Blobs, Clock, Store
@@ -156,13 +156,22 @@ class ToolCatalog:
     # ------------------------------------------------------------------------------------------ refreshing
 
     async def refresh(self, principal: Principal, service_id: str) -> CatalogView:
-        """Pull the catalog now (admins). Raises the upstream or policy error after recording it."""
+        """Pull the catalog now: admins, or for an OAuth service its user (their own catalog). Raises the upstream
+        or policy error after recording it."""
 
         def load() -> ExternalService:
-            require_writer(principal)
-            return self._registry.get(principal, service_id)
+            require_reader(principal)
+            service = self._registry.get(principal, service_id)
+            if service.auth.auth_type != "oauth":  # an OAuth user refreshes their own catalog; otherwise admins
+                require_writer(principal)
+            return service
 
         service = await to_thread.run_sync(load)
+        return await self._refresh(principal, service)
+
+    async def refresh_for(self, principal: Principal, service: ExternalService) -> CatalogView:
+        """Pull the catalog of ``service`` as ``principal`` sees it, without the REST permission check (for a
+        call that needs the user's first catalog of an OAuth service)."""
         return await self._refresh(principal, service)
 
     async def _refresh(self, principal: Principal, service: ExternalService) -> CatalogView:
@@ -172,7 +181,7 @@ class ToolCatalog:
         try:
             spec = await self._spec_for(service, principal)
             pulled = await self._pull(spec)
-        except (UpstreamError, InvalidInput) as failure:
+        except (UpstreamError, InvalidInput, OAuthRequired) as failure:
             await to_thread.run_sync(self._record_failure, key, service, scope, failure, started)
             raise
         return await to_thread.run_sync(self._save, principal, service, scope, pulled, started)

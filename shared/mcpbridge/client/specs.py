@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from anyio import to_thread
 
 from mcpbridge.client.connection import ConnectionSpec
 from mcpbridge.client.registry import ExternalService, ServiceRegistry
 from mcpbridge.domain.identity import Principal
-from mcpbridge.errors import Conflict
+from mcpbridge.errors import OAuthRequired
+
+if TYPE_CHECKING:
+    from mcpbridge.client.oauth_calls import BearerSource
 
 
 def auth_headers(service: ExternalService, secrets: Mapping[str, str]) -> dict[str, str]:
@@ -47,13 +51,20 @@ def connection_spec(service: ExternalService, secrets: Mapping[str, str]) -> Con
 
 class SpecSource:
     """Connection specs of services as a principal sees them: the service's stored secrets opened (a blocking
-    SecretBox call, run off the event loop)."""
+    SecretBox call, run off the event loop), or for an OAuth service the principal's own token (refreshed when
+    due; :class:`~mcpbridge.errors.OAuthRequired` when the principal has none)."""
 
-    def __init__(self, registry: ServiceRegistry) -> None:
+    def __init__(self, registry: ServiceRegistry, oauth: Callable[[], BearerSource] | None = None) -> None:
         self._registry = registry
+        self._oauth = oauth
 
     async def __call__(self, service: ExternalService, principal: Principal) -> ConnectionSpec:
         if service.auth.auth_type == "oauth":
-            raise Conflict(f"{service.name} uses OAuth: authorize it before connecting", code="oauth_required")
+            if self._oauth is None:
+                raise OAuthRequired(f"{service.name} uses OAuth, which is not configured here", code="oauth_required")
+            from mcpbridge.client.oauth_calls import oauth_connection_spec
+
+            bearer = await self._oauth().bearer_for(principal.workspace_id, service, "user", principal.user_id)
+            return oauth_connection_spec(service, bearer)
         secrets = await to_thread.run_sync(self._registry.connection_secrets, service)
         return connection_spec(service, secrets)

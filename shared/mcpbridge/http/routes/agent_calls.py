@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from anyio import to_thread
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.agent.calls import ToolCall
@@ -50,7 +50,7 @@ class PendingList(BaseModel):
 
 @router.post("/tool-calls", responses={202: {"description": "The call waits for an approval or an authorization."}})
 async def submit_tool_call(
-    body: ToolCallIn, principal: CurrentPrincipal, container: ContainerDep, response: Response
+    body: ToolCallIn, principal: CurrentPrincipal, container: ContainerDep, request: Request, response: Response
 ) -> SubmittedOut:
     require_caller(principal)
     broker = container.tool_calls
@@ -63,6 +63,7 @@ async def submit_tool_call(
         session_id=body.session_id,
         interactive=body.interactive,
         callback_task_token=body.callback_task_token,
+        base_url=str(request.base_url).rstrip("/"),
     )
     if submitted.paused:
         response.status_code = 202

@@ -1,0 +1,67 @@
+"""What agent tool calls need from the OAuth layer, over :class:`~mcpbridge.oauth.manager.OAuthManager`.
+
+Called from blocking code (worker threads of a request, workflow threads, Lambda tasks): the manager's coroutines
+run on the request's loop when there is one, else on a loop of their own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import anyio
+import anyio.from_thread
+
+from mcpbridge.client.registry import ExternalService
+from mcpbridge.domain.identity import Principal, Scope
+from mcpbridge.errors import MCPBridgeError
+from mcpbridge.oauth.manager import OAuthManager
+from mcpbridge.oauth.tokens import TokenStore, token_key
+from mcpbridge.ports import Clock
+
+log = logging.getLogger("mcpbridge.agent")
+
+USER = "user"
+T = TypeVar("T")
+
+
+def run_blocking(function: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+    """Run a coroutine function from blocking code: through the event loop that started this worker thread, or
+    on a new loop when there is none (a workflow thread, a Lambda task)."""
+    try:
+        return anyio.from_thread.run(function, *args)
+    except RuntimeError:  # not in a worker thread of a running loop
+        return anyio.run(function, *args)
+
+
+def owner_principal(workspace_id: str, user_id: str) -> Principal:
+    """The user a call belongs to, as a principal for reads and for the OAuth flow (never used to write config)."""
+    return Principal(workspace_id, user_id, "", "viewer", Scope())
+
+
+class ManagerOAuthGate:
+    def __init__(self, manager: OAuthManager, tokens: TokenStore, clock: Clock) -> None:
+        self._manager = manager
+        self._tokens = tokens
+        self._clock = clock
+
+    def usable(self, workspace_id: str, service: ExternalService, user_id: str) -> bool:
+        """A token that works now or can be refreshed (a refresh may still fail; the call then fails cleanly)."""
+        token = self._tokens.get(token_key(workspace_id, service.id, USER, user_id))
+        return token is not None and token.state(self._clock.now()) != "reauth_required"
+
+    def authorization_url(
+        self, workspace_id: str, service: ExternalService, user_id: str, base_url: str | None = None
+    ) -> str | None:
+        async def start() -> str:
+            started = await self._manager.start_authorization(
+                owner_principal(workspace_id, user_id), service.id, base_url=base_url
+            )
+            return started.authorization_url
+
+        try:
+            return run_blocking(start)
+        except MCPBridgeError as exc:  # the call still waits: the user can authorize from the console
+            log.warning("could not start an authorization for MCP service %s: %s", service.id, exc.code)
+            return None
