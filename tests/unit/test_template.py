@@ -838,3 +838,51 @@ def test_tool_call_events_are_published_by_the_functions_that_resolve_calls_only
             assert "event-bus/${EventBusName}" in str(statement["Resource"]), path
     variables = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
     assert variables["MCPBRIDGE_EVENT_BUS_NAME"] == {"Ref": "EventBusName"}
+
+
+_SURFACE_FUNCTIONS = {
+    "admin_api": "AdminApiFunction",
+    "mcp_endpoint": "McpEndpointFunction",
+    "oauth_callback": "OAuthCallbackFunction",
+    "resolutions": "ResolutionsFunction",
+}
+
+
+def _api_routes() -> list[tuple[str, str, str]]:
+    """(method, path pattern, function) of every HttpApi event."""
+    routes = []
+    for name, resource in RESOURCES.items():
+        for event in (resource.get("Properties", {}).get("Events") or {}).values():
+            if event.get("Type") == "HttpApi":
+                routes.append((event["Properties"]["Method"].upper(), event["Properties"]["Path"], name))
+    return routes
+
+
+def _gateway_match(method: str, path: str) -> str | None:
+    """The function API Gateway picks for a request: the most specific matching route (greedy ones last)."""
+    import re
+
+    candidates = []
+    for route_method, pattern, function in _api_routes():
+        if route_method not in ("ANY", method):
+            continue
+        regex = re.sub(r"\{[^}+]+\+\}", ".+", re.sub(r"\{[^}+]+\}", "[^/]+", pattern))
+        if re.fullmatch(regex, path):
+            greedy = "+}" in pattern
+            literal = sum(1 for segment in pattern.split("/") if segment and not segment.startswith("{"))
+            candidates.append((greedy, -literal, route_method == "ANY", function))
+    return min(candidates)[3] if candidates else None
+
+
+def test_every_route_of_every_surface_reaches_its_function() -> None:
+    from fastapi.routing import APIRoute
+
+    from mcpbridge.http.apps import _SURFACES, _routers
+
+    for surface, function in _SURFACE_FUNCTIONS.items():
+        for router in _routers(_SURFACES[surface]):
+            for route in router.routes:
+                assert isinstance(route, APIRoute)
+                concrete = route.path.replace("{", "").replace("}", "").replace(":path", "")
+                for method in route.methods:
+                    assert _gateway_match(method, concrete) == function, (surface, method, route.path)
