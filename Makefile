@@ -23,8 +23,9 @@ install: $(STAMP)
 serve: install
 	$(VENV)/bin/mcpbridge serve
 
+# Tests run in parallel worker processes (most of their time is spent waiting on servers and subprocesses).
 test: install node-deps
-	$(PY) -m pytest
+	$(PY) -m pytest --numprocesses=auto --maxprocesses=4
 
 test-fast: install
 	$(PY) -m pytest -m "not slow"
