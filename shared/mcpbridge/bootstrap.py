@@ -389,8 +389,9 @@ class Container:
         from mcpbridge.agent.results import shape_result
         from mcpbridge.agent.steps import ToolCallSteps
 
-        def shape(service_name: str, result: Any) -> Any:
-            return shape_result(service_name, result).for_storage
+        def shape(service_name: str, result: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+            shaped = shape_result(service_name, result)
+            return shaped.for_agent, shaped.for_storage
 
         return ToolCallSteps(
             self.tool_call_records,

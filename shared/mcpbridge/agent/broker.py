@@ -71,6 +71,8 @@ class Submitted:
     call: ToolCall
     paused: bool
     notice: str | None = None
+    agent_result: dict[str, Any] | None = None
+    """For a call that ran at once: its result with images (the stored one has them redacted)."""
 
 
 class ToolCallBroker:
@@ -134,9 +136,10 @@ class ToolCallBroker:
             return Submitted(call=call, paused=False, notice=notice)
         if not draft.needs_approval and not draft.needs_oauth:
             call = await to_thread.run_sync(lambda: self._record(draft, "running", callback=callback_task_token))
-            call = await self._steps.run(call, draft.service)
+            call, agent_result = await self._steps.run(call, draft.service)
             await to_thread.run_sync(self._steps.finish, call.id, call.workspace_id)
-            return Submitted(call=await to_thread.run_sync(self._calls.find, call.workspace_id, call.id), paused=False)
+            finished = await to_thread.run_sync(self._calls.find, call.workspace_id, call.id)
+            return Submitted(call=finished, paused=False, agent_result=agent_result)
         status = "awaiting_approval" if draft.needs_approval else "awaiting_oauth"
 
         def pause() -> ToolCall:

@@ -49,8 +49,9 @@ Recheck = Callable[[ToolCall], tuple[ExternalService, Mapping[str, Any]]]
 """Re-run the checks of a call before it runs: the service still enabled and selected, the tool still enabled,
 its definition unchanged. Returns the service and the tool's definition; raises a 4xx error otherwise."""
 
-Shaper = Callable[[str, Mapping[str, Any]], Mapping[str, Any]]
-"""``(service_name, result) -> stored result`` (untrusted-data prefix, images checked, base64 redacted)."""
+Shaper = Callable[[str, Mapping[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
+"""``(service_name, result) -> (for the agent, for storage)``: both marked as untrusted data with images checked;
+the stored one has image data redacted."""
 
 
 class ToolCallSteps:
@@ -213,11 +214,13 @@ class ToolCallSteps:
             validate_arguments(definition.get("inputSchema") or {}, call.arguments)
         return service, definition
 
-    async def run(self, call: ToolCall, service: ExternalService) -> ToolCall:
-        """Call the upstream tool for a ``running`` call and record the outcome."""
+    async def run(self, call: ToolCall, service: ExternalService) -> tuple[ToolCall, dict[str, Any] | None]:
+        """Call the upstream tool for a ``running`` call and record the outcome. Returns the moved call and the
+        result as the agent may see it (images included; only the redacted form is stored)."""
         from mcpbridge.client.connection import OutcomeUnknown
 
         status: Status
+        for_agent: dict[str, Any] | None = None
         try:
             result = await self._invoker.call(
                 service, call.workspace_id, call.owner_user_id, call.tool_name, call.arguments
@@ -227,8 +230,10 @@ class ToolCallSteps:
         except MCPBridgeError as failed:  # refused before anything ran upstream
             status, sets = "failed", {"error": _error(failed.code, failed.message)}
         else:
-            status, sets = "completed", {"result": dict(self._shape(service.name, result))}
-        return await anyio.to_thread.run_sync(lambda: self._calls.move(call, status, sets=sets))
+            for_agent, stored = self._shape(service.name, result)
+            status, sets = "completed", {"result": stored}
+        moved = await anyio.to_thread.run_sync(lambda: self._calls.move(call, status, sets=sets))
+        return moved, for_agent
 
     # -- finish -------------------------------------------------------------------------------------------------
 

@@ -67,8 +67,10 @@ async def submit_tool_call(
     )
     if submitted.paused:
         response.status_code = 202
-    shown = await to_thread.run_sync(call_out, submitted.call, principal, container)
-    return SubmittedOut(**shown.model_dump(), notice=submitted.notice)
+    shown = (await to_thread.run_sync(call_out, submitted.call, principal, container)).model_dump()
+    if submitted.agent_result is not None:  # ran at once: the agent gets the images; storage has them redacted
+        shown["result"] = submitted.agent_result
+    return SubmittedOut(**shown, notice=submitted.notice)
 
 
 @router.get("/tool-calls/{call_id}")
