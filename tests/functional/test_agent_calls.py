@@ -312,15 +312,19 @@ def test_nothing_secret_in_records_events_or_logs(
     require_approval(client, service_id, "snapshot")
     paused = client.post(CALLS, json={"tool_ref": tool_ref(client, service_id, "snapshot"), "arguments": {}})
     call_id = paused.json()["pending_id"]
-    time.sleep(0.3)  # let the workflow park its token
     workspace_id = container.identity.installed_workspace_id()
     assert workspace_id is not None
+    deadline = time.monotonic() + 10
     stored = container.store.get(call_key(workspace_id, call_id))
+    while stored is not None and "sealed_task_token" not in stored and time.monotonic() < deadline:
+        time.sleep(0.05)  # the workflow parks its token
+        stored = container.store.get(call_key(workspace_id, call_id))
     assert stored is not None
     assert "task_token" not in stored  # only the sealed form
     assert str(stored.get("sealed_task_token", "enc:v1:")).startswith("enc:v1:")
     client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"})
     settled(client, call_id)
+    assert container.workflow.wait_idle(call_id, 10)  # type: ignore[attr-defined]  # finish has announced it
     events = [r.getMessage() for r in caplog.records if r.name == "mcpbridge.events"]
     assert any("tool_call.approval_required" in e for e in events)
     assert any("tool_call.resolved" in e for e in events)
