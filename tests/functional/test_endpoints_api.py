@@ -385,8 +385,14 @@ def test_update_changes_only_what_is_sent(client: TestClient) -> None:
     assert after["token_hint"] == body["token_hint"]
     assert "token" not in after
     assert client.put(url, json={"knowledge_base_ids": [], "default_agent_id": None}).json()["knowledge_base_ids"] == []
-    assert client.put(url, json={}).json()["version"] == 3, "an empty update changes nothing"
-    assert client.put(url, json={"name": "New name"}).json()["version"] == 3, "nor does an update to the same values"
+    agent = client.post("/api/v1/agents", json={"name": "support"})
+    assert agent.status_code == 201, agent.text
+    with_agent = client.put(url, json={"default_agent_id": agent.json()["id"]})
+    assert with_agent.status_code == 200, with_agent.text
+    assert with_agent.json()["default_agent_id"] == agent.json()["id"]
+    assert client.put(url, json={"default_agent_id": None}).json()["default_agent_id"] is None
+    assert client.put(url, json={}).json()["version"] == 5, "an empty update changes nothing"
+    assert client.put(url, json={"name": "New name"}).json()["version"] == 5, "nor does an update to the same values"
 
 
 @pytest.mark.parametrize(

@@ -136,6 +136,17 @@ class EndpointService:
         self._clock = clock
         self._bases = bases
 
+    def _clean_agent(self, workspace_id: str, agent_id: str | None) -> str | None:
+        """None or blank: no default agent; otherwise an agent profile of the workspace (404 if there is none)."""
+        if agent_id is None or not agent_id.strip():
+            return None
+        from mcpbridge.agent.profiles import agent_key  # on use: the MCP endpoint's cold start never needs it
+
+        cleaned = agent_id.strip()
+        if len(cleaned) > 64 or self._store.get(agent_key(workspace_id, cleaned)) is None:
+            raise NotFound("agent not found", code="agent_not_found")
+        return cleaned
+
     # ------------------------------------------------------------------------------------------ reading
 
     def catalog(self, principal: Principal) -> builtins.list[CatalogGroup]:
@@ -184,7 +195,7 @@ class EndpointService:
         description = clean_description(description)
         chosen_tools = _clean_tools(_default_tools(principal) if tools is None else tools)
         rate = _clean_rate(rate_limit_per_minute)
-        agent = _clean_agent(default_agent_id)
+        agent = self._clean_agent(principal.workspace_id, default_agent_id)
         kb_ids = _clean_kb_ids(knowledge_base_ids)
         _require_covers(principal, kb_ids, chosen_tools)
         self._require_bases(principal, kb_ids)
@@ -245,7 +256,7 @@ class EndpointService:
         if not isinstance(rate_limit_per_minute, Unset):
             changes["rate_limit_per_minute"] = _clean_rate(rate_limit_per_minute)
         if not isinstance(default_agent_id, Unset):
-            changes["default_agent_id"] = _clean_agent(default_agent_id)
+            changes["default_agent_id"] = self._clean_agent(principal.workspace_id, default_agent_id)
         if not isinstance(knowledge_base_ids, Unset):
             changes["knowledge_base_ids"] = _clean_kb_ids(knowledge_base_ids)
         bases_checked = False
@@ -461,13 +472,6 @@ def _clean_rate(rate: int) -> int:
             details={"min": 1, "max": MAX_RATE_LIMIT_PER_MINUTE, "default": DEFAULT_RATE_LIMIT_PER_MINUTE},
         )
     return rate
-
-
-def _clean_agent(agent_id: str | None) -> str | None:
-    """No agents exist yet: only "no default agent" (None or blank) is valid."""
-    if agent_id is None or not agent_id.strip():
-        return None
-    raise NotFound("agent not found", code="agent_not_found")
 
 
 def _clean_kb_ids(kb_ids: Iterable[str]) -> list[str]:
