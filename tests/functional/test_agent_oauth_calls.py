@@ -123,3 +123,18 @@ def test_non_interactive_calls_get_a_notice_and_pauses_can_be_cancelled(api: Api
     assert cancelled.status_code == 200, cancelled.text
     assert _settled(api, paused["pending_id"], carol_key)["status"] == "cancelled"
     assert api.client.get("/api/v1/agent/pending", headers=carol).json()["items"] == []
+
+
+def test_deleting_a_service_forgets_its_tokens_and_registration(api: Api, server: OAuthTestServer) -> None:
+    service_id, _ = _ref_from_admin(api, server)
+    partition = f"WS#{api.workspace_id}"
+
+    def leftovers() -> list[str]:
+        found = []
+        for prefix in (f"OAUTHTOKEN#{service_id}#", f"OAUTHCLIENT#{service_id}#"):
+            found += [item["sk"] for item in api.container.store.query(partition, sk_prefix=prefix).items]
+        return found
+
+    assert len(leftovers()) == 2  # the admin's token and the dynamic registration
+    assert api.client.delete(f"/api/v1/mcp-services/{service_id}").status_code == 204
+    assert leftovers() == []

@@ -455,7 +455,7 @@ class ServiceRegistry:
         return self.update(principal, service_id, enabled=enabled).service
 
     def delete(self, principal: Principal, service_id: str) -> None:
-        """Delete the service, its name guard and its tool policies."""
+        """Delete the service, its name guard, its tool policies and its OAuth tokens and clients."""
         require_writer(principal)
         for _ in range(_WRITE_ATTEMPTS):
             current = self._own(principal.workspace_id, service_id)
@@ -469,7 +469,7 @@ class ServiceRegistry:
                 )
             except ConditionFailed:
                 continue
-            self._drop_policies(principal.workspace_id, current.id)
+            self._drop_dependents(principal.workspace_id, current.id)
             self._connection_changed(current.id)  # a connection opened during the deletion goes too
             log.info("deleted MCP service %s", current.id)
             return
@@ -656,14 +656,15 @@ class ServiceRegistry:
             raise Forbidden("builtin services cannot be changed", code="builtin_immutable")
         raise _not_found()
 
-    def _drop_policies(self, workspace_id: str, service_id: str) -> None:
-        try:
-            for item in builtins.list(
-                every_item(self._store, _partition(workspace_id), sk_prefix=f"SVCTOOL#{service_id}#")
-            ):
-                self._store.delete(Key(item["pk"], item["sk"]))
-        except MCPBridgeError as exc:  # leftovers are harmless: ids are never reused
-            log.warning("could not delete the tool policies of MCP service %s: %s", service_id, exc.code)
+    def _drop_dependents(self, workspace_id: str, service_id: str) -> None:
+        """The service's tool policies, users' OAuth tokens and its registered OAuth clients go with it (tokens are
+        not revoked upstream: the server is being forgotten)."""
+        for prefix in (f"SVCTOOL#{service_id}#", f"OAUTHTOKEN#{service_id}#", f"OAUTHCLIENT#{service_id}#"):
+            try:
+                for item in builtins.list(every_item(self._store, _partition(workspace_id), sk_prefix=prefix)):
+                    self._store.delete(Key(item["pk"], item["sk"]))
+            except MCPBridgeError as exc:  # leftovers are harmless: ids are never reused
+                log.warning("could not delete %s items of MCP service %s: %s", prefix[:-1], service_id, exc.code)
 
 
 # ---------------------------------------------------------------------------------------------------- access
