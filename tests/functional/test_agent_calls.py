@@ -7,6 +7,7 @@ import base64
 import copy
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from mcpbridge.agent.calls import call_key
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Scope as KeyScope
+from mcpbridge.errors import Conflict
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.identity.service import _api_key_item, _workspace_item
 from mcpbridge.outbound.policy import EgressPolicy
@@ -332,3 +334,38 @@ def test_nothing_secret_in_records_events_or_logs(
         message = record.getMessage()
         assert PNG not in message
         assert "local:" not in message
+
+
+def test_concurrent_resolutions_one_wins(
+    client: TestClient, container: Container, service_id: str, upstream: Upstream
+) -> None:
+    """Eight people-clicks at once (approve and reject): exactly one resolution is applied, the others are told
+    the call was already resolved, and the tool runs at most once."""
+    require_approval(client, service_id, "delete_page")
+    paused = client.post(CALLS, json={"tool_ref": tool_ref(client, service_id, "delete_page"), "arguments": {"id": 1}})
+    call_id = paused.json()["pending_id"]
+    owner = container.identity.authenticate(client.headers["Authorization"].removeprefix("Bearer "))
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def resolve(i: int) -> None:
+        decision = "approve" if i % 2 else "reject"
+        try:
+            container.tool_calls.resolve_approval(owner, call_id, decision=decision)  # type: ignore[arg-type]
+            outcome = decision
+        except Conflict as lost:
+            outcome = lost.code
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=resolve, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    winners = [o for o in outcomes if o in ("approve", "reject")]
+    assert len(winners) == 1, outcomes
+    assert outcomes.count("already_resolved") == 7
+    done = settled(client, call_id)
+    assert done["status"] == ("completed" if winners[0] == "approve" else "rejected")
+    assert len(upstream.ran) == (1 if winners[0] == "approve" else 0)
