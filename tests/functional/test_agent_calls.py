@@ -17,8 +17,6 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp import types
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge.agent.calls import call_key
@@ -31,7 +29,7 @@ from mcpbridge.identity.service import _api_key_item, _workspace_item
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
-from tests.support.everything import serve
+from tests.support.everything import handle_stateless, serve
 
 SERVICES = "/api/v1/mcp-services"
 CALLS = "/api/v1/agent/tool-calls"
@@ -77,14 +75,7 @@ class Upstream:
         self.server: Server[Any] = Server("pages", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        manager = StreamableHTTPSessionManager(
-            app=self.server,
-            json_response=True,
-            stateless=True,
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        async with manager.run():
-            await manager.handle_request(scope, receive, send)
+        await handle_stateless(self.server, scope, receive, send)
 
 
 @pytest.fixture(params=["local", "aws"])
@@ -323,7 +314,7 @@ def test_nothing_secret_in_records_events_or_logs(
         stored = container.store.get(call_key(workspace_id, call_id))
     assert stored is not None
     assert "task_token" not in stored  # only the sealed form
-    assert str(stored.get("sealed_task_token", "enc:v1:")).startswith("enc:v1:")
+    assert str(stored["sealed_task_token"]).startswith("enc:v1:")
     client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"})
     settled(client, call_id)
     assert container.workflow.wait_idle(call_id, 10)  # type: ignore[attr-defined]  # finish has announced it

@@ -14,8 +14,6 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp import types
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge.agent.catalog import EXTERNAL_DATA_NOTICE, tool_ref_key
@@ -30,7 +28,7 @@ from mcpbridge.identity.service import _api_key_item, _workspace_item
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
-from tests.support.everything import free_port, serve
+from tests.support.everything import free_port, handle_stateless, serve
 
 SERVICES = "/api/v1/mcp-services"
 AGENTS = "/api/v1/agents"
@@ -63,14 +61,7 @@ class Upstream:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        manager = StreamableHTTPSessionManager(
-            app=self.server,
-            json_response=True,
-            stateless=True,
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        async with manager.run():
-            await manager.handle_request(scope, receive, send)
+        await handle_stateless(self.server, scope, receive, send)
 
 
 @pytest.fixture(params=["local", "aws"])

@@ -4,7 +4,6 @@ changes, idle retirement that never interrupts a running call, and one connectio
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -190,22 +189,3 @@ def test_registry_changes_close_the_services_connections(server: Everything, tmp
         anyio.run(scenario)
     finally:
         container.close()
-
-
-def test_a_change_on_another_instance_is_noticed_through_the_spec(server: Everything) -> None:
-    """Instance A caches a connection; instance B rotates the key. A's next use builds its spec from the store,
-    which differs, so A reconnects without having been told."""
-
-    async def scenario() -> None:
-        pool = ConnectionPool(POLICY)
-        old = spec(server, **{"X-API-Key": "old"})
-        new = dataclasses.replace(old, headers={"X-API-Key": "new"})
-        try:
-            async with pool.session(KEY, old) as before:
-                pass
-            async with pool.session(KEY, new) as after:
-                assert after is not before
-        finally:
-            await pool.aclose()
-
-    anyio.run(scenario)

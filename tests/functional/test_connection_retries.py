@@ -23,8 +23,6 @@ import httpx2
 import pytest
 from mcp import types
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Message, Receive, Scope, Send
 
 from mcpbridge.client import connection as connection_module
@@ -34,7 +32,7 @@ from mcpbridge.client.specs import connection_spec
 from mcpbridge.errors import InvalidInput, UpstreamError
 from mcpbridge.outbound import http2
 from mcpbridge.outbound.policy import EgressPolicy
-from tests.support.everything import Everything, free_port, serve
+from tests.support.everything import Everything, free_port, handle_stateless, serve
 
 pytestmark = [pytest.mark.slow]
 
@@ -131,14 +129,7 @@ class Flaky:
                 await answer(send, self.status)
                 return
             receive = replaying(body, receive)
-        manager = StreamableHTTPSessionManager(
-            app=self.server,
-            json_response=True,
-            stateless=True,
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        async with manager.run():
-            await manager.handle_request(scope, receive, send)
+        await handle_stateless(self.server, scope, receive, send)
 
 
 def replaying(body: bytes, receive: Receive) -> Receive:

@@ -17,8 +17,6 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp import types
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge.bootstrap import Container
@@ -27,7 +25,7 @@ from mcpbridge.http.apps import create_combined_app
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
-from tests.support.everything import Everything, serve
+from tests.support.everything import Everything, handle_stateless, serve
 
 BASE = "/api/v1/mcp-services"
 
@@ -93,14 +91,7 @@ class Upstream:
             await send({"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"text/plain")]})
             await send({"type": "http.response.body", "body": b"maintenance"})
             return
-        manager = StreamableHTTPSessionManager(
-            app=self.server,
-            json_response=True,
-            stateless=True,
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        async with manager.run():
-            await manager.handle_request(scope, receive, send)
+        await handle_stateless(self.server, scope, receive, send)
 
 
 @pytest.fixture(params=["local", "aws"])

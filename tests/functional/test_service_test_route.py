@@ -13,8 +13,6 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp import types
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -22,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.settings import Settings
+from tests.support.everything import handle_stateless
 from tests.support.live_server import live_server
 
 SECRET = "upstream-key-0123456789abcdef"
@@ -47,14 +46,7 @@ class Upstream:
             headers = {"WWW-Authenticate": self.challenge} if self.challenge else {}
             await JSONResponse({"error": "unauthorized"}, status_code=401, headers=headers)(scope, receive, send)
             return
-        manager = StreamableHTTPSessionManager(
-            app=self.server,
-            json_response=True,
-            stateless=True,
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        async with manager.run():
-            await manager.handle_request(scope, receive, send)
+        await handle_stateless(self.server, scope, receive, send)
 
 
 @pytest.fixture
