@@ -364,18 +364,18 @@ class Container:
     @cached_property
     def workflow(self) -> Workflow:
         """Step Functions when a state machine is configured (AWS); otherwise the in-process workflow."""
-        arn = getattr(self.settings, "state_machine_arn", "")
         if self._uses_step_functions:
             from mcpbridge.adapters.aws.stepfunctions import StepFunctionsWorkflow
 
-            return StepFunctionsWorkflow(self._aws_client("stepfunctions", connect_timeout=2, read_timeout=10), arn)
+            client = self._aws_client("stepfunctions", connect_timeout=2, read_timeout=10)
+            return StepFunctionsWorkflow(client, self.settings.state_machine_arn)
         from mcpbridge.adapters.local.workflow import LocalWorkflow
 
         return LocalWorkflow(lambda: self.tool_call_steps, lambda: self.tool_call_records, self.clock)
 
     @property
     def _uses_step_functions(self) -> bool:
-        return self.settings.backend == "aws" and bool(getattr(self.settings, "state_machine_arn", ""))
+        return self.settings.backend == "aws" and bool(self.settings.state_machine_arn)
 
     @cached_property
     def tool_call_records(self) -> ToolCalls:
@@ -401,7 +401,7 @@ class Container:
             self.events,
             self._recheck_call,
             shape,
-            self._oauth_gate(),
+            self._oauth_gate,
             find_service=self.services.find,
             refresh_catalog=self._refresh_catalog_for,
         )
@@ -424,7 +424,7 @@ class Container:
             self.tool_policies.policy_for,
             self.agent_profiles.resolve,
             self._named_by_ref,
-            self._oauth_gate(),
+            self._oauth_gate,
             callbacks_supported=self._uses_step_functions,
         )
         return broker
@@ -432,13 +432,13 @@ class Container:
     def _recheck_call(self, call: ToolCall) -> tuple[ExternalService, Any]:
         """The checks of a call again, as its owner (the workflow has no API key): service, selection, policy,
         definition."""
-        from mcpbridge.domain.identity import Principal, Scope
+        from mcpbridge.domain.identity import acting_for
 
-        key_id = call.item.get("submitted_by_api_key", "")
-        owner = Principal(call.workspace_id, call.owner_user_id, key_id, "viewer", Scope())
+        owner = acting_for(call.workspace_id, call.owner_user_id, call.item.get("submitted_by_api_key", ""))
         resolved = self.agent_catalog.resolve(owner, self.agent_profiles.resolve(owner, call.agent_id), call.tool_ref)
         return resolved.service, resolved.definition
 
+    @cached_property
     def _oauth_gate(self) -> OAuthGate:
         from mcpbridge.agent.oauth_gate import ManagerOAuthGate
         from mcpbridge.oauth.tokens import TokenStore
@@ -454,9 +454,9 @@ class Container:
         return run
 
     async def _refresh_catalog_for(self, call: ToolCall, service: ExternalService) -> None:
-        from mcpbridge.agent.oauth_gate import owner_principal
+        from mcpbridge.domain.identity import acting_for
 
-        await self.catalog.refresh_for(owner_principal(call.workspace_id, call.owner_user_id), service)
+        await self.catalog.refresh_for(acting_for(call.workspace_id, call.owner_user_id), service)
 
     def _named_by_ref(self, workspace_id: str, tool_ref: str) -> tuple[str, str] | None:
         from mcpbridge.agent.catalog import tool_ref_key

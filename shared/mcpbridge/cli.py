@@ -31,7 +31,7 @@ import anyio
 from anyio import to_thread
 
 from mcpbridge.bootstrap import Container
-from mcpbridge.domain.identity import Principal, Scope
+from mcpbridge.domain.identity import Principal, acting_for
 from mcpbridge.errors import Conflict, InvalidInput, MCPBridgeError, NotFound
 from mcpbridge.identity.service import Initialization
 from mcpbridge.settings import Settings
@@ -141,11 +141,6 @@ def _close(container: Container) -> None:
     if close is not None:
         close()
     container.close()
-
-
-def _operator(workspace_id: str, user_id: str) -> Principal:
-    """The user the CLI acts for: it reads services and owns the token, never writes configuration."""
-    return Principal(workspace_id, user_id, "", "viewer", Scope())
 
 
 def _installed_workspace(container: Container) -> str:
@@ -292,7 +287,7 @@ async def _finish(
     pending = await to_thread.run_sync(container.store.get, state_key(redirected.state))
     if pending is None and attempt_id is not None and user_id is not None:
         # A server at the redirect URI (``mcpbridge serve``) may have taken the browser's answer already.
-        status = await container.oauth.status(_operator(workspace_id, user_id), service.id, attempt_id)
+        status = await container.oauth.status(acting_for(workspace_id, user_id), service.id, attempt_id)
         if status.attempt is not None and status.attempt.status == "completed":
             return True, _authorized(service, user_id, status) + " (the callback at the redirect URI completed it)"
     if pending is None:
@@ -324,7 +319,7 @@ async def _finish(
     if outcome.error is not None:
         return False, f"the authorization of {service.name} failed: {outcome.error}"
     owner = str(pending["principal_id"])
-    status = await container.oauth.status(_operator(workspace_id, owner), service.id, str(pending["attempt_id"]))
+    status = await container.oauth.status(acting_for(workspace_id, owner), service.id, str(pending["attempt_id"]))
     return True, _authorized(service, owner, status)
 
 
@@ -497,7 +492,7 @@ def cmd_services_authorize(args: argparse.Namespace) -> int:
     try:
         workspace_id = _installed_workspace(container)
         user_id = _known_user(container, workspace_id, args.user) if args.user else _admin_user(container, workspace_id)
-        principal = _operator(workspace_id, user_id)
+        principal = acting_for(workspace_id, user_id)
         service = _find_service(container, principal, args.service)
         if service.auth.auth_type != "oauth":
             raise Conflict(
@@ -520,7 +515,7 @@ def cmd_services_authorize(args: argparse.Namespace) -> int:
 def cmd_services_list(args: argparse.Namespace) -> int:
     container = Container(_settings(args))
     try:
-        services = container.services.list(_operator(_installed_workspace(container), "cli"))
+        services = container.services.list(acting_for(_installed_workspace(container), "cli"))
     finally:
         container.close()
     rows: list[dict[str, Any]] = [

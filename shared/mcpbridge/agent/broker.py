@@ -27,7 +27,7 @@ from anyio import to_thread
 
 from mcpbridge.agent.arguments import validate_arguments
 from mcpbridge.agent.calls import ID_PREFIX, ToolCall, ToolCalls
-from mcpbridge.agent.steps import OAuthGate, ToolCallSteps, event_detail
+from mcpbridge.agent.steps import OAuthGate, ToolCallSteps, event_detail, needs_oauth
 from mcpbridge.client.registry import ExternalService, ServiceRegistry
 from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.domain.ids import new_id
@@ -186,18 +186,18 @@ class ToolCallBroker:
             if not isinstance(arguments, Mapping):
                 raise InvalidInput("arguments must be a JSON object", code="invalid_arguments") from None
             return _Draft(
-                principal,
-                service,
-                named[1],
-                "",
-                tool_ref,
-                "",
-                profile,
-                user_id,
-                dict(arguments),
-                session_id,
-                interactive,
-                base_url,
+                principal=principal,
+                service=service,
+                tool_name=named[1],
+                function_name="",
+                tool_ref=tool_ref,
+                definition_hash="",
+                profile=profile,
+                user_id=user_id,
+                arguments=dict(arguments),
+                session_id=session_id,
+                interactive=interactive,
+                base_url=base_url,
                 arguments_checked=False,
                 needs_approval=self._approval_required(principal.workspace_id, service.id, named[1]),
                 needs_oauth=True,
@@ -205,21 +205,21 @@ class ToolCallBroker:
         validate_arguments(resolved.input_schema, arguments)
         service = resolved.service
         return _Draft(
-            principal,
-            service,
-            resolved.tool_name,
-            resolved.function_name,
-            resolved.tool_ref,
-            resolved.definition_hash,
-            profile,
-            user_id,
-            dict(arguments),
-            session_id,
-            interactive,
-            base_url,
+            principal=principal,
+            service=service,
+            tool_name=resolved.tool_name,
+            function_name=resolved.function_name,
+            tool_ref=resolved.tool_ref,
+            definition_hash=resolved.definition_hash,
+            profile=profile,
+            user_id=user_id,
+            arguments=dict(arguments),
+            session_id=session_id,
+            interactive=interactive,
+            base_url=base_url,
             arguments_checked=True,
             needs_approval=self._approval_required(principal.workspace_id, service.id, resolved.tool_name),
-            needs_oauth=self._needs_oauth(principal.workspace_id, service, user_id),
+            needs_oauth=needs_oauth(self._oauth, principal.workspace_id, service, user_id),
         )
 
     def _acting_user(self, principal: Principal, acting_user_id: str | None) -> str:
@@ -237,11 +237,6 @@ class ToolCallBroker:
         except Exception:  # fail closed: a policy we cannot read means a person must approve
             log.warning("tool policy of %s unreadable: approval required", service_id)
             return True
-
-    def _needs_oauth(self, workspace_id: str, service: ExternalService, user_id: str) -> bool:
-        if service.auth.auth_type != "oauth":
-            return False
-        return self._oauth is None or not self._oauth.usable(workspace_id, service, user_id)
 
     def _record(
         self, draft: _Draft, status: str, *, error: dict[str, str] | None = None, callback: str | None = None

@@ -14,7 +14,7 @@ import anyio
 import anyio.from_thread
 
 from mcpbridge.client.registry import ExternalService
-from mcpbridge.domain.identity import Principal, Scope
+from mcpbridge.domain.identity import acting_for
 from mcpbridge.errors import MCPBridgeError
 from mcpbridge.oauth.manager import OAuthManager
 from mcpbridge.oauth.tokens import TokenStore, token_key
@@ -35,11 +35,6 @@ def run_blocking(function: Callable[..., Coroutine[Any, Any, T]], *args: Any) ->
         return anyio.run(function, *args)
 
 
-def owner_principal(workspace_id: str, user_id: str) -> Principal:
-    """The user a call belongs to, as a principal for reads and for the OAuth flow (never used to write config)."""
-    return Principal(workspace_id, user_id, "", "viewer", Scope())
-
-
 class ManagerOAuthGate:
     def __init__(self, manager: OAuthManager, tokens: TokenStore, clock: Clock) -> None:
         self._manager = manager
@@ -56,7 +51,7 @@ class ManagerOAuthGate:
     ) -> str | None:
         async def start() -> str:
             started = await self._manager.start_authorization(
-                owner_principal(workspace_id, user_id), service.id, base_url=base_url
+                acting_for(workspace_id, user_id), service.id, base_url=base_url
             )
             return started.authorization_url
 

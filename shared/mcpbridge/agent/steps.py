@@ -45,6 +45,13 @@ class OAuthGate(Protocol):
         ...
 
 
+def needs_oauth(gate: OAuthGate | None, workspace_id: str, service: ExternalService, user_id: str) -> bool:
+    """Whether a call of ``user_id`` to ``service`` must wait for the user's OAuth authorization first."""
+    if service.auth.auth_type != "oauth":
+        return False
+    return gate is None or not gate.usable(workspace_id, service, user_id)
+
+
 Recheck = Callable[[ToolCall], tuple[ExternalService, Mapping[str, Any]]]
 """Re-run the checks of a call before it runs: the service still enabled and selected, the tool still enabled,
 its definition unchanged. Returns the service and the tool's definition; raises a 4xx error otherwise."""
@@ -118,12 +125,13 @@ class ToolCallSteps:
         except MCPBridgeError as refused:
             self._fail(call, refused, leaving=["approved"])
             return "finish"
-        if self._needs_oauth(call, service) and not call.interactive:
+        authorization_needed = needs_oauth(self._oauth, call.workspace_id, service, call.owner_user_id)
+        if authorization_needed and not call.interactive:
             # Non-interactive channels are not paused: the user authorizes in the console and asks again.
             notice = f"authorize {service.name} in the console, then ask again"
             self._moved(call, "cancelled", leaving=["approved"], sets={"error": _error("oauth_required", notice)})
             return "finish"
-        if self._needs_oauth(call, service):
+        if authorization_needed:
             url = (
                 self._oauth.authorization_url(
                     call.workspace_id, service, call.owner_user_id, call.item.get("request_base_url")
@@ -137,11 +145,6 @@ class ToolCallSteps:
             return "oauth" if moved is not None else self._advance(self._calls.find(call.workspace_id, call.id))
         moved = self._moved(call, "ready", leaving=["approved"])
         return "invoke" if moved is not None else self._advance(self._calls.find(call.workspace_id, call.id))
-
-    def _needs_oauth(self, call: ToolCall, service: ExternalService) -> bool:
-        if service.auth.auth_type != "oauth":
-            return False
-        return self._oauth is None or not self._oauth.usable(call.workspace_id, service, call.owner_user_id)
 
     # -- pauses -------------------------------------------------------------------------------------------------
 

@@ -101,8 +101,6 @@ class ToolCatalog:
         policies: ToolPolicies,
         egress: EgressPolicy,
         spec_for: SpecFor,
-        *,
-        scope_for: Callable[[ExternalService, Principal], str] | None = None,
     ) -> None:
         self._store = store
         self._blobs = blobs
@@ -111,7 +109,6 @@ class ToolCatalog:
         self._policies = policies
         self._egress = egress
         self._spec_for = spec_for
-        self._scope_for = scope_for or _default_scope
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -122,7 +119,7 @@ class ToolCatalog:
         return self._view(principal, service)
 
     def _view(self, principal: Principal, service: ExternalService) -> CatalogView:
-        scope = self._scope_for(service, principal)
+        scope = scope_for(service, principal)
         head = self._store.get(head_key(principal.workspace_id, service.id, scope))
         snapshot = self._load(head)
         error = (head or {}).get("last_error")
@@ -175,7 +172,7 @@ class ToolCatalog:
         return await self._refresh(principal, service)
 
     async def _refresh(self, principal: Principal, service: ExternalService) -> CatalogView:
-        scope = self._scope_for(service, principal)
+        scope = scope_for(service, principal)
         key = head_key(principal.workspace_id, service.id, scope)
         started = timestamp(self._clock.now())
         try:
@@ -321,10 +318,6 @@ class ToolCatalog:
             if head.get("snapshot_key"):
                 self._blobs.delete(head["snapshot_key"])
             self._store.delete(Key(head["pk"], head["sk"]))
-
-
-def _default_scope(service: ExternalService, principal: Principal) -> str:
-    return scope_for(service, principal)
 
 
 def _definition(tool: Tool, host: str) -> dict[str, Any]:

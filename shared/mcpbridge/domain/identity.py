@@ -76,6 +76,12 @@ class Principal:
         return self.role == "admin"
 
 
+def acting_for(workspace_id: str, user_id: str, api_key_id: str = "") -> Principal:
+    """A user as a read-only principal, for work done on their behalf without their API key at hand (a paused
+    tool call, an operator's CLI): it reads services and owns OAuth tokens, it never writes configuration."""
+    return Principal(workspace_id, user_id, api_key_id, "viewer", Scope())
+
+
 @dataclass(frozen=True)
 class Workspace:
     id: str

@@ -440,18 +440,22 @@ class OAuthManager:
             await self._revoke_upstream(service, token)
         return True
 
+    async def _client_of(self, token: StoredToken, service: ExternalService) -> ClientIdentity | None:
+        """The client ``token`` was issued to (None when it is gone: the token can no longer be refreshed)."""
+        return await self._clients.for_token(
+            token.workspace_id,
+            service,
+            source=token.client_source,
+            client_id=token.client_id,
+            auth_method=token.client_auth_method,
+            record=token.client_record,
+        )
+
     async def _revoke_upstream(self, service: ExternalService, token: StoredToken) -> None:
         endpoint = token.revocation_endpoint
         assert endpoint is not None
         try:
-            client = await self._clients.for_token(
-                token.workspace_id,
-                service,
-                source=token.client_source,
-                client_id=token.client_id,
-                auth_method=token.client_auth_method,
-                record=token.client_record,
-            )
+            client = await self._client_of(token, service)
             if client is None:
                 return
             values = [(token.refresh_token, "refresh_token"), (token.access_token, "access_token")]
@@ -623,14 +627,7 @@ class OAuthManager:
         """Refresh under the lease we hold; the lease is released whatever happens."""
         released = False
         try:
-            client = await self._clients.for_token(
-                token.workspace_id,
-                service,
-                source=token.client_source,
-                client_id=token.client_id,
-                auth_method=token.client_auth_method,
-                record=token.client_record,
-            )
+            client = await self._client_of(token, service)
             if client is None:
                 released = True
                 await self._delete(token, reason="its client is gone", lease_id=lease)

@@ -14,8 +14,9 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.agent.calls import ToolCall
+from mcpbridge.agent.profiles import require_agent
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
-from mcpbridge.http.routes.resolutions import CallOut, call_out, require_caller
+from mcpbridge.http.routes.resolutions import CallOut, call_out
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 
@@ -52,7 +53,7 @@ class PendingList(BaseModel):
 async def submit_tool_call(
     body: ToolCallIn, principal: CurrentPrincipal, container: ContainerDep, request: Request, response: Response
 ) -> SubmittedOut:
-    require_caller(principal)
+    require_agent(principal)
     broker = container.tool_calls
     submitted = await broker.submit(
         principal,
@@ -75,12 +76,12 @@ async def submit_tool_call(
 
 @router.get("/tool-calls/{call_id}")
 def get_tool_call(call_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CallOut:
-    require_caller(principal)
+    require_agent(principal)
     return call_out(container.tool_calls.get(principal, call_id), principal, container)
 
 
 @router.get("/pending")
 def list_pending(principal: CurrentPrincipal, container: ContainerDep) -> PendingList:
-    require_caller(principal)
+    require_agent(principal)
     calls: list[ToolCall] = container.tool_calls.pending(principal)
     return PendingList(items=[call_out(call, principal, container) for call in calls])

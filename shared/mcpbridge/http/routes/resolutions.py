@@ -14,18 +14,12 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.agent.calls import ToolCall
+from mcpbridge.agent.profiles import require_agent
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import Principal
-from mcpbridge.errors import Forbidden
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
 
 router = APIRouter(prefix="/api/v1/agent", tags=["resolutions"])
-
-
-def require_caller(principal: Principal) -> None:
-    """Agent calls and their resolutions need the ``call_tools`` capability (unrestricted keys have it)."""
-    if not principal.scope.allows("call_tools"):
-        raise Forbidden("this API key lacks the call_tools capability", code="capability_missing")
 
 
 class CallOut(BaseModel):
@@ -99,7 +93,7 @@ class OAuthCancel(BaseModel):
 def resolve_approval(
     pending_id: str, body: ApprovalDecision, principal: CurrentPrincipal, container: ContainerDep
 ) -> CallOut:
-    require_caller(principal)
+    require_agent(principal)
     call = container.tool_calls.resolve_approval(
         principal,
         pending_id,
@@ -115,14 +109,14 @@ def resolve_approval(
 def resolve_oauth(
     pending_id: str, body: OAuthResolution, principal: CurrentPrincipal, container: ContainerDep
 ) -> CallOut:
-    require_caller(principal)
+    require_agent(principal)
     call = container.tool_calls.resolve_oauth(principal, pending_id, service_id=body.service_id, decision=body.decision)
     return call_out(call, principal, container)
 
 
 @router.post("/mcp-oauth-resolutions/{pending_id}/cancel")
 def cancel_oauth(pending_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CallOut:
-    require_caller(principal)
+    require_agent(principal)
     current = container.tool_calls.get(principal, pending_id)
     call = container.tool_calls.resolve_oauth(principal, pending_id, service_id=current.service_id, decision="cancel")
     return call_out(call, principal, container)
