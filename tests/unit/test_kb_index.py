@@ -641,3 +641,29 @@ def test_threads_do_not_each_keep_a_connection_open(index: KbIndexFile) -> None:
     assert len(os.listdir("/proc/self/fd")) - before <= 2
     index.close()
     assert len(os.listdir("/proc/self/fd")) < before
+
+
+def test_several_instances_opening_a_new_file_at_once(tmp_path: Path) -> None:
+    """Three instances open the same brand-new index file at the same moment, thirty times over: each one gets the
+    file (SQLite answers "locked" at once to a journal-mode switch racing another, which must be waited out)."""
+    failures: list[BaseException] = []
+    for attempt in range(30):
+        path = tmp_path / f"kb{attempt}.sqlite3"
+        barrier = threading.Barrier(3)
+
+        def open_and_read(path: Path = path, barrier: threading.Barrier = barrier) -> None:
+            opened = KbIndexFile(path)
+            try:
+                barrier.wait()
+                opened.document_ids()
+            except BaseException as exc:
+                failures.append(exc)
+            finally:
+                opened.close()
+
+        threads = [threading.Thread(target=open_and_read) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert failures == []

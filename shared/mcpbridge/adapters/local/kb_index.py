@@ -46,6 +46,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from mcpbridge.adapters.local.wal import switch_to_wal
 from mcpbridge.domain.knowledge import CHUNK_TYPES, Chunk, ChunkType, Hit
 from mcpbridge.domain.text_tokens import is_cjk, query_tokens, search_tokens
 from mcpbridge.errors import Unavailable
@@ -396,7 +397,7 @@ class KbIndexFile:
                 )
             if not self._read_only:
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-                conn.execute("PRAGMA journal_mode = WAL")
+                switch_to_wal(conn, timeout=BUSY_TIMEOUT_SECONDS)
                 conn.execute("PRAGMA synchronous = NORMAL")
                 if identity is None:
                     identity = self._identity()

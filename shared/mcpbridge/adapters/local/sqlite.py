@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mcpbridge.adapters.local.wal import RETRY_SECONDS, switch_to_wal
 from mcpbridge.domain.items import (
     INDEX_KEYS,
     Check,
@@ -251,21 +252,17 @@ class SqliteStore:
 
 
 def _initialise(conn: sqlite3.Connection) -> None:
-    """Switch the file to WAL (a persistent setting) and create the schema.
-
-    Changing the journal mode needs the file to itself and SQLite reports "locked" at once rather than waiting,
-    so another process opening the same file at the same moment is waited out here.
-    """
+    """Switch the file to WAL (waiting out another process opening it at the same moment) and create the schema."""
+    switch_to_wal(conn, timeout=30)
     deadline = time.monotonic() + 30
     while True:
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
             return
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
-            time.sleep(0.05)
+            time.sleep(RETRY_SECONDS)
 
 
 def _dump(item: Item) -> str:
