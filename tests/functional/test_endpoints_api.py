@@ -334,6 +334,28 @@ def test_a_scoped_key_cannot_mint_more_authority_than_it_has(client: TestClient)
     assert after[mine_id]["tools"] == READ_TOOLS
 
 
+def test_a_scoped_key_can_neither_see_nor_delete_endpoints_beyond_its_authority(client: TestClient) -> None:
+    kb_a, kb_b = make_kb(client, "A"), make_kb(client, "B")
+    key = make_key(client, role="admin", capabilities=["read", "manage_channels"], knowledge_base_ids=[kb_a])
+    h = as_key(key)
+    broad = created(client, name="broad")  # every knowledge base, with ask and wiki tools
+    other = created(client, name="other", knowledge_base_ids=[kb_b], tools=READ_TOOLS)
+    asks = created(client, name="asks", knowledge_base_ids=[kb_a], tools=["search_knowledge", "ask"])
+    mine = client.post(BASE, headers=h, json={"name": "mine", "knowledge_base_ids": [kb_a]}).json()
+
+    for outside in (broad, other, asks):
+        problem(client.get(f"{BASE}/{outside['id']}", headers=h), 403, "scope_exceeded")
+        problem(client.delete(f"{BASE}/{outside['id']}", headers=h), 403, "scope_exceeded")
+    seen = client.get(BASE, headers=h).json()
+    assert [e["id"] for e in seen["items"]] == [mine["id"]], "the list shows only endpoints within the key's scope"
+    assert seen["total"] == 1
+    assert client.get(f"{BASE}/{mine['id']}", headers=h).status_code == 200
+    # Nothing was deleted; the key's own endpoint it may delete.
+    assert {e["id"] for e in listed(client)} == {broad["id"], other["id"], asks["id"], mine["id"]}
+    assert client.delete(f"{BASE}/{mine['id']}", headers=h).status_code == 204
+    assert {e["id"] for e in listed(client)} == {broad["id"], other["id"], asks["id"]}
+
+
 def test_a_kb_limited_key_sees_unknown_and_foreign_kbs_differently(client: TestClient) -> None:
     kb_a = make_kb(client, "A")
     key = make_key(client, role="admin", capabilities=["read", "manage_channels"], knowledge_base_ids=[kb_a])

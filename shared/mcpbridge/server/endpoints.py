@@ -155,14 +155,18 @@ class EndpointService:
         return [CatalogGroup(g, GROUP_TITLES[g], tuple(t for t in CATALOG if t.group == g)) for g in GROUPS]
 
     def list(self, principal: Principal) -> builtins.list[Endpoint]:
-        """Every endpoint of the principal's workspace, oldest first."""
+        """The endpoints of the principal's workspace within its authority, oldest first (a scoped key does not
+        see the configuration of endpoints that publish more than it may reach)."""
         _require_reader(principal)
         items = every_item(self._store, f"WS#{principal.workspace_id}", sk_prefix="MCPEP#")
-        return [_endpoint_of(item) for item in items]
+        endpoints = [_endpoint_of(item) for item in items]
+        return [e for e in endpoints if _covers(principal, e.knowledge_base_ids, e.tools)]
 
     def get(self, principal: Principal, endpoint_id: str) -> Endpoint:
         _require_reader(principal)
-        return _endpoint_of(self._item(principal.workspace_id, endpoint_id))
+        endpoint = _endpoint_of(self._item(principal.workspace_id, endpoint_id))
+        _require_covers(principal, endpoint.knowledge_base_ids, endpoint.tools)
+        return endpoint
 
     def find(self, endpoint_id: str) -> Endpoint | None:
         """The endpoint with this id in any workspace (through gsi2, then a consistent read), or None."""
@@ -321,17 +325,23 @@ class EndpointService:
         raise Conflict("the endpoint kept changing during the rotation; retry", code="endpoint_busy")
 
     def delete(self, principal: Principal, endpoint_id: str) -> None:
-        """Delete now: the endpoint's token fails on its next request."""
+        """Delete now: the endpoint's token fails on its next request. The endpoint must lie within the key's
+        authority, as for any other change, at the version that is deleted."""
         _require_writer(principal)
-        if not is_id(endpoint_id, ID_PREFIX):
-            raise _not_found()
-        try:
-            self._store.delete(
-                endpoint_key(principal.workspace_id, endpoint_id), condition=Condition.exists("endpoint_exists")
-            )
-        except ConditionFailed:
-            raise _not_found() from None
-        log.info("deleted MCP endpoint %s", endpoint_id)
+        for _ in range(_WRITE_ATTEMPTS):
+            current = _endpoint_of(self._item(principal.workspace_id, endpoint_id))
+            _require_covers(principal, current.knowledge_base_ids, current.tools)
+            try:
+                self._store.delete(
+                    endpoint_key(current.workspace_id, current.id), condition=_unchanged(current.version)
+                )
+            except ConditionFailed as lost:
+                if lost.current is None:
+                    raise _not_found() from None
+                continue  # changed under us: judge the newer version
+            log.info("deleted MCP endpoint %s", endpoint_id)
+            return
+        raise Conflict("the endpoint kept changing during the deletion; retry", code="endpoint_busy")
 
     # ------------------------------------------------------------------------------------------ MCP transport
 
@@ -421,13 +431,22 @@ def _require_writer(principal: Principal) -> None:
     _require_channels(principal)
 
 
+def _covers(principal: Principal, kb_ids: list[str], tools: list[str]) -> bool:
+    try:
+        _require_covers(principal, kb_ids, tools)
+    except Forbidden:
+        return False
+    return True
+
+
 def _require_covers(principal: Principal, kb_ids: list[str], tools: list[str]) -> None:
-    """A scoped key may only publish what it could do itself."""
+    """A scoped key may only publish, see or change what it could do itself."""
     scope = principal.scope
     if scope.knowledge_base_ids is not None:
         if not kb_ids:
             raise Forbidden(
-                "this API key may only create endpoints limited to its knowledge bases", code="scope_exceeded"
+                "this API key is limited to some knowledge bases and may only reach endpoints limited to them",
+                code="scope_exceeded",
             )
         for kb_id in kb_ids:
             if kb_id not in scope.knowledge_base_ids:
