@@ -270,8 +270,9 @@ class Container:
     @cached_property
     def tool_policies(self) -> ToolPolicies:
         from mcpbridge.client.policies import ToolPolicies
+        from mcpbridge.client.snapshots import Snapshots
 
-        return ToolPolicies(self.store, self.clock, self.services)
+        return ToolPolicies(self.store, self.clock, self.services, Snapshots(self.store, self.blobs))
 
     @cached_property
     def catalog(self) -> ToolCatalog:

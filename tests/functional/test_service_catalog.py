@@ -199,6 +199,30 @@ def test_tools_pulls_the_first_catalog_and_pages_are_followed(
     assert metadata(client, service_id)["data"]["tools"][44]["name"] == "tool_044"
 
 
+def test_a_policy_must_name_a_tool_the_catalog_lists(client: TestClient, upstream: tuple[Upstream, str]) -> None:
+    _, url = upstream
+    service_id = register(client, url)
+    refresh(client, service_id)
+    policies = f"{BASE}/{service_id}/tool-approvals"
+    for name, near in (("Search", ["search"]), ("delete-page", ["delete_page"]), ("no-such-tool", [])):
+        response = client.put(f"{policies}/{name}", json={"require_approval": True})
+        assert response.status_code == 404, response.text
+        body = response.json()
+        assert body["code"] == "tool_not_found"
+        assert body["details"]["near_matches"] == near
+        for match in near:
+            assert match in body["detail"]
+    assert client.get(policies).json() == {"items": []}, "a refused name stores nothing"
+
+    assert client.put(f"{policies}/search", json={"require_approval": True}).status_code == 200
+    # A tool the server will add later is pre-registered explicitly, then changed like any other policy.
+    later = client.put(f"{policies}/export", json={"require_approval": True, "pre_register": True})
+    assert later.status_code == 200, later.text
+    assert client.put(f"{policies}/export", json={"enabled": False}).status_code == 200
+    stored = {p["tool_name"]: (p["enabled"], p["require_approval"]) for p in client.get(policies).json()["items"]}
+    assert stored == {"search": (True, True), "export": (False, True)}
+
+
 def test_a_changed_definition_is_flagged_and_re_requires_approval(
     client: TestClient, upstream: tuple[Upstream, str]
 ) -> None:

@@ -457,8 +457,10 @@ def test_builtin_services_are_shared_immutable_and_stripped(
     assert stored is not None
     assert stored["version"] == 1
     assert stored["url"] == "https://mcp.example.com/builtin"
-    # A workspace's admins may still set per-tool policies on a builtin service, for their workspace only.
-    assert client.put(f"{BASE}/{sid}/tool-approvals/search", json={"require_approval": True}).status_code == 200
+    # A workspace's admins may still set per-tool policies on a builtin service, for their workspace only (no
+    # catalog was pulled here, so the tool is pre-registered).
+    body = {"require_approval": True, "pre_register": True}
+    assert client.put(f"{BASE}/{sid}/tool-approvals/search", json=body).status_code == 200
     assert own["builtin"] is False
 
 
@@ -609,13 +611,17 @@ def test_tool_approvals(client: TestClient, container: Container, workspace_id: 
     problem(client.put(f"{url}/search", json={"enabled": "no"}), 422, "validation_failed")
     problem(client.put(f"{url}/search", json={"enabled": True, "other": 1}), 422, "validation_failed")
 
-    first = client.put(f"{url}/search", json={"require_approval": True})
+    # No catalog was pulled for this service: a name is refused unless pre-registered, and nothing is stored.
+    unchecked = problem(client.put(f"{url}/search", json={"require_approval": True}), 404, "tool_not_found")
+    assert "pre_register" in unchecked["detail"]
+    assert client.get(url).json() == {"items": []}
+    first = client.put(f"{url}/search", json={"require_approval": True, "pre_register": True})
     assert first.status_code == 200, first.text
     assert first.json()["enabled"] is True
     assert first.json()["require_approval"] is True
     second = client.put(f"{url}/search", json={"enabled": False}).json()
     assert (second["enabled"], second["require_approval"]) == (False, True), "omitted field unchanged"
-    client.put(f"{url}/delete_all", json={"enabled": False})
+    client.put(f"{url}/delete_all", json={"enabled": False, "pre_register": True})
     listed_policies = client.get(url).json()["items"]
     assert [(p["tool_name"], p["enabled"], p["require_approval"]) for p in listed_policies] == [
         ("delete_all", False, False),

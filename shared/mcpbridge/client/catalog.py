@@ -39,6 +39,7 @@ from anyio import to_thread
 
 from mcpbridge.client.policies import ToolPolicies
 from mcpbridge.client.registry import ExternalService, ServiceRegistry, require_reader, require_writer, scope_for
+from mcpbridge.client.snapshots import Snapshots, head_key
 from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import AttrAbsent, Compare, Condition, Key, Update
@@ -60,10 +61,6 @@ MAX_ERROR_MESSAGE_CHARS = 500
 
 SpecFor = Callable[[ExternalService, Principal], Awaitable["ConnectionSpec"]]
 """How the catalog gets a connection spec for a service as seen by a principal (credentials opened, OAuth token)."""
-
-
-def head_key(workspace_id: str, service_id: str, scope: str) -> Key:
-    return Key(f"WS#{workspace_id}", f"SVCCAT#{service_id}#{scope}")
 
 
 def definition_hash(definition: dict[str, Any]) -> str:
@@ -109,6 +106,7 @@ class ToolCatalog:
         self._policies = policies
         self._egress = egress
         self._spec_for = spec_for
+        self._snapshots = Snapshots(store, blobs)
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -134,14 +132,7 @@ class ToolCatalog:
         )
 
     def _load(self, head: dict[str, Any] | None) -> dict[str, Any] | None:
-        if not head or not head.get("snapshot_key"):
-            return None
-        data = self._blobs.get(head["snapshot_key"])
-        if data is None:  # the head points at a blob that is gone: treat as no snapshot, never as an error page
-            log.warning("catalog snapshot %s is missing", head.get("snapshot_id"))
-            return None
-        snapshot: dict[str, Any] = json.loads(data)
-        return snapshot
+        return self._snapshots.load(head)
 
     async def current(self, principal: Principal, service_id: str) -> CatalogView:
         """The stored snapshot, or a first refresh when there is none yet (readers may trigger the first pull)."""

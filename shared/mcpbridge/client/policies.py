@@ -1,21 +1,25 @@
 """Per-tool policies of external MCP services: ``enabled`` and ``require_approval``, set by workspace admins.
 
-Items: ``WS#<ws> / SVCTOOL#<service_id>#<tool_name>``. A policy is independent of any tool catalog (it may name a
-tool the catalog does not list yet, and survives every refresh). A missing row, or a missing field of a row, means
-enabled and no approval. Policies of builtin services are per workspace too.
+Items: ``WS#<ws> / SVCTOOL#<service_id>#<tool_name>``. A policy must name a tool the service's catalog lists (an
+approval set on ``Echo`` for the tool ``echo`` would protect nothing): an unknown name is refused with the near
+matches, unless the admin asks to pre-register it (``pre_register``) for a tool the catalog does not list yet. Once
+stored, a policy is independent of the catalog and survives every refresh. A missing row, or a missing field of a
+row, means enabled and no approval. Policies of builtin services are per workspace too.
 """
 
 from __future__ import annotations
 
 import builtins
+import difflib
 import logging
 import re
 from dataclasses import dataclass
 
-from mcpbridge.client.registry import ServiceRegistry, require_reader, require_writer
+from mcpbridge.client.registry import ServiceRegistry, require_reader, require_writer, scope_for
+from mcpbridge.client.snapshots import Snapshots
 from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.domain.items import Condition, Item, Key, Update
-from mcpbridge.errors import ConditionFailed, InvalidInput
+from mcpbridge.errors import ConditionFailed, InvalidInput, NotFound
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
 
@@ -46,10 +50,11 @@ class ToolPolicy:
 class ToolPolicies:
     """Read and change per-tool policies; ``policy_for`` is what the call broker consults."""
 
-    def __init__(self, store: Store, clock: Clock, registry: ServiceRegistry) -> None:
+    def __init__(self, store: Store, clock: Clock, registry: ServiceRegistry, snapshots: Snapshots) -> None:
         self._store = store
         self._clock = clock
         self._registry = registry
+        self._snapshots = snapshots
 
     def list(self, principal: Principal, service_id: str) -> builtins.list[ToolPolicy]:
         """The policies stored for a service of the workspace (or a builtin one), by tool name."""
@@ -66,8 +71,12 @@ class ToolPolicies:
         *,
         enabled: bool | None = None,
         require_approval: bool | None = None,
+        pre_register: bool = False,
     ) -> ToolPolicy:
-        """Change the given fields (at least one; 400 ``nothing_to_update``); the others keep their value."""
+        """Change the given fields (at least one; 400 ``nothing_to_update``); the others keep their value.
+
+        The tool must be one the service's catalog lists (404 ``tool_not_found`` with near matches), or an
+        existing policy's, unless ``pre_register``: then the name is stored as given."""
         require_writer(principal)
         name = clean_tool_name(tool_name)
         changes: dict[str, bool] = {}
@@ -80,6 +89,8 @@ class ToolPolicies:
         if not changes:
             raise InvalidInput("give enabled and/or require_approval", code="nothing_to_update")
         service = self._registry.get(principal, service_id)
+        if not pre_register:
+            self._require_listed(principal, service.id, scope_for(service, principal), name)
         update = Update(
             set={
                 **changes,
@@ -93,6 +104,28 @@ class ToolPolicies:
         item = self._store.update(policy_key(principal.workspace_id, service.id, name), update)
         log.info("set tool policy of %s on MCP service %s (%s)", _shown(name), service.id, ", ".join(sorted(changes)))
         return _policy_of(item)
+
+    def _require_listed(self, principal: Principal, service_id: str, scope: str, name: str) -> None:
+        listed = self._snapshots.tool_names(principal.workspace_id, service_id, scope)
+        if listed is not None and name in listed:
+            return
+        if self._store.get(policy_key(principal.workspace_id, service_id, name)) is not None:
+            return  # pre-registered earlier: changing it is fine
+        if listed is None:
+            raise NotFound(
+                f"the service has no tool catalog yet, so the tool {_shown(name)} cannot be checked: refresh its "
+                'catalog (POST .../metadata/refresh), or send "pre_register": true to store the policy anyway',
+                code="tool_not_found",
+                details={"near_matches": []},
+            )
+        near = _near_matches(name, listed)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise NotFound(
+            f"the service's catalog lists no tool named {_shown(name)}{hint} (tool names are case-sensitive; send "
+            '"pre_register": true to store a policy for a tool the catalog does not list yet)',
+            code="tool_not_found",
+            details={"near_matches": near},
+        )
 
     def note_definition_change(self, workspace_id: str, service_id: str, tool_name: str, digest: str) -> bool:
         """A catalog refresh saw a new definition of a tool. When the tool requires approval, record the new hash
@@ -133,6 +166,13 @@ def clean_tool_name(tool_name: str) -> str:
             code="invalid_tool_name",
         )
     return tool_name
+
+
+def _near_matches(name: str, listed: frozenset[str], most: int = 5) -> list[str]:
+    """Names that differ only in case first, then the closest spellings."""
+    same_case = sorted(t for t in listed if t.casefold() == name.casefold())
+    close = difflib.get_close_matches(name, sorted(listed), n=most, cutoff=0.6)
+    return list(dict.fromkeys([*same_case, *close]))[:most]
 
 
 def _shown(value: str) -> str:

@@ -234,6 +234,11 @@ class ToolPolicyIn(BaseModel):
 
     enabled: bool | None = None
     require_approval: bool | None = None
+    pre_register: bool = Field(
+        default=False,
+        description="Store the policy even though the service's catalog does not list this tool (yet). Without "
+        "it, a name the catalog does not list is refused with 404 tool_not_found and the near matches.",
+    )
 
 
 class ToolPolicyOut(BaseModel):
@@ -347,7 +352,12 @@ def set_tool_policy(
     service_id: str, tool_name: str, body: ToolPolicyIn, principal: CurrentPrincipal, container: ContainerDep
 ) -> ToolPolicyOut:
     policy = container.tool_policies.set(
-        principal, service_id, tool_name, enabled=body.enabled, require_approval=body.require_approval
+        principal,
+        service_id,
+        tool_name,
+        enabled=body.enabled,
+        require_approval=body.require_approval,
+        pre_register=body.pre_register,
     )
     return ToolPolicyOut.of(policy)
 
