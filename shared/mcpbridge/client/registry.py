@@ -15,6 +15,13 @@ names the field, never the value. Outside the connection layer (:meth:`ServiceRe
 opens them; :meth:`ServiceRegistry.credentials_status` only says whether each one is configured (a value that cannot
 be opened counts as not configured).
 
+Custom header values are credentials too (an ``Authorization`` or ``X-API-Key`` header imported from an
+``mcpServers`` file is common): they are sealed together, as one JSON object, under
+``SecretContext(ws, "mcp_service_headers", id)`` in ``secret_headers``; only their names are stored in clear
+(``header_names``) and shown. The registry opens them when it reads a service, for the connection layer; a value that
+cannot be opened leaves the service without custom headers (logged by kind and id). Items written before headers were
+sealed keep a plaintext ``headers`` map until the registry reads them, when it seals them in place.
+
 Every URL (``url``, ``auth_config.auth_server_metadata_url``) passes the egress guard (``EgressPolicy.check_url`` and
 ``resolve``) when it is saved; the connection layer checks again when it connects. ``stdio`` is refused everywhere.
 
@@ -28,6 +35,8 @@ catalog layer refreshes its snapshot and clears the flag with :meth:`ServiceRegi
 from __future__ import annotations
 
 import builtins
+import dataclasses
+import json
 import logging
 import math
 import re
@@ -51,6 +60,7 @@ log = logging.getLogger("mcpbridge.services")
 ID_PREFIX = "svc"
 BUILTIN_PARTITION = "BUILTIN"
 SECRET_KIND = "mcp_service"  # noqa: S105 - a SecretContext kind, not a secret
+HEADERS_KIND = "mcp_service_headers"
 
 Transport = Literal["sse", "http-streamable"]
 AuthType = Literal["none", "api_key", "bearer", "oauth"]
@@ -167,6 +177,10 @@ class ExternalService:
     def secret_context(self) -> SecretContext:
         return SecretContext(self.workspace_id or BUILTIN_PARTITION, SECRET_KIND, self.id)
 
+    @property
+    def headers_context(self) -> SecretContext:
+        return SecretContext(self.workspace_id or BUILTIN_PARTITION, HEADERS_KIND, self.id)
+
 
 @dataclass(frozen=True)
 class Saved:
@@ -252,7 +266,7 @@ class ServiceRegistry:
             *every_item(self._store, _partition(principal.workspace_id), sk_prefix="SVC#"),
             *every_item(self._store, BUILTIN_PARTITION, sk_prefix="SVC#"),
         ]
-        services = [_service_of(item) for item in items]
+        services = [self._service_of(item) for item in items]
         keywords = fold(search or "").split()
         if not keywords:
             return services
@@ -270,7 +284,7 @@ class ServiceRegistry:
         item = self._store.get(service_key(workspace_id, service_id)) or self._store.get(service_key(None, service_id))
         if item is None:
             raise _not_found()
-        return _service_of(item)
+        return self._service_of(item)
 
     def credentials_status(self, service: ExternalService) -> dict[str, dict[str, bool]]:
         """``{"api_key": {"configured": bool}, ...}``; a value that cannot be opened counts as not configured."""
@@ -320,7 +334,7 @@ class ServiceRegistry:
             advanced=_clean_advanced(AdvancedConfig(), advanced_config or {}),
             usage_instructions=usage_instructions,
         )
-        item = _item_of(service)
+        item = _item_of(service) | self._sealed_headers(service, service.headers)
         item["created_by"] = principal.user_id
         item["created_by_api_key"] = principal.api_key_id
         self._insert(item, service)
@@ -355,7 +369,7 @@ class ServiceRegistry:
             advanced=_clean_advanced(AdvancedConfig(), advanced_config or {}),
             usage_instructions=usage_instructions,
         )
-        self._insert(_item_of(service), service)
+        self._insert(_item_of(service) | self._sealed_headers(service, service.headers), service)
         _log_warnings(service.id, warnings)
         log.info("registered builtin MCP service %s", service.id)
         return service
@@ -418,7 +432,11 @@ class ServiceRegistry:
             if not effective:
                 _log_warnings(current.id, warnings)
                 return Saved(current, tuple(warnings))
-            sets: dict[str, Any] = {k: _stored(v) for k, v in effective.items()}
+            sets: dict[str, Any] = {k: _stored(v) for k, v in effective.items() if k != "headers"}
+            removes: builtins.list[str] = []
+            if "headers" in effective:
+                sets |= self._sealed_headers(current, effective["headers"])
+                removes = ["headers"] + ([] if effective["headers"] else ["secret_headers"])
             if "name" in effective:
                 sets["name_folded"] = fold(effective["name"])
             if _CONNECTION_FIELDS & set(effective):
@@ -430,7 +448,7 @@ class ServiceRegistry:
                 if "name" in effective and fold(effective["name"]) != fold(current.name):
                     self._store.transact(
                         [
-                            Patch(key, Update(set=sets), _unchanged(current.version)),
+                            Patch(key, Update(set=sets, remove=removes), _unchanged(current.version)),
                             Remove(name_key(current.workspace_id, current.name)),
                             Put(_guard_of(current.workspace_id, effective["name"], current.id), _name_free()),
                         ]
@@ -439,7 +457,9 @@ class ServiceRegistry:
                     if item is None:
                         continue
                 else:
-                    item = self._store.update(key, Update(set=sets), condition=_unchanged(current.version))
+                    item = self._store.update(
+                        key, Update(set=sets, remove=removes), condition=_unchanged(current.version)
+                    )
             except ConditionFailed as lost:
                 if lost.condition == _name_free().name:
                     raise _name_taken() from None
@@ -448,7 +468,7 @@ class ServiceRegistry:
             log.info("updated MCP service %s (%s)", current.id, ", ".join(sorted(effective)))
             if _RECONNECT_FIELDS & set(effective):
                 self._connection_changed(current.id)
-            return Saved(_service_of(item), tuple(warnings))
+            return Saved(self._service_of(item), tuple(warnings))
         raise Conflict("the service kept changing during the update; retry", code="service_busy")
 
     def set_enabled(self, principal: Principal, service_id: str, enabled: bool) -> ExternalService:
@@ -508,7 +528,7 @@ class ServiceRegistry:
                 continue
             log.info("changed credentials %s of MCP service %s", ", ".join(sorted(given)), current.id)
             self._connection_changed(current.id)
-            return _service_of(item)
+            return self._service_of(item)
         raise Conflict("the service kept changing; retry", code="service_busy")
 
     def delete_credential(self, principal: Principal, service_id: str, field_name: str) -> ExternalService:
@@ -538,7 +558,7 @@ class ServiceRegistry:
                 continue
             log.info("cleared credential %s of MCP service %s", field_name, current.id)
             self._connection_changed(current.id)
-            return _service_of(item)
+            return self._service_of(item)
         raise Conflict("the service kept changing; retry", code="service_busy")
 
     def clear_catalog_stale(self, service: ExternalService) -> bool:
@@ -651,10 +671,42 @@ class ServiceRegistry:
             raise _not_found()
         item = self._store.get(service_key(workspace_id, service_id))
         if item is not None:
-            return _service_of(item)
+            return self._service_of(item)
         if self._store.get(service_key(None, service_id)) is not None:
             raise Forbidden("builtin services cannot be changed", code="builtin_immutable")
         raise _not_found()
+
+    def _sealed_headers(self, service: ExternalService, headers: Mapping[str, str]) -> Item:
+        """The item attributes of a service's custom headers: their names in clear, their values sealed."""
+        if not headers:
+            return {"header_names": []}
+        sealed = self._secrets.seal(json.dumps(dict(headers), sort_keys=True), service.headers_context)
+        return {"header_names": sorted(headers), "secret_headers": sealed}
+
+    def _service_of(self, item: Item) -> ExternalService:
+        """A stored service with its custom headers opened (sealing them first if the item predates sealing)."""
+        service = _service_of(item, {})
+        legacy = item.get("headers")
+        if legacy and not item.get("secret_headers"):
+            headers = {str(k): str(v) for k, v in legacy.items()}
+            self._seal_legacy_headers(service, item, headers)
+            return dataclasses.replace(service, headers=headers)
+        opened = open_secret_or_none(self._secrets, item.get("secret_headers"), service.headers_context)
+        if opened is None:
+            return service
+        return dataclasses.replace(service, headers={str(k): str(v) for k, v in json.loads(opened).items()})
+
+    def _seal_legacy_headers(self, service: ExternalService, item: Item, headers: dict[str, str]) -> None:
+        # Nothing configured changes (same headers, same version): only how they are kept at rest.
+        try:
+            self._store.update(
+                Key(item["pk"], item["sk"]),
+                Update(set=self._sealed_headers(service, headers), remove=["headers"]),
+                condition=_unchanged(service.version),
+            )
+        except ConditionFailed:
+            return  # changed meanwhile: the writer sealed them, or the next read will
+        log.info("sealed the custom headers of MCP service %s at rest", service.id)
 
     def _drop_dependents(self, workspace_id: str, service_id: str) -> None:
         """The service's tool policies, users' OAuth tokens and its registered OAuth clients go with it (tokens are
@@ -982,7 +1034,6 @@ def _item_of(service: ExternalService) -> Item:
         "enabled": service.enabled,
         "transport": service.transport,
         "url": service.url,
-        "headers": dict(service.headers),
         "auth_config": _auth_item(service.auth),
         "advanced_config": _advanced_item(service.advanced),
         "usage_instructions": service.usage_instructions,
@@ -994,7 +1045,7 @@ def _item_of(service: ExternalService) -> Item:
     }
 
 
-def _service_of(item: Item) -> ExternalService:
+def _service_of(item: Item, headers: Mapping[str, str]) -> ExternalService:
     auth = item.get("auth_config") or {}
     advanced = item.get("advanced_config") or {}
     transport = item.get("transport")
@@ -1010,7 +1061,7 @@ def _service_of(item: Item) -> ExternalService:
         enabled=bool(item.get("enabled", True)),
         transport="sse" if transport == "sse" else "http-streamable",
         url=item.get("url", ""),
-        headers={str(k): str(v) for k, v in (item.get("headers") or {}).items()},
+        headers=dict(headers),
         auth=AuthConfig(
             auth_type=auth_type,
             api_key_header=auth.get("api_key_header") or DEFAULT_API_KEY_HEADER,

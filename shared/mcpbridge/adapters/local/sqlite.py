@@ -93,6 +93,9 @@ class SqliteStore:
                     self._ready = True
             # FULL: a committed write survives a power cut, not only a crash of the process.
             conn.execute("PRAGMA synchronous=FULL")
+            # Deleted and overwritten rows are zeroed, not left in free pages: a replaced or deleted credential (or
+            # a deleted workspace's data) is not readable from the file afterwards.
+            conn.execute("PRAGMA secure_delete=ON")
         except (sqlite3.Error, OSError) as exc:
             raise Unavailable(f"cannot open the SQLite store at {self._path}: {exc}", code="store_unavailable") from exc
         self._local.conn = conn
