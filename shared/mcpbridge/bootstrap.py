@@ -272,7 +272,7 @@ class Container:
         from mcpbridge.client.policies import ToolPolicies
         from mcpbridge.client.snapshots import Snapshots
 
-        return ToolPolicies(self.store, self.clock, self.services, Snapshots(self.store, self.blobs))
+        return ToolPolicies(self.store, self.clock, self.services, Snapshots(self.store, lambda: self.blobs))
 
     @cached_property
     def catalog(self) -> ToolCatalog:

@@ -2,6 +2,8 @@
 
     mcpbridge init  [--data-dir D] [--json]                  create the default workspace and an admin API key
     mcpbridge serve [--host H] [--port P] [--data-dir D]     run every HTTP surface (initialising on first start)
+    mcpbridge keys create --admin [--user U] [--name N] [--data-dir D] [--json]
+                                                             mint an admin API key (the way back from a lost one)
     mcpbridge services list [--data-dir D] [--json]          the workspace's external MCP services
     mcpbridge services authorize SERVICE [--user U] [--data-dir D] [--redirected-url URL | --listen] [--port P]
                                          [--timeout S]       OAuth of an external service for a user, headlessly
@@ -543,6 +545,27 @@ def cmd_services_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    """An unrestricted admin API key, minted straight in the store: whoever can run this holds the data anyway (the
+    SQLite file and key file here, or the table with the operator's AWS credentials)."""
+    from mcpbridge.http.routes.api_keys import ApiKeyOut
+
+    settings = _settings(args)
+    container = Container(settings)
+    try:
+        workspace_id = _installed_workspace(container)
+        user_id = _known_user(container, workspace_id, args.user) if args.user else _admin_user(container, workspace_id)
+        created = container.identity.recover_admin_key(workspace_id, user_id, name=args.name)
+    finally:
+        container.close()
+    if args.json:
+        print(json.dumps({**ApiKeyOut.of(created.record).model_dump(), "key": created.plaintext}))
+    else:
+        print(f"Admin API key {created.record.id} for user {user_id} in {_where(settings)} (shown once; store it now):")
+        print(f"  {created.plaintext}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcpbridge", description="A two-way MCP hub for knowledge bases.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -557,6 +580,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--data-dir", type=Path, help="data directory (default ./.mcpbridge or MCPBRIDGE_DATA_DIR)")
     serve.set_defaults(run=cmd_serve)
+
+    keys = commands.add_parser("keys", help="API keys")
+    key_commands = keys.add_subparsers(dest="keys_command", required=True)
+    key_create = key_commands.add_parser(
+        "create",
+        help="mint an unrestricted admin API key for the workspace (the way back after losing every admin key)",
+        description="Mint an unrestricted admin API key directly in the data this machine holds (the data directory, "
+        "or with MCPBRIDGE_BACKEND=aws the table, with the operator's AWS credentials). No API key is needed.",
+        epilog="example: mcpbridge keys create --admin --data-dir ./.mcpbridge",
+    )
+    key_create.add_argument("--admin", action="store_true", required=True, help="an unrestricted admin key")
+    key_create.add_argument("--user", help="the user the key belongs to (default: the workspace's admin user)")
+    key_create.add_argument("--name", default="admin (recovered)", help="the key's name")
+    key_create.add_argument("--data-dir", type=Path, help="data directory (default ./.mcpbridge or MCPBRIDGE_DATA_DIR)")
+    key_create.add_argument("--json", action="store_true", help="print the key as the API shows it, with the key")
+    key_create.set_defaults(run=cmd_keys_create)
 
     services = commands.add_parser("services", help="external MCP services (list, OAuth authorization)")
     service_commands = services.add_subparsers(dest="services_command", required=True)
@@ -599,6 +638,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from mcpbridge.observability import install_log_redaction
+
+    # Before any command runs: whatever it (or a library) logs, URLs in it have their query values masked.
+    install_log_redaction()
     args = build_parser().parse_args(argv)
     try:
         code: int = args.run(args)

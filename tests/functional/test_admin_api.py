@@ -167,7 +167,11 @@ def test_revocation_takes_effect_on_the_next_request(client: TestClient, admin_k
 
 def test_a_scoped_key_cannot_mint_a_broader_one(client: TestClient, admin_key: str) -> None:
     scoped = create_key(
-        client, admin_key, role="admin", capabilities=["read", "manage_channels"], knowledge_base_ids=["kb_1"]
+        client,
+        admin_key,
+        role="admin",
+        capabilities=["read", "manage_channels", "manage_keys"],
+        knowledge_base_ids=["kb_1"],
     ).json()["key"]
     before = key_ids(client, admin_key)
     for broader in (

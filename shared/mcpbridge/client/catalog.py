@@ -106,7 +106,7 @@ class ToolCatalog:
         self._policies = policies
         self._egress = egress
         self._spec_for = spec_for
-        self._snapshots = Snapshots(store, blobs)
+        self._snapshots = Snapshots(store, lambda: blobs)
 
     # ------------------------------------------------------------------------------------------ reading
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from mcpbridge.domain.items import Key
@@ -22,7 +23,8 @@ def head_key(workspace_id: str, service_id: str, scope: str) -> Key:
 
 
 class Snapshots:
-    def __init__(self, store: Store, blobs: Blobs) -> None:
+    def __init__(self, store: Store, blobs: Callable[[], Blobs]) -> None:
+        """``blobs`` is asked for on first use: a function that never reads a snapshot needs no blob store."""
         self._store = store
         self._blobs = blobs
 
@@ -30,7 +32,7 @@ class Snapshots:
         """The snapshot a head points at, or None (no head, no snapshot yet, or a blob that is gone)."""
         if not head or not head.get("snapshot_key"):
             return None
-        data = self._blobs.get(head["snapshot_key"])
+        data = self._blobs().get(head["snapshot_key"])
         if data is None:  # the head points at a blob that is gone: treat as no snapshot, never as an error page
             log.warning("catalog snapshot %s is missing", head.get("snapshot_id"))
             return None

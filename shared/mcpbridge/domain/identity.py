@@ -20,6 +20,7 @@ CAPABILITIES: dict[str, str] = {
     "manage_services": "register external MCP services",
     "act_as": "call tools on behalf of a named end user",
     "call_tools": "discover and call external MCP tools as an agent, and resolve one's own paused calls",
+    "manage_keys": "list, create and revoke API keys (never broader than the key itself)",
 }
 
 
@@ -75,6 +76,10 @@ class Principal:
     def is_admin(self) -> bool:
         return self.role == "admin"
 
+    def outranks_or_equals(self, role: Role, scope: Scope) -> bool:
+        """True when this principal holds at least ``role`` and everything ``scope`` grants."""
+        return (self.is_admin or role == "viewer") and self.scope.covers(scope)
+
 
 def acting_for(workspace_id: str, user_id: str, api_key_id: str = "") -> Principal:
     """A user as a read-only principal, for work done on their behalf without their API key at hand (a paused
@@ -108,3 +113,8 @@ class ApiKey:
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def unrestricted_admin(self) -> bool:
+        """An admin key with every capability and every knowledge base: the kind a workspace must keep one of."""
+        return self.role == "admin" and self.scope == Scope()

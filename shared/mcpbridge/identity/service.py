@@ -6,6 +6,14 @@ Items (single table):
     WS#<ws> / WS                           a workspace
     WS#<ws> / USER#<user>                  a user of the workspace
     WS#<ws> / APIKEY#<key>                 an API key; gsi1 = APIKEY#<sha256> / APIKEY while it is active
+    WS#<ws> / ADMINKEYS                    how many active unrestricted admin keys the workspace has
+
+Managing keys (list, get, create, revoke) needs an admin key with the ``manage_keys`` capability (an unrestricted
+admin key has it). A key never mints or revokes a key broader than itself (role and scope), and the workspace's last
+active unrestricted admin key cannot be revoked: the ``ADMINKEYS`` counter moves in the same transaction as the key,
+on condition that it stays above zero, so two racing revocations cannot both take the last two. An operator who lost
+every admin key mints a new one from the machine or account that holds the data (:meth:`recover_admin_key`, run by
+``mcpbridge keys create --admin``).
 """
 
 from __future__ import annotations
@@ -28,9 +36,22 @@ from mcpbridge.domain.identity import (
     timestamp,
 )
 from mcpbridge.domain.ids import new_id
-from mcpbridge.domain.items import AttrAbsent, Compare, Condition, Item, ItemExists, Key, Put, Update, all_of, any_of
+from mcpbridge.domain.items import (
+    AttrAbsent,
+    Compare,
+    Condition,
+    Item,
+    ItemExists,
+    Key,
+    Patch,
+    Put,
+    Update,
+    all_of,
+    any_of,
+)
 from mcpbridge.domain.names import clean_name
-from mcpbridge.errors import ConditionFailed, Forbidden, InvalidInput, NotFound, Unauthenticated
+from mcpbridge.errors import ConditionFailed, Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
+from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
 
 log = logging.getLogger("mcpbridge.identity")
@@ -49,6 +70,10 @@ def user_key(workspace_id: str, user_id: str) -> Key:
 
 def api_key_key(workspace_id: str, key_id: str) -> Key:
     return Key(f"WS#{workspace_id}", f"APIKEY#{key_id}")
+
+
+def admin_keys_key(workspace_id: str) -> Key:
+    return Key(f"WS#{workspace_id}", "ADMINKEYS")
 
 
 @dataclass(frozen=True)
@@ -106,6 +131,7 @@ class IdentityService:
                         ),
                         Condition.absent("api_key_new"),
                     ),
+                    Put({**admin_keys_key(workspace_id).as_dict(), "count": 1}, Condition.absent("admin_keys_new")),
                 ]
             )
         except ConditionFailed as lost:
@@ -179,7 +205,7 @@ class IdentityService:
         capabilities: Iterable[str] | None = None,
         knowledge_base_ids: Iterable[str] | None = None,
     ) -> NewApiKey:
-        _require_admin(principal)
+        _require_key_manager(principal)
         name = clean_name(name)
         if role not in ROLES:
             raise InvalidInput(f"role must be one of {', '.join(ROLES)}", code="invalid_role")
@@ -197,42 +223,102 @@ class IdentityService:
             raise Forbidden("a key cannot grant a role above its own", code="scope_exceeded")
         if not principal.scope.covers(scope):
             raise Forbidden("a key cannot grant capabilities or knowledge bases beyond its own", code="scope_exceeded")
+        return self._issue(principal.workspace_id, principal.user_id, name, role, scope)
+
+    def recover_admin_key(self, workspace_id: str, user_id: str, *, name: str = "admin (recovered)") -> NewApiKey:
+        """For an operator on the machine or account that holds the data, not for any API caller: a new unrestricted
+        admin key for ``user_id`` of the workspace, whatever keys exist (the way back after every admin key is lost).
+        """
+        if self._store.get(workspace_key(workspace_id)) is None:
+            raise NotFound("no such workspace", code="workspace_not_found")
+        created = self._issue(workspace_id, user_id, clean_name(name), "admin", Scope())
+        log.warning("minted a recovery admin API key %s for workspace %s", created.record.id, workspace_id)
+        return created
+
+    def _issue(self, workspace_id: str, user_id: str, name: str, role: Role, scope: Scope) -> NewApiKey:
         now = timestamp(self._clock.now())
         issued = credentials.issue(credentials.API_KEY_PREFIX)
-        item = _api_key_item(principal.workspace_id, new_id("key"), principal.user_id, name, role, scope, issued, now)
-        self._store.put(item, condition=Condition.absent("api_key_new"))
-        return NewApiKey(record=_api_key_of(item), plaintext=issued.plaintext)
+        item = _api_key_item(workspace_id, new_id("key"), user_id, name, role, scope, issued, now)
+        record = _api_key_of(item)
+        if record.unrestricted_admin:
+            self._ensure_admin_count(workspace_id)
+            self._store.transact(
+                [
+                    Put(item, Condition.absent("api_key_new")),
+                    Patch(admin_keys_key(workspace_id), Update(add={"count": 1}), Condition.exists("admin_keys")),
+                ]
+            )
+        else:
+            self._store.put(item, condition=Condition.absent("api_key_new"))
+        return NewApiKey(record=record, plaintext=issued.plaintext)
+
+    def _ensure_admin_count(self, workspace_id: str) -> None:
+        """Workspaces initialised before the counter existed get it now, counted from their keys."""
+        if self._store.get(admin_keys_key(workspace_id)) is not None:
+            return
+        keys = every_item(self._store, f"WS#{workspace_id}", sk_prefix="APIKEY#")
+        count = sum(1 for item in keys if (key := _api_key_of(item)).active and key.unrestricted_admin)
+        with contextlib.suppress(ConditionFailed):  # another request counted first
+            self._store.put(
+                {**admin_keys_key(workspace_id).as_dict(), "count": count}, Condition.absent("admin_keys_new")
+            )
 
     def list_api_keys(
         self, principal: Principal, *, limit: int = 50, cursor: str | None = None
     ) -> tuple[list[ApiKey], str | None]:
-        _require_admin(principal)
+        _require_key_manager(principal)
         page = self._store.query(f"WS#{principal.workspace_id}", sk_prefix="APIKEY#", limit=limit, cursor=cursor)
         return [_api_key_of(i) for i in page.items], page.cursor
 
     def get_api_key(self, principal: Principal, key_id: str) -> ApiKey:
-        _require_admin(principal)
+        _require_key_manager(principal)
         item = self._store.get(api_key_key(principal.workspace_id, key_id))
         if item is None:
             raise NotFound("no such API key", code="api_key_not_found")
         return _api_key_of(item)
 
     def revoke_api_key(self, principal: Principal, key_id: str) -> ApiKey:
-        """Revoke at once (the next request with it fails). Revoking a revoked key changes nothing."""
-        _require_admin(principal)
+        """Revoke at once (the next request with it fails). Revoking a revoked key changes nothing.
+
+        403 ``scope_exceeded`` for a key broader than the caller's; 409 ``last_admin_key`` for the workspace's last
+        active unrestricted admin key."""
+        _require_key_manager(principal)
         key = api_key_key(principal.workspace_id, key_id)
+        current = self._store.get(key)
+        if current is None:
+            raise NotFound("no such API key", code="api_key_not_found")
+        target = _api_key_of(current)
+        if not target.active:
+            return target
+        if not principal.outranks_or_equals(target.role, target.scope):
+            raise Forbidden("a key cannot revoke a key broader than itself", code="scope_exceeded")
+        revoke = Update(set={"revoked_at": timestamp(self._clock.now())}, remove=["gsi1pk", "gsi1sk"])
+        active = Condition("key_active", all_of(ItemExists(), AttrAbsent("revoked_at")))
         try:
-            item = self._store.update(
-                key,
-                Update(set={"revoked_at": timestamp(self._clock.now())}, remove=["gsi1pk", "gsi1sk"]),
-                condition=Condition("key_active", all_of(ItemExists(), AttrAbsent("revoked_at"))),
-            )
+            if target.unrestricted_admin:
+                self._ensure_admin_count(principal.workspace_id)
+                others_remain = Condition("admin_keys_remain", Compare("count", ">", 1))
+                self._store.transact(
+                    [
+                        Patch(key, revoke, active),
+                        Patch(admin_keys_key(principal.workspace_id), Update(add={"count": -1}), others_remain),
+                    ]
+                )
+            else:
+                self._store.update(key, revoke, condition=active)
         except ConditionFailed as lost:
-            if lost.current is None:
+            if lost.condition == "admin_keys_remain":
+                raise Conflict(
+                    "this is the workspace's last unrestricted admin key: create another one before revoking it",
+                    code="last_admin_key",
+                ) from None
+            after = self._store.get(key)
+            if after is None:
                 raise NotFound("no such API key", code="api_key_not_found") from None
-            return _api_key_of(lost.current)
+            return _api_key_of(after)  # revoked meanwhile by another request
         log.info("revoked API key %s", key_id)
-        return _api_key_of(item)
+        after = self._store.get(key)
+        return _api_key_of(after) if after is not None else target
 
     # ------------------------------------------------------------------------------------------ workspaces
 
@@ -246,6 +332,12 @@ class IdentityService:
 def _require_admin(principal: Principal) -> None:
     if not principal.is_admin:
         raise Forbidden("this needs an admin API key", code="admin_required")
+
+
+def _require_key_manager(principal: Principal) -> None:
+    _require_admin(principal)
+    if not principal.scope.allows("manage_keys"):
+        raise Forbidden("this API key lacks the manage_keys capability", code="capability_missing")
 
 
 def _workspace_item(workspace_id: str, name: str, now: str) -> Item:
