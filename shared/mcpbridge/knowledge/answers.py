@@ -1,9 +1,12 @@
 """Answering questions from knowledge bases: retrieval, then a language model or an extractive quick answer.
 
 With no language model configured the answer is extractive (the best passages, cited) and says so. Sessions keep
-the last turns so a follow-up question can continue; a session belongs to the owner that started it.
+the last turns so a follow-up question can continue. A session is bound to what started it: the owner, the
+credential (API key or endpoint) and that credential's knowledge-base scope at the time. A continuation that differs
+in any of them is refused as an unknown session, so an earlier turn (an answer drawn from knowledge bases the caller
+may not reach) never reaches a caller with a narrower scope.
 
-    WS#<ws> / SESSION#<id>     {owner, turns: [{question, answer}], expires_at}
+    WS#<ws> / SESSION#<id>     {owner, credential, kb_scope, turns: [{question, answer}], expires_at}
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Literal
 
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import new_id
-from mcpbridge.domain.items import Compare, Condition, ItemAbsent, Key, Update
+from mcpbridge.domain.items import AllOf, Compare, Condition, ItemAbsent, Key, Update, all_of
 from mcpbridge.domain.knowledge import Hit, KnowledgeAccess
 from mcpbridge.errors import ConditionFailed, InvalidInput, NotFound
 from mcpbridge.knowledge.search import KnowledgeSearch
@@ -74,15 +77,20 @@ class Answerer:
         question: str,
         *,
         owner: str,
+        credential: str,
         session_id: str | None = None,
         knowledge_base_ids: list[str] | None = None,
     ) -> Answer:
+        """``owner``: who the session belongs to (``user:...``, ``endpoint:...``); ``credential``: the API key or
+        endpoint the question came through. ``session_id`` continues a session only for the same owner, credential
+        and knowledge-base scope (404 ``session_not_found`` otherwise)."""
         question = question.strip()
         if not question:
             raise InvalidInput("question is required", code="invalid_question")
         if len(question) > QUESTION_MAX_CHARS:
             raise InvalidInput(f"question is longer than {QUESTION_MAX_CHARS} characters", code="invalid_question")
-        turns = self._turns(access, owner, session_id) if session_id else []
+        binding = _Binding(owner, credential, _kb_scope(access))
+        turns = self._turns(access, binding, session_id) if session_id else []
         scope = self._search.scope(access, knowledge_base_ids)
         # A follow-up ("and on Windows?") is searched together with the question it follows.
         query = f"{turns[-1]['question']} {question}" if turns else question
@@ -96,7 +104,7 @@ class Answerer:
             text = _extractive(references)
             mode = "extractive"
             notices.append("no language model configured: this is an extractive answer (the best passages, cited)")
-        session_id = self._remember(access, owner, session_id, question, text)
+        session_id = self._remember(access, binding, session_id, question, text)
         return Answer(text, references, session_id, mode, notices)
 
     def _messages(self, turns: list[dict[str, str]], question: str, hits: list[Hit]) -> list[ChatMessage]:
@@ -110,34 +118,64 @@ class Answerer:
         messages.append(ChatMessage("user", f"Passages:\n\n{passages or '(none found)'}\n\nQuestion: {question}"))
         return messages
 
-    def _turns(self, access: KnowledgeAccess, owner: str, session_id: str) -> list[dict[str, str]]:
+    def _turns(self, access: KnowledgeAccess, binding: _Binding, session_id: str) -> list[dict[str, str]]:
         item = self._store.get(session_key(access.workspace_id, session_id))
-        if item is None or item.get("owner") != owner:
-            raise NotFound(f"session {session_id!r} was not found", code="session_not_found")
+        if item is None or not binding.holds_for(item) or int(item.get("expires_at", 0)) <= self._clock.now():
+            raise _session_not_found(session_id)
         turns: list[dict[str, str]] = item.get("turns", [])
         return turns
 
-    def _remember(self, access: KnowledgeAccess, owner: str, session_id: str | None, question: str, answer: str) -> str:
+    def _remember(
+        self, access: KnowledgeAccess, binding: _Binding, session_id: str | None, question: str, answer: str
+    ) -> str:
         now = self._clock.now()
         session_id = session_id or new_id("ses")
         key = session_key(access.workspace_id, session_id)
         current = self._store.get(key)
         turns = [*(current or {}).get("turns", []), {"question": question, "answer": answer}][-TURNS_KEPT:]
         changes = {
-            "owner": owner,
+            **binding.as_item(),
             "turns": turns,
             "updated_at": timestamp(now),
             "expires_at": int(now) + SESSION_TTL_SECONDS,
         }
-        owned = Condition(
-            "session_owner",
-            Compare("owner", "=", owner) if current is not None else ItemAbsent(),
-        )
+        bound = Condition("session_bound", binding.condition() if current is not None else ItemAbsent())
         try:
-            self._store.update(key, Update(set=changes), condition=owned)
+            self._store.update(key, Update(set=changes), condition=bound)
         except ConditionFailed:
-            raise NotFound(f"session {session_id!r} was not found", code="session_not_found") from None
+            raise _session_not_found(session_id) from None
         return session_id
+
+
+@dataclass(frozen=True)
+class _Binding:
+    """What a session is bound to; a continuation must match every field."""
+
+    owner: str
+    credential: str
+    kb_scope: str
+
+    def as_item(self) -> dict[str, str]:
+        return {"owner": self.owner, "credential": self.credential, "kb_scope": self.kb_scope}
+
+    def holds_for(self, item: dict[str, object]) -> bool:
+        return all(item.get(name) == value for name, value in self.as_item().items())
+
+    def condition(self) -> AllOf:
+        return all_of(*(Compare(name, "=", value) for name, value in self.as_item().items()))
+
+
+def _kb_scope(access: KnowledgeAccess) -> str:
+    """The credential's knowledge-base scope as one comparable value ("*": every knowledge base)."""
+    return "*" if access.knowledge_base_ids is None else ",".join(sorted(access.knowledge_base_ids))
+
+
+def _session_not_found(session_id: str) -> NotFound:
+    return NotFound(
+        f"session {session_id[:100]!r} was not found (a session continues only through the API key or endpoint, "
+        "and within the knowledge-base scope, that started it)",
+        code="session_not_found",
+    )
 
 
 def _reference(n: int, hit: Hit) -> Reference:

@@ -228,6 +228,7 @@ def ask(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         ctx.access,
         _required(args, "question"),
         owner=ctx.owner,
+        credential=ctx.owner,
         session_id=_text(args, "session_id", required=False, max_chars=100),
         knowledge_base_ids=_strings(args, "knowledge_base_ids"),
     )

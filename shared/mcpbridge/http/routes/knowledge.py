@@ -247,6 +247,7 @@ def ask(body: AskIn, principal: CurrentPrincipal, container: ContainerDep) -> As
         knowledge_access(principal, "ask"),
         body.question,
         owner=f"user:{principal.user_id}",
+        credential=f"key:{principal.api_key_id}",
         session_id=body.session_id,
         knowledge_base_ids=body.knowledge_base_ids,
     )
