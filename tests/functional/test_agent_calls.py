@@ -139,12 +139,13 @@ def problem(response: Any, status: int, code: str) -> None:
 
 
 def second_user_key(container: Container, client: TestClient) -> str:
-    """An admin key of another user of the same workspace."""
+    """An admin key of another user of the same workspace, an agent's but not an approver's (no approve_calls)."""
     workspace_id = container.identity.installed_workspace_id()
     assert workspace_id is not None
     issued = credentials.issue(credentials.API_KEY_PREFIX)
+    scope = KeyScope(capabilities=frozenset({"call_tools", "read"}))
     container.store.put(
-        _api_key_item(workspace_id, "key_bob", "usr_bob", "bob", "admin", KeyScope(), issued, "2027-01-01T00:00:00Z")
+        _api_key_item(workspace_id, "key_bob", "usr_bob", "bob", "admin", scope, issued, "2027-01-01T00:00:00Z")
     )
     return issued.plaintext
 
@@ -264,6 +265,46 @@ def test_only_the_owner_resolves(client: TestClient, container: Container, servi
         client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"}, headers=other), 404, "pending_not_found"
     )
     assert client.get(f"{CALLS}/{call_id}").json()["status"] == "awaiting_approval"
+
+
+def test_a_call_made_for_an_end_user_is_resolved_by_an_approver(
+    client: TestClient, service_id: str, upstream: Upstream
+) -> None:
+    require_approval(client, service_id, "delete_page")
+    platform = client.post(
+        "/api/v1/api-keys", json={"name": "platform", "role": "admin", "capabilities": ["call_tools", "act_as"]}
+    ).json()
+    approver = client.post(
+        "/api/v1/api-keys", json={"name": "approver", "role": "admin", "capabilities": ["approve_calls"]}
+    ).json()
+    as_platform = {"Authorization": f"Bearer {platform['key']}"}
+    as_approver = {"Authorization": f"Bearer {approver['key']}"}
+    ref = tool_ref(client, service_id, "delete_page")
+    paused = client.post(
+        CALLS, headers=as_platform, json={"tool_ref": ref, "arguments": {"id": 4}, "principal": {"user_id": "usr_end"}}
+    )
+    assert paused.status_code == 202, paused.text
+    call_id = paused.json()["pending_id"]
+    assert paused.json()["user_id"] == "usr_end"
+
+    # The platform acts for the user but is not the user: it may not approve what it submitted.
+    problem(
+        client.post(f"{APPROVALS}/{call_id}", headers=as_platform, json={"decision": "approve"}), 403, "user_mismatch"
+    )
+    assert client.get("/api/v1/agent/pending", headers=as_platform).json()["items"] == []
+    # An approver sees the end user's call among the workspace's pending calls, and resolves it.
+    for headers in (as_approver, {}):  # the unrestricted admin holds approve_calls too
+        listed = client.get("/api/v1/agent/pending", headers=headers).json()["items"]
+        assert [(c["pending_id"], c["user_id"]) for c in listed] == [(call_id, "usr_end")]
+    approved = client.post(f"{APPROVALS}/{call_id}", headers=as_approver, json={"decision": "approve"})
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["approval"]["by_api_key"] == approver["id"]
+    assert settled(client, call_id)["status"] == "completed"
+    assert upstream.ran == [("delete_page", {"id": 4})]
+    problem(
+        client.post(f"{APPROVALS}/{call_id}", headers=as_approver, json={"decision": "reject"}), 409, "already_resolved"
+    )
+    assert client.get("/api/v1/agent/pending", headers=as_approver).json()["items"] == []
 
 
 def test_approval_timeout_rejects(

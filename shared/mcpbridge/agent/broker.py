@@ -10,8 +10,9 @@ either runs at once or pauses:
   non-interactive call gets a notice telling the user to authorize in the console, and no pause).
 
 A paused call is a record (:mod:`mcpbridge.agent.calls`) plus a workflow execution (:class:`~mcpbridge.ports.
-Workflow`); the steps (:mod:`mcpbridge.agent.steps`) run it on. Only the owning user of the owning workspace may
-resolve a pause; the first resolution wins. Before running, a call is checked again (a tool disabled or changed
+Workflow`); the steps (:mod:`mcpbridge.agent.steps`) run it on. A pause is resolved by the user the call belongs to,
+or by a workspace admin holding ``approve_calls`` (how calls made for end users through ``act_as``, who hold no key,
+get resolved); the first resolution wins. Before running, a call is checked again (a tool disabled or changed
 while the call waited is refused).
 """
 
@@ -29,7 +30,7 @@ from mcpbridge.agent.arguments import validate_arguments
 from mcpbridge.agent.calls import ID_PREFIX, ToolCall, ToolCalls
 from mcpbridge.agent.steps import OAuthGate, ToolCallSteps, event_detail, needs_oauth
 from mcpbridge.client.registry import ExternalService, ServiceRegistry
-from mcpbridge.domain.identity import Principal, timestamp
+from mcpbridge.domain.identity import Principal, acting_for, timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.errors import Conflict, Forbidden, InvalidInput, NotFound, OAuthRequired
 from mcpbridge.ports import CallStart, Clock, Events, Workflow
@@ -278,6 +279,10 @@ class ToolCallBroker:
         return call
 
     def pending(self, principal: Principal) -> list[ToolCall]:
+        """The calls waiting for this caller: its own, or for an approver every call of the workspace (calls made
+        for end users through ``act_as`` included)."""
+        if is_approver(principal):
+            return self._calls.pending_in(principal.workspace_id)
         return self._calls.pending_of(principal.workspace_id, principal.user_id)
 
     def authorization_url(self, call: ToolCall, principal: Principal) -> str | None:
@@ -304,6 +309,7 @@ class ToolCallBroker:
         approval: dict[str, Any] = {
             "decision": decision,
             "by": principal.user_id,
+            "by_api_key": principal.api_key_id,
             "at": timestamp(self._clock.now()),
         }
         if reason:
@@ -322,7 +328,9 @@ class ToolCallBroker:
             if modified_given:
                 if not isinstance(modified_args, dict):
                     raise InvalidInput("modified_args must be a JSON object (not null)", code="invalid_modified_args")
-                resolved = self._resolve_tool(principal, call.agent_id, call.tool_ref)
+                # Checked as the call's owner sees the tool, whoever approves.
+                owner = acting_for(call.workspace_id, call.owner_user_id)
+                resolved = self._resolve_tool(owner, call.agent_id, call.tool_ref)
                 validate_arguments(resolved.input_schema, modified_args)
                 sets["arguments"] = modified_args
                 approval["modified_args"] = True
@@ -373,9 +381,17 @@ class ToolCallBroker:
         if not isinstance(pending_id, str) or not pending_id.startswith(f"{ID_PREFIX}_"):
             raise NotFound("no such pending call", code="pending_not_found")
         call = self._calls.find(principal.workspace_id, pending_id)  # another workspace's call is not found here
-        if call.owner_user_id != principal.user_id:
-            raise Forbidden("only the user this call belongs to may resolve it", code="user_mismatch")
+        if call.owner_user_id != principal.user_id and not is_approver(principal):
+            raise Forbidden(
+                "only the user this call belongs to, or a workspace admin with approve_calls, may resolve it",
+                code="user_mismatch",
+            )
         return call
+
+
+def is_approver(principal: Principal) -> bool:
+    """Who may see and resolve every paused call of the workspace: an admin key with ``approve_calls``."""
+    return principal.is_admin and principal.scope.allows("approve_calls")
 
 
 def _already_resolved() -> Conflict:

@@ -1,7 +1,9 @@
 """Records of agent tool calls: one item per call, its status moved only by conditional writes.
 
-Item ``WS#<ws> / CALL#<id>``. While a call waits for a person it is also in the owner's pending list
-(``gsi1pk = PENDING#<ws>#<user>``, ``gsi1sk = <created_at>#<id>``); the attributes go when it stops waiting. Until
+Item ``WS#<ws> / CALL#<id>``. While a call waits for a person it is also in the workspace's pending list
+(``gsi1pk = PENDING#<ws>``, ``gsi1sk = <user>#<created_at>#<id>``: one user's calls are a prefix of it, the
+workspace's approvers read all of it); the attributes go when it stops waiting. Calls that started waiting before this
+layout (``PENDING#<ws>#<user>``, ``<created_at>#<id>``) are still read from their old partition. Until
 it finishes it is in the open list (``gsi2pk = OPENCALLS``), which a restart of the embedded workflow resumes.
 
 Statuses::
@@ -68,7 +70,11 @@ def call_key(workspace_id: str, call_id: str) -> Key:
     return Key(f"WS#{workspace_id}", f"CALL#{call_id}")
 
 
-def pending_partition(workspace_id: str, user_id: str) -> str:
+def pending_partition(workspace_id: str) -> str:
+    return f"PENDING#{workspace_id}"
+
+
+def _legacy_pending_partition(workspace_id: str, user_id: str) -> str:
     return f"PENDING#{workspace_id}#{user_id}"
 
 
@@ -132,9 +138,21 @@ class ToolCalls:
 
     def pending_of(self, workspace_id: str, user_id: str) -> builtins.list[ToolCall]:
         """The user's calls waiting for a person, oldest first."""
-        items = every_item(self._store, pending_partition(workspace_id, user_id), index="gsi1")
-        calls = [_call_of(self._store.get(Key(i["pk"], i["sk"])) or i) for i in items]
-        return [c for c in calls if c.status in WAITING.values()]
+        items = [
+            *every_item(self._store, _legacy_pending_partition(workspace_id, user_id), index="gsi1"),
+            *every_item(self._store, pending_partition(workspace_id), sk_prefix=f"{user_id}#", index="gsi1"),
+        ]
+        return self._waiting(items)
+
+    def pending_in(self, workspace_id: str) -> builtins.list[ToolCall]:
+        """Every call of the workspace waiting for a person, oldest first (for its approvers)."""
+        return self._waiting(list(every_item(self._store, pending_partition(workspace_id), index="gsi1")))
+
+    def _waiting(self, entries: builtins.list[Item]) -> builtins.list[ToolCall]:
+        # The index may lag: the base item, read consistently, says whether the call still waits.
+        calls = [_call_of(self._store.get(Key(i["pk"], i["sk"])) or i) for i in entries]
+        waiting = {c.id: c for c in calls if c.status in WAITING.values()}
+        return sorted(waiting.values(), key=lambda c: (c.created_at, c.id))
 
     def unfinished(self) -> builtins.list[ToolCall]:
         """Every call not in a final status, all workspaces (for recovery after a restart)."""
@@ -245,8 +263,8 @@ class ToolCalls:
 
 def _pending_index(item: Mapping[str, Any], created_at: str) -> dict[str, str]:
     return {
-        "gsi1pk": pending_partition(item["workspace_id"], item["owner_user_id"]),
-        "gsi1sk": f"{created_at}#{item['id']}",
+        "gsi1pk": pending_partition(item["workspace_id"]),
+        "gsi1sk": f"{item['owner_user_id']}#{created_at}#{item['id']}",
     }
 
 

@@ -65,6 +65,17 @@ def require_agent(principal: Principal) -> None:
         raise Forbidden(f"this API key lacks the {AGENT_CAPABILITY} capability", code="capability_missing")
 
 
+def require_agent_or_approver(principal: Principal) -> None:
+    """What reading and resolving paused calls needs: ``call_tools`` (one's own calls), or an admin key with
+    ``approve_calls`` (every call of the workspace)."""
+    if principal.scope.allows(AGENT_CAPABILITY) or (principal.is_admin and principal.scope.allows("approve_calls")):
+        return
+    raise Forbidden(
+        f"this API key lacks the {AGENT_CAPABILITY} (or, with an admin key, approve_calls) capability",
+        code="capability_missing",
+    )
+
+
 def agent_key(workspace_id: str, agent_id: str) -> Key:
     return Key(f"WS#{workspace_id}", f"AGENT#{agent_id}")
 

@@ -21,6 +21,7 @@ CAPABILITIES: dict[str, str] = {
     "act_as": "call tools on behalf of a named end user",
     "call_tools": "discover and call external MCP tools as an agent, and resolve one's own paused calls",
     "manage_keys": "list, create and revoke API keys (never broader than the key itself)",
+    "approve_calls": "see and resolve the paused tool calls of every user of the workspace (with an admin key)",
 }
 
 

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.agent.calls import ToolCall
-from mcpbridge.agent.profiles import require_agent
+from mcpbridge.agent.profiles import require_agent, require_agent_or_approver
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
 from mcpbridge.http.routes.resolutions import CallOut, call_out
 
@@ -76,12 +76,13 @@ async def submit_tool_call(
 
 @router.get("/tool-calls/{call_id}")
 def get_tool_call(call_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CallOut:
-    require_agent(principal)
+    require_agent_or_approver(principal)
     return call_out(container.tool_calls.get(principal, call_id), principal, container)
 
 
 @router.get("/pending")
 def list_pending(principal: CurrentPrincipal, container: ContainerDep) -> PendingList:
-    require_agent(principal)
+    """The calls waiting for the caller: its own; for an admin key with approve_calls, every one of the workspace."""
+    require_agent_or_approver(principal)
     calls: list[ToolCall] = container.tool_calls.pending(principal)
     return PendingList(items=[call_out(call, principal, container) for call in calls])

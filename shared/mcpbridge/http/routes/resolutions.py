@@ -14,7 +14,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.agent.calls import ToolCall
-from mcpbridge.agent.profiles import require_agent
+from mcpbridge.agent.profiles import require_agent_or_approver
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import Principal
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
@@ -26,6 +26,7 @@ class CallOut(BaseModel):
     """A tool call as its owner sees it. No token; the authorization URL only for its owner while it waits."""
 
     pending_id: str = Field(description="The call's id (also the pending id while it waits).")
+    user_id: str = Field(description="The user the call acts for (its owner).")
     status: str
     kind: str | None = Field(description="approval or oauth while the call waits, else null.")
     service_id: str
@@ -48,6 +49,7 @@ class CallOut(BaseModel):
 def call_out(call: ToolCall, principal: Principal, container: Container) -> CallOut:
     return CallOut(
         pending_id=call.id,
+        user_id=call.owner_user_id,
         status=call.status,
         kind=call.pending_kind if call.status in ("awaiting_approval", "awaiting_oauth") else None,
         service_id=call.service_id,
@@ -93,7 +95,7 @@ class OAuthCancel(BaseModel):
 def resolve_approval(
     pending_id: str, body: ApprovalDecision, principal: CurrentPrincipal, container: ContainerDep
 ) -> CallOut:
-    require_agent(principal)
+    require_agent_or_approver(principal)
     call = container.tool_calls.resolve_approval(
         principal,
         pending_id,
@@ -109,14 +111,14 @@ def resolve_approval(
 def resolve_oauth(
     pending_id: str, body: OAuthResolution, principal: CurrentPrincipal, container: ContainerDep
 ) -> CallOut:
-    require_agent(principal)
+    require_agent_or_approver(principal)
     call = container.tool_calls.resolve_oauth(principal, pending_id, service_id=body.service_id, decision=body.decision)
     return call_out(call, principal, container)
 
 
 @router.post("/mcp-oauth-resolutions/{pending_id}/cancel")
 def cancel_oauth(pending_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CallOut:
-    require_agent(principal)
+    require_agent_or_approver(principal)
     current = container.tool_calls.get(principal, pending_id)
     call = container.tool_calls.resolve_oauth(principal, pending_id, service_id=current.service_id, decision="cancel")
     return call_out(call, principal, container)
