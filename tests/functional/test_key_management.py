@@ -109,6 +109,21 @@ def test_the_last_unrestricted_admin_key_cannot_be_revoked(client: TestClient, o
     assert client.get("/api/v1/me", headers=h(second["key"])).status_code == 200
 
 
+def test_a_workspace_from_before_the_admin_key_count_keeps_its_last_admin_key(
+    client: TestClient, container: Container, owner: str
+) -> None:
+    from mcpbridge.identity.service import admin_keys_key
+
+    workspace_id = container.identity.installed_workspace_id()
+    assert workspace_id is not None
+    container.store.delete(admin_keys_key(workspace_id))  # as initialised by an earlier release
+    owner_id = client.get("/api/v1/me", headers=h(owner)).json()["api_key_id"]
+    problem(client.delete(f"{KEYS}/{owner_id}", headers=h(owner)), 409, "last_admin_key")
+    second = make(client, owner, role="admin")
+    assert client.delete(f"{KEYS}/{owner_id}", headers=h(second["key"])).status_code == 204
+    problem(client.delete(f"{KEYS}/{second['id']}", headers=h(second["key"])), 409, "last_admin_key")
+
+
 def test_racing_revocations_keep_one_unrestricted_admin_key(client: TestClient, owner: str) -> None:
     keys = [make(client, owner, role="admin") for _ in range(4)]
     owner_id = client.get("/api/v1/me", headers=h(owner)).json()["api_key_id"]

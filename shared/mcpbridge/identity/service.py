@@ -260,7 +260,8 @@ class IdentityService:
         count = sum(1 for item in keys if (key := _api_key_of(item)).active and key.unrestricted_admin)
         with contextlib.suppress(ConditionFailed):  # another request counted first
             self._store.put(
-                {**admin_keys_key(workspace_id).as_dict(), "count": count}, Condition.absent("admin_keys_new")
+                {**admin_keys_key(workspace_id).as_dict(), "count": count},
+                condition=Condition.absent("admin_keys_new"),
             )
 
     def list_api_keys(
