@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
+from mcpbridge.http.openapi import install_problem_docs
 from mcpbridge.http.problems import install_problem_handlers
 from mcpbridge.http.routes import health
 
@@ -68,6 +69,7 @@ def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp:
     app.include_router(health.router)
     for router in routers:
         app.include_router(router)
+    install_problem_docs(app)
     if mcp:
         from mcpbridge.server.transport import McpEndpointApp
 
