@@ -320,6 +320,40 @@ def test_grep_validates_with_the_regex(client: TestClient) -> None:
     problem(client.post("/api/v1/knowledge/grep", json={"pattern": "refresh("}), 400, "invalid_pattern")
 
 
+@pytest.mark.parametrize(
+    ("pattern", "construct", "named"),
+    [
+        (r"(refresh)\s+\1", "backreference", r"a backreference (\1)"),
+        (r"refresh(?=\s+tokens)", "lookahead", "a lookahead (?="),
+        (r"(?<=OAuth )refresh", "lookbehind", "a lookbehind (?<="),
+        (r"(?>refresh|re)\s+tokens", "atomic_group", "an atomic group (?>"),
+        (r"refresh\s++tokens", "possessive_quantifier", "a possessive quantifier (++)"),
+        (r"(OAuth )?(?(1)refresh|lease)", "conditional", "a conditional (?("),
+    ],
+)
+def test_grep_refuses_what_re2_lacks_by_name(client: TestClient, pattern: str, construct: str, named: str) -> None:
+    kb = make_kb(client)
+    add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    body = problem(client.post("/api/v1/knowledge/grep", json={"pattern": pattern}), 400, "unsupported_pattern")
+    assert body["details"] == {"construct": construct}
+    assert named in body["detail"]
+
+
+def test_grep_runs_re2_case_insensitive_across_lines_with_its_bounds(client: TestClient) -> None:
+    kb = make_kb(client)
+    add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    grep = "/api/v1/knowledge/grep"
+    across = client.post(grep, json={"pattern": r"CORE\s+package\s+ships"}).json()
+    # A match may span lines; the line where it starts is reported.
+    assert [line["text"] for m in across["matches"] for line in m["lines"]] == [GUIDE.split("\n")[2]]
+    assert (across["truncated"], across["notices"]) == (False, [])
+    letters = client.post(grep, json={"pattern": r"rotation\s\pL+\s\pL+"}).json()["matches"]
+    assert any("Rotation of the data key" in line["text"] for m in letters for line in m["lines"])
+    problem(client.post(grep, json={"pattern": r"refresh(a{1000}){1000}"}), 400, "pattern_too_large")
+    problem(client.post(grep, json={"pattern": r"refresh\pL{1000}"}), 400, "pattern_too_large")
+    problem(client.post(grep, json={"pattern": "refresh" + "a" * 494}), 422, "validation_failed")
+
+
 # ---------------------------------------------------------------------------------------------------- wiki / ask
 
 
@@ -368,3 +402,38 @@ def test_ask_answers_extractively_with_references_and_sessions(client: TestClien
         404,
         "session_not_found",
     )
+
+
+def test_wiki_search_refuses_regex_only_constructs_and_keeps_its_literal_fallback(client: TestClient) -> None:
+    kb = make_kb(client)
+    page = {"slug": "guide/cpp", "type": "guide", "title": "Languages", "content": "C++ and C# notes\nsee (a+b)"}
+    assert client.post(f"/api/v1/knowledge-bases/{kb['id']}/wiki/pages", json=page).status_code == 201
+    search = "/api/v1/wiki/search"
+    literal = client.post(search, json={"query": "C++"})
+    assert [m["lines"] for m in literal.json()] == [[{"line": 1, "text": "C++ and C# notes"}]]
+    assert "mcpbridge-search-truncated" not in literal.headers
+    body = problem(client.post(search, json={"query": "notes(?=!)"}), 400, "unsupported_pattern")
+    assert "lookahead (?=" in body["detail"]
+    problem(client.post(search, json={"query": r"(see)\s\1"}), 400, "unsupported_pattern")
+    body = problem(client.post(search, json={"query": "C++", "regex": True}), 400, "unsupported_pattern")
+    assert body["details"] == {"construct": "possessive_quantifier"}
+    problem(client.post(search, json={"query": r"a{1001}"}), 400, "pattern_too_large")
+    assert [m["slug"] for m in client.post(search, json={"query": r"^see \(\pL\+b\)$"}).json()] == ["guide/cpp"]
+
+
+def test_wiki_search_says_when_its_scan_budget_ran_out(client: TestClient) -> None:
+    kb = make_kb(client, "Notes — été")  # named in the header, which must stay ASCII
+    content = "\n".join(f"line {i} of a long page about leases" for i in range(600))
+    for slug in ("note/a", "note/b"):
+        page = {"slug": slug, "type": "note", "title": slug, "content": content}
+        assert client.post(f"/api/v1/knowledge-bases/{kb['id']}/wiki/pages", json=page).status_code == 201
+    # A program this big (every letter of every script, a hundred times) may scan only a few KiB per search.
+    heavy = client.post("/api/v1/wiki/search", json={"query": r"leases\pL{100}"})
+    assert heavy.status_code == 200, heavy.text
+    assert heavy.json() == []
+    notice = heavy.headers["mcpbridge-search-truncated"]
+    assert "budget" in notice
+    assert notice.isascii()
+    light = client.post("/api/v1/wiki/search", json={"query": r"line 599 of"})
+    assert [m["slug"] for m in light.json()] == ["note/a", "note/b"]
+    assert "mcpbridge-search-truncated" not in light.headers

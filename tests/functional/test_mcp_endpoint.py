@@ -147,6 +147,34 @@ def test_tools_search_read_grep_ask_over_both_eras(hub: Hub, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ERAS)
+def test_grep_chunks_names_what_re2_lacks_and_says_when_its_budget_ran_out(hub: Hub, mode: str) -> None:
+    endpoint = hub.publish(knowledge_base_ids=[hub.kb_id], tools=["grep_chunks"])
+    refused, heavy, plain = run(
+        session_call(
+            endpoint["url"],
+            endpoint["token"],
+            mode,
+            [
+                ("grep_chunks", {"pattern": r"seal(?=s)"}),
+                # Every letter of every script, two hundred times: a program so big a search may scan little text.
+                ("grep_chunks", {"pattern": r"seal\pL{200}"}),
+                ("grep_chunks", {"pattern": r"colony\s+number\s+\d"}),
+            ],
+        )
+    )
+    assert refused.is_error
+    error = json.loads(refused.content[0].text)["error"]
+    assert error["code"] == "unsupported_pattern"
+    assert "lookahead (?=" in error["message"]
+    cut = structured(heavy)
+    assert (cut["matches"], cut["truncated"]) == ([], True)
+    assert "budget" in cut["notices"][0]
+    whole = structured(plain)
+    assert whole["matches"]
+    assert (whole["truncated"], whole["notices"]) == (False, [])
+
+
+@pytest.mark.parametrize("mode", ERAS)
 def test_read_document_pages_to_the_end(hub: Hub, mode: str) -> None:
     endpoint = hub.publish(knowledge_base_ids=[hub.kb_id], tools=["read_document"])
 

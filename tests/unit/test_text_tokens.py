@@ -118,3 +118,40 @@ def test_literal_words_are_index_terms() -> None:
         words = literal_words(pattern)
         assert words
         assert all(set(search_tokens(word)) <= terms for word in words)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "words"),
+    [
+        (r"\Qrefresh.token\E", ["refresh", "token"]),
+        (r"\Qrefresh(", ["refresh"]),
+        (r"\Qtokens\E{2}", ["tokenss"]),
+        (r"\Qtokens\E?", ["token"]),
+        (r"refresh\pL+token", ["refresh", "token"]),
+        (r"refresh\p{Han}token", ["refresh", "token"]),
+        (r"refresh\P{Greek}token", ["refresh", "token"]),
+        (r"lease\z", ["lease"]),
+        (r"refresh\Ctoken", ["refresh", "token"]),
+        (r"\x{41}BC", ["abc"]),
+        (r"\x{77e5}\x{8bc6}", ["知识"]),
+        (r"(?<lead>refresh)\s+token", ["refresh", "token"]),
+        (r"refresh[[:space:]]+token", ["refresh", "token"]),
+        (r"refresh[[:^alpha:]]]token", ["refresh", "token"]),
+        (r"(?U)refresh.+token", ["refresh", "token"]),
+        (r"(?i-m:Refresh)\s(?s:.)token", ["refresh", "token"]),
+    ],
+)
+def test_literal_words_of_re2_syntax(pattern: str, words: list[str]) -> None:
+    # RE2 is what grep runs: \Q...\E is text, \pL and \C are classes, \z matches no text; none is a literal letter.
+    assert literal_words(pattern) == words
+
+
+def test_literal_words_survive_deep_nesting() -> None:
+    assert literal_words("refresh" + "(" * 240 + "a" + ")" * 240) == ["refresh"]
+    assert literal_words("(" * 20 + "refresh" + ")" * 20) == ["refresh"]
+
+
+@pytest.mark.parametrize("pattern", ["(unclosed", "closed)", "[unclosed", "trailing\\", r"\x{41", "(" * 300])
+def test_literal_words_of_a_malformed_pattern_raise(pattern: str) -> None:
+    with pytest.raises(re.error):
+        literal_words(pattern)

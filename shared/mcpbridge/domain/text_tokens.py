@@ -16,8 +16,8 @@
 Languages written without spaces outside CJK (Thai, Lao, Khmer, Myanmar) come out as one token per run: searching
 them needs a dictionary segmenter this module does not have.
 
-``literal_words`` serves grep: it finds the words that every match of a regular expression contains, so the keyword
-index can pick candidate chunks before the regex checks them.
+``literal_words`` serves grep: it finds the words that every match of a regular expression (RE2's syntax, which grep
+runs, or Python's) contains, so the keyword index can pick candidate chunks before the regex checks them.
 """
 
 from __future__ import annotations
@@ -118,30 +118,34 @@ def _accented_script(code: int) -> bool:
 
 
 def literal_words(pattern: str) -> list[str]:
-    """Words that every match of ``pattern`` (a Python regex, matched case-insensitively) contains.
+    """Words that every match of ``pattern`` (a regex in RE2's or Python's syntax, matched case-insensitively) contains.
 
     The words come out normalised like index terms (folded, accents stripped), at least two characters long, or a
     run of CJK characters of any length; feed them to the index's ``candidates``. What counts as certain:
 
-    * literal characters, escaped punctuation (``\\.``) and character escapes (``\\x41``, ``\\u4e00``, ``\\n``);
-      anchors and lookarounds (``^``, ``$``, ``\\b``, ``(?=...)``) match no text, so ``\\bfoo\\b`` is ``foo``;
+    * literal characters, escaped punctuation (``\\.``), character escapes (``\\x41``, ``\\x{4e00}``, ``\\n``) and
+      quoted text (``\\Q...\\E``); anchors and lookarounds (``^``, ``$``, ``\\b``, ``\\z``, ``(?=...)``) match no
+      text, so ``\\bfoo\\b`` is ``foo``;
     * a group counts like its content; an atom quantified by ``+`` or ``{n,}`` (n ≥ 1) counts once;
     * an atom that may be absent (``a?``, ``b*``, ``{0,n}``) counts for nothing and cuts the text around it, as do
-      character classes (``[ab]``, ``.``, ``\\d``, ``\\w``, ``\\s``) and back-references: ``oauth\\s+token`` gives
-      ``oauth``, ``token``; ``^\\d+$`` gives none;
+      character classes (``[ab]``, ``[[:alpha:]]``, ``.``, ``\\d``, ``\\w``, ``\\pL``, ``\\p{Han}``, ``\\C``) and
+      back-references: ``oauth\\s+token`` gives ``oauth``, ``token``; ``^\\d+$`` gives none;
     * an alternation keeps only what all its branches start or end with: ``(foo|bar)baz`` gives ``baz``,
       ``(token|tokens)`` gives ``token``, and a top-level ``foo|bar`` gives none;
     * ``_`` separates words in the index, so ``refresh_token`` gives ``refresh``, ``token``.
 
     The index matches whole words and word starts (``candidates`` looks words up as prefixes), so a literal that a
     match places in the middle of a longer word (``auth`` inside ``oauth``) does not select that chunk. Patterns in
-    verbose mode (``(?x)``) give none. Raise ``re.error`` when the pattern is not a valid regex.
+    verbose mode (``(?x)``) give none, and groups nested deeper than 50 count for nothing. Raise ``re.error`` when the
+    pattern is malformed (a group or class left open, a dangling escape); the regex engine judges the rest.
     """
-    re.compile(pattern)
     parser = _PatternParser(pattern)
     if parser.verbose:
         return []
-    found = parser.parse()
+    try:
+        found = parser.parse()
+    except (ValueError, KeyError, IndexError) as exc:  # a bad \x, \N{...} or (?P<...
+        raise re.error(f"malformed pattern: {exc}") from None
     texts = [found.exact] if found.exact is not None else [found.prefix, *found.inner, found.suffix]
     words: list[str] = []
     for text in texts:
@@ -230,20 +234,22 @@ def _common_prefix(texts: list[str]) -> str:
 _EMPTY = _exact("")
 _UNKNOWN = _Literal(None)
 _REPEAT_TEXT_MAX = 256
-_CLASS_ESCAPES = frozenset("dDwWsS")
-_ZERO_WIDTH_ESCAPES = frozenset("bBAZ")
+_CLASS_ESCAPES = frozenset("dDwWsSC")  # \C: any byte (RE2)
+_ZERO_WIDTH_ESCAPES = frozenset("bBAZz")
 _CHAR_ESCAPES = {"a": "\a", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
-_FLAG = re.compile(r"\(\?([aiLmsux]+)(?:-[imsx]*)?[:)]")
+_FLAG = re.compile(r"\(\?([aiLmsuxU]+)(?:-[imsxU]*)?[:)]")
 _BRACES = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
 _OCTAL = frozenset("01234567")
+_DEPTH_MAX = 50  # deeper groups are skipped whole (counting for nothing), which keeps the recursion shallow
 
 
 class _PatternParser:
-    """A recursive-descent reader of a valid Python regex that keeps only what ``_Literal`` tracks."""
+    """A recursive-descent reader of a regex (RE2's or Python's syntax) that keeps only what ``_Literal`` tracks."""
 
     def __init__(self, pattern: str) -> None:
         self._p = pattern
         self._i = 0
+        self._depth = 0
         self.verbose = any("x" in flags for flags in _FLAG.findall(pattern))
 
     def _peek(self, ahead: int = 0) -> str:
@@ -251,7 +257,10 @@ class _PatternParser:
         return self._p[i] if i < len(self._p) else ""
 
     def parse(self) -> _Literal:
-        return self._alternation()
+        found = self._alternation()
+        if self._i < len(self._p):
+            raise re.error(f"unbalanced parenthesis at position {self._i}")
+        return found
 
     def _alternation(self) -> _Literal:
         branches = [self._sequence()]
@@ -313,6 +322,21 @@ class _PatternParser:
     def _escape(self) -> _Literal:
         c = self._peek()
         self._i += 1
+        if not c:
+            raise re.error("bad escape (end of pattern)")
+        if c == "Q":  # RE2: literal text up to \E or the end; a quantifier after it repeats its last character only
+            end = self._p.find("\\E", self._i)
+            text = self._p[self._i : len(self._p) if end < 0 else end]
+            self._i += len(text) + (0 if end < 0 else 2)
+            return _exact(text[:-1]).then(self._quantified(_exact(text[-1:])))
+        if c in ("p", "P"):  # RE2: a Unicode class, \pL or \p{Greek}
+            self._i = self._p.index("}", self._i) + 1 if self._peek() == "{" else self._i + 1
+            return _UNKNOWN
+        if c == "x" and self._peek() == "{":  # RE2: \x{10FFFF}
+            end = self._p.index("}", self._i)
+            code = int(self._p[self._i + 1 : end], 16)
+            self._i = end + 1
+            return _exact(chr(code))
         if c in _CLASS_ESCAPES:
             return _UNKNOWN
         if c in _ZERO_WIDTH_ESCAPES:
@@ -347,7 +371,12 @@ class _PatternParser:
         if self._peek() == "]":
             self._i += 1
         while self._peek() != "]":
-            self._i += 2 if self._peek() == "\\" else 1
+            if not self._peek():
+                raise re.error("unterminated character set")
+            if self._p.startswith("[:", self._i) and (end := self._p.find(":]", self._i + 2)) >= 0:
+                self._i = end + 2  # a POSIX class, [:alpha:]
+            else:
+                self._i += 2 if self._peek() == "\\" else 1
         self._i += 1
 
     def _group(self) -> _Literal:
@@ -358,7 +387,7 @@ class _PatternParser:
         if c == ":" or c == ">":  # non-capturing, atomic
             self._i += 1
             return self._group_body()
-        if c == "P" and self._peek(1) == "<":
+        if (c == "P" and self._peek(1) == "<") or (c == "<" and self._peek(1) not in ("=", "!")):  # named group
             self._i = self._p.index(">", self._i) + 1
             return self._group_body()
         if c == "P" and self._peek(1) == "=":  # named back-reference
@@ -382,6 +411,32 @@ class _PatternParser:
         return self._group_body() if scoped else _EMPTY
 
     def _group_body(self) -> _Literal:
+        if self._depth >= _DEPTH_MAX:
+            self._skip_group()
+            return _UNKNOWN
+        self._depth += 1
         inside = self._alternation()
-        self._i += 1  # the closing parenthesis
+        self._depth -= 1
+        if self._peek() != ")":
+            raise re.error("missing ), unterminated subpattern")
+        self._i += 1
         return inside
+
+    def _skip_group(self) -> None:
+        """Past the parenthesis closing the group whose body starts here, without reading the body."""
+        depth = 1
+        while depth:
+            c = self._peek()
+            self._i += 1
+            if not c:
+                raise re.error("missing ), unterminated subpattern")
+            if c == "\\":
+                if self._peek() == "Q":
+                    end = self._p.find("\\E", self._i)
+                    self._i = len(self._p) if end < 0 else end + 2
+                else:
+                    self._i += 1
+            elif c == "[":
+                self._skip_class()
+            elif c in "()":
+                depth += 1 if c == "(" else -1

@@ -3,11 +3,13 @@
 Scope rules, shared by the REST API and the MCP tools: knowledge bases are selected by id or case-insensitive
 name; ``knowledge_ids`` (documents) must be non-empty once given, are trimmed and de-duplicated, and each must
 belong to the selected knowledge bases. A filter is applied before recall and never falls back to a wider search.
+
+Grep patterns run on RE2 (``knowledge.patterns``): linear time, a bounded scan per call, and a clear refusal for what
+RE2 cannot run.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -18,6 +20,7 @@ from mcpbridge.domain.text_tokens import literal_words
 from mcpbridge.errors import InvalidInput, NotFound
 from mcpbridge.knowledge.bases import KnowledgeBases
 from mcpbridge.knowledge.documents import Documents
+from mcpbridge.knowledge.patterns import ScanBudget, grep_pattern
 from mcpbridge.ports import Embedder, SearchIndex
 
 SearchMode = Literal["hybrid", "semantic", "keyword"]
@@ -52,7 +55,15 @@ class SearchOutcome:
 class GrepMatch:
     chunk: Chunk
     lines: list[tuple[int, str]]
-    """(line number in the document, the line's text) for each line holding a match."""
+    """(line number in the document, the line's text) for each line where a match starts."""
+
+
+@dataclass(frozen=True)
+class GrepOutcome:
+    matches: list[GrepMatch]
+    truncated: bool = False
+    """The scan budget ran out before every candidate was checked: there may be more matches (``notices`` says so)."""
+    notices: list[str] = field(default_factory=list)
 
 
 class KnowledgeSearch:
@@ -131,16 +142,11 @@ class KnowledgeSearch:
             return []
         return [f"no embeddings yet in {', '.join(missing)}: semantic results there are empty until it is re-indexed"]
 
-    def grep(self, scope: Scope, pattern: str, *, limit: int = LIMIT_DEFAULT) -> list[GrepMatch]:
-        """Chunks matching a case-insensitive regex: literal words in the pattern pick candidates from the keyword
-        index (at most 30), then the regex decides."""
+    def grep(self, scope: Scope, pattern: str, *, limit: int = LIMIT_DEFAULT) -> GrepOutcome:
+        """Chunks matching a case-insensitive, multi-line RE2 pattern: literal words in the pattern pick candidates
+        from the keyword index (at most 30), then the pattern decides, within one scan budget."""
+        regex = grep_pattern(pattern)
         pattern = pattern.strip()
-        if not pattern:
-            raise InvalidInput("pattern is required", code="invalid_pattern")
-        try:
-            regex = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
-        except re.error as exc:
-            raise InvalidInput(f"pattern is not a valid regular expression: {exc}", code="invalid_pattern") from None
         words = literal_words(pattern)
         if not words:
             raise InvalidInput(
@@ -148,16 +154,23 @@ class KnowledgeSearch:
                 code="pattern_without_words",
             )
         limit = LIMIT_DEFAULT if limit < 1 else min(limit, LIMIT_MAX)
+        budget = ScanBudget()
         matches: list[GrepMatch] = []
-        for chunk in self._index.candidates(
-            scope.kb_ids, words, document_ids=scope.document_ids, limit=GREP_CANDIDATES
-        ):
-            lines = _matching_lines(regex, chunk)
+        candidates = self._index.candidates(scope.kb_ids, words, document_ids=scope.document_ids, limit=GREP_CANDIDATES)
+        for checked, chunk in enumerate(candidates):
+            lines = _matching_lines(regex.starting_lines(chunk.text, budget), chunk)
             if lines:
                 matches.append(GrepMatch(chunk, lines))
                 if len(matches) >= limit:
                     break
-        return matches
+            if budget.exhausted:
+                notice = (
+                    f"the scan stopped at candidate {checked + 1} of {len(candidates)}: this pattern's scan budget "
+                    "ran out, so there may be more matches; a simpler pattern (smaller repetition counts, fewer "
+                    "alternatives) or knowledge_ids scans further"
+                )
+                return GrepOutcome(matches, truncated=True, notices=[notice])
+        return GrepOutcome(matches)
 
 
 def _clean_query(query: str) -> str:
@@ -169,7 +182,6 @@ def _clean_query(query: str) -> str:
     return query
 
 
-def _matching_lines(regex: re.Pattern[str], chunk: Chunk) -> list[tuple[int, str]]:
+def _matching_lines(found: list[int], chunk: Chunk) -> list[tuple[int, str]]:
     lines = chunk.text.split("\n")
-    found = {chunk.text.count("\n", 0, m.start()) for m in regex.finditer(chunk.text)}
-    return [(chunk.start_line + i, lines[i]) for i in sorted(found)]
+    return [(chunk.start_line + i, lines[i]) for i in found]

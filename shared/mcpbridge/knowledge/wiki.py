@@ -2,21 +2,24 @@
 
     KB#<kb> / WIKI#<slug>     a page (the knowledge base's wiki_page_count moves with it, in one transaction)
 
-A knowledge base "has a wiki" once it has a page. Search takes a case-insensitive regex; text that is not a valid
-regex is matched literally unless the caller insisted on a regex.
+A knowledge base "has a wiki" once it has a page. Search takes a case-insensitive RE2 pattern matched line by line
+(``knowledge.patterns.line_pattern``): text RE2 cannot parse is matched literally unless the caller insisted on a
+regex, but a construct only a regex has (a lookaround, a backreference, ...) is refused by name. One search scans at
+most one budget of text; when it runs out the outcome says so (``truncated``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Update
 from mcpbridge.domain.knowledge import KnowledgeAccess, KnowledgeBase
 from mcpbridge.errors import ConditionFailed, Conflict, InvalidInput, NotFound
 from mcpbridge.knowledge.bases import KnowledgeBases, kb_key
+from mcpbridge.knowledge.patterns import LinePattern, ScanBudget, line_pattern
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
 
@@ -27,6 +30,7 @@ TITLE_MAX_BYTES = 255
 CONTENT_MAX_BYTES = 200 * 1024
 SEARCH_LIMIT_DEFAULT = 10
 SEARCH_LIMIT_MAX = 50
+SEARCH_LINES = 5  # lines shown per page found
 INDEX_LIMIT_DEFAULT = 50
 INDEX_LIMIT_MAX = 200
 _WIKI_LINK = re.compile(r"\[\[([^\]|#]+)(?:[|#][^\]]*)?\]\]")
@@ -53,6 +57,14 @@ class WikiMatch:
     page: WikiPage
     lines: list[tuple[int, str]]
     """Lines of the page (1-based, the title counting as line 0) holding a match."""
+
+
+@dataclass(frozen=True)
+class WikiSearchOutcome:
+    matches: list[WikiMatch]
+    truncated: bool = False
+    """The scan budget ran out before every page was read: there may be more matches (``notices`` says so)."""
+    notices: list[str] = field(default_factory=list)
 
 
 def clean_slug(slug: str) -> str:
@@ -90,19 +102,11 @@ def _links(content: str, given: Iterable[str]) -> list[str]:
     return sorted({s for s in found if SLUG_RE.fullmatch(s)})
 
 
-def search_pattern(query: str, regex: bool | None) -> re.Pattern[str]:
-    """``regex`` None: a regex when it compiles, else literal; True: must be a valid regex; False: literal."""
-    query = query.strip()
-    if not query:
+def search_pattern(query: str, regex: bool | None) -> LinePattern:
+    """``regex`` None: a regex when RE2 accepts it, else literal; True: must be a valid regex; False: literal."""
+    if not query.strip():
         raise InvalidInput("query is required", code="invalid_query")
-    if regex is False:
-        return re.compile(re.escape(query), re.IGNORECASE)
-    try:
-        return re.compile(query, re.IGNORECASE)
-    except re.error as exc:
-        if regex:
-            raise InvalidInput(f"query is not a valid regular expression: {exc}", code="invalid_pattern") from None
-        return re.compile(re.escape(query), re.IGNORECASE)
+    return line_pattern(query, regex)
 
 
 class Wiki:
@@ -232,19 +236,31 @@ class Wiki:
         regex: bool | None = None,
         knowledge_base_ids: Iterable[str] | None = None,
         limit: int = SEARCH_LIMIT_DEFAULT,
-    ) -> list[WikiMatch]:
+    ) -> WikiSearchOutcome:
+        """Pages whose title or lines match, title hits first; pages are read lazily, until the scan budget ends."""
         pattern = search_pattern(query, regex)
         limit = SEARCH_LIMIT_DEFAULT if limit < 1 else min(limit, SEARCH_LIMIT_MAX)
+        budget = ScanBudget()
         matches: list[WikiMatch] = []
+        scanned = 0
         for kb in self.wiki_bases(access, knowledge_base_ids):
-            for page in self.pages(kb.id):
-                lines = [(0, page.title)] if pattern.search(page.title) else []
-                lines += [(n, text) for n, text in enumerate(page.content.split("\n"), start=1) if pattern.search(text)]
+            for item in every_item(self._store, f"KB#{kb.id}", sk_prefix="WIKI#"):
+                page = _page_of(item)
+                lines = [(0, page.title)] if pattern.matches(page.title, budget) else []
+                content = page.content.split("\n")
+                found = pattern.matching_lines(page.content, budget, limit=SEARCH_LINES - len(lines))
+                lines += [(n + 1, content[n]) for n in found]
                 if lines:
-                    matches.append(WikiMatch(page, lines[:5]))
-        # Title hits first, then by how much matched.
-        matches.sort(key=lambda m: (m.lines[0][0] != 0, -len(m.lines), m.page.slug))
-        return matches[:limit]
+                    matches.append(WikiMatch(page, lines))
+                if budget.exhausted:
+                    notice = (
+                        f"the search stopped after {scanned} whole page(s), at {page.slug!r} in {kb.name!r}: the scan "
+                        "budget of one search ran out, so there may be more matches; narrow it with "
+                        "knowledge_base_ids or use a simpler pattern"
+                    )
+                    return WikiSearchOutcome(_ranked(matches, limit), truncated=True, notices=[notice])
+                scanned += 1
+        return WikiSearchOutcome(_ranked(matches, limit))
 
     def read(self, access: KnowledgeAccess, slug: str, *, knowledge_base_id: str | None = None) -> WikiPage:
         slug = clean_slug(slug)
@@ -278,6 +294,11 @@ class Wiki:
                 for t in sorted(groups)
             ],
         }
+
+
+def _ranked(matches: list[WikiMatch], limit: int) -> list[WikiMatch]:
+    # Title hits first, then by how much matched.
+    return sorted(matches, key=lambda m: (m.lines[0][0] != 0, -len(m.lines), m.page.slug))[:limit]
 
 
 def _page_of(item: Item) -> WikiPage:

@@ -18,6 +18,7 @@ from mcpbridge.errors import InvalidInput
 from mcpbridge.http.routes.documents import DocumentOut
 from mcpbridge.http.routes.knowledge import AskOut, ChunkOut, capabilities
 from mcpbridge.http.routes.wiki import PageOut
+from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 from mcpbridge.knowledge.search import SearchMode
 from mcpbridge.server.catalog import BY_NAME
 
@@ -169,16 +170,20 @@ def search_knowledge(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def grep_chunks(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    pattern = _text(args, "pattern", required=False, max_chars=500) or _required(args, "query", max_chars=500)
+    pattern = _text(args, "pattern", required=False, max_chars=PATTERN_MAX_CHARS) or _required(
+        args, "query", max_chars=PATTERN_MAX_CHARS
+    )
     service = ctx.container.knowledge_search
     scope = service.scope(ctx.access, _strings(args, "knowledge_base_ids"), _strings(args, "knowledge_ids"))
-    matches = service.grep(scope, pattern, limit=_int(args, "limit", 10, 1, 30))
+    outcome = service.grep(scope, pattern, limit=_int(args, "limit", 10, 1, 30))
     return {
         "pattern": pattern,
         "matches": [
             {**ChunkOut.of(m.chunk).model_dump(), "lines": [{"line": n, "text": t} for n, t in m.lines]}
-            for m in matches
+            for m in outcome.matches
         ],
+        "truncated": outcome.truncated,
+        "notices": outcome.notices,
     }
 
 
@@ -239,9 +244,9 @@ def ask(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def wiki_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    matches = ctx.container.wiki.search(
+    outcome = ctx.container.wiki.search(
         ctx.access,
-        _required(args, "query", max_chars=500),
+        _required(args, "query", max_chars=PATTERN_MAX_CHARS),
         regex=_bool(args, "regex"),
         knowledge_base_ids=_strings(args, "knowledge_base_ids"),
         limit=_int(args, "limit", 10, 1, 50),
@@ -255,8 +260,10 @@ def wiki_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                 "title": m.page.title,
                 "lines": [{"line": n, "text": t} for n, t in m.lines],
             }
-            for m in matches
-        ]
+            for m in outcome.matches
+        ],
+        "truncated": outcome.truncated,
+        "notices": outcome.notices,
     }
 
 
@@ -358,8 +365,10 @@ SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "grep_chunks",
-        "Find chunks matching a case-insensitive regular expression. The pattern must contain at least one literal "
-        "word (used to find candidates); ^\\d+$ alone is refused.",
+        "Find chunks matching a case-insensitive regular expression (RE2 syntax, as in Go: no lookaround or "
+        "backreferences; \\w and \\b are ASCII, \\pL matches any letter). The pattern must contain at least one "
+        "literal word (used to find candidates); ^\\d+$ alone is refused. truncated=true means the scan budget ran "
+        "out first: there may be more matches.",
         _schema(
             {
                 "pattern": {"type": "string", "description": "A regular expression, e.g. refresh\\s+tokens?"},
@@ -418,8 +427,10 @@ SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "wiki_search",
-        "Search wiki pages (titles and text) with a case-insensitive regular expression; text that is not a valid "
-        "regex is matched literally. regex=false forces a literal match, regex=true demands a valid regex.",
+        "Search wiki pages (titles and text, line by line) with a case-insensitive regular expression (RE2 syntax, "
+        "as in Go); text that is not a valid regex is matched literally, but a lookaround or backreference is "
+        "refused by name. regex=false forces a literal match, regex=true demands a valid regex. truncated=true "
+        "means the scan budget ran out first: there may be more matches.",
         _schema(
             {
                 "query": {"type": "string"},

@@ -13,6 +13,7 @@ from mcpbridge.domain.knowledge import Chunk, KnowledgeBase
 from mcpbridge.errors import Forbidden
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
 from mcpbridge.knowledge.answers import Answer
+from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 
 router = APIRouter(prefix="/api/v1", tags=["knowledge"])
 
@@ -172,7 +173,7 @@ def search(body: SearchIn, principal: CurrentPrincipal, container: ContainerDep)
 class GrepIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    pattern: str = Field(min_length=1, max_length=500)
+    pattern: str = Field(min_length=1, max_length=PATTERN_MAX_CHARS, description="An RE2 regular expression.")
     limit: int = Field(default=10, ge=1, le=30)
     knowledge_base_ids: list[str] | None = None
     knowledge_ids: list[str] | None = None
@@ -189,18 +190,22 @@ class GrepMatchOut(ChunkOut):
 
 class GrepOut(BaseModel):
     matches: list[GrepMatchOut]
+    truncated: bool = Field(description="The scan budget ran out before every candidate was checked (see notices).")
+    notices: list[str]
 
 
 @router.post("/knowledge/grep")
 def grep(body: GrepIn, principal: CurrentPrincipal, container: ContainerDep) -> GrepOut:
     service = container.knowledge_search
     scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
-    matches = service.grep(scope, body.pattern, limit=body.limit)
+    outcome = service.grep(scope, body.pattern, limit=body.limit)
     return GrepOut(
         matches=[
             GrepMatchOut(**ChunkOut.of(m.chunk).model_dump(), lines=[GrepLine(line=n, text=t) for n, t in m.lines])
-            for m in matches
-        ]
+            for m in outcome.matches
+        ],
+        truncated=outcome.truncated,
+        notices=outcome.notices,
     )
 
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 from mcpbridge.knowledge.wiki import WikiPage
 
 router = APIRouter(prefix="/api/v1", tags=["wiki"])
@@ -88,8 +89,11 @@ def delete_page(kb_id: str, slug: str, principal: CurrentPrincipal, container: C
 class WikiSearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=500)
-    regex: bool | None = Field(default=None, description="Unset: a regex when valid, else literal.")
+    query: str = Field(min_length=1, max_length=PATTERN_MAX_CHARS)
+    regex: bool | None = Field(
+        default=None,
+        description="Unset: an RE2 regex when valid, else literal (a lookaround or backreference is refused by name).",
+    )
     knowledge_base_ids: list[str] | None = None
     limit: int = Field(default=10, ge=1, le=50)
 
@@ -107,15 +111,37 @@ class WikiMatchOut(BaseModel):
     lines: list[WikiLine]
 
 
-@router.post("/wiki/search")
-def wiki_search(body: WikiSearchIn, principal: CurrentPrincipal, container: ContainerDep) -> list[WikiMatchOut]:
-    matches = container.wiki.search(
+TRUNCATED_HEADER = "MCPBridge-Search-Truncated"
+
+
+@router.post(
+    "/wiki/search",
+    responses={
+        200: {
+            "headers": {
+                TRUNCATED_HEADER: {
+                    "description": "Present when one search's scan budget ran out before every page was read: the "
+                    "list may miss matches. Its value says where the search stopped.",
+                    "schema": {"type": "string"},
+                }
+            }
+        }
+    },
+)
+def wiki_search(
+    body: WikiSearchIn, principal: CurrentPrincipal, container: ContainerDep, response: Response
+) -> list[WikiMatchOut]:
+    outcome = container.wiki.search(
         knowledge_access(principal, "wiki"),
         body.query,
         regex=body.regex,
         knowledge_base_ids=body.knowledge_base_ids,
         limit=body.limit,
     )
+    if outcome.truncated:
+        # The body stays a list (its documented shape); the header carries what a list cannot, in printable ASCII
+        # (the notice names a page and a knowledge base).
+        response.headers[TRUNCATED_HEADER] = "".join(c if " " <= c <= "~" else "?" for c in " ".join(outcome.notices))
     return [
         WikiMatchOut(
             knowledge_base_id=m.page.knowledge_base_id,
@@ -124,5 +150,5 @@ def wiki_search(body: WikiSearchIn, principal: CurrentPrincipal, container: Cont
             title=m.page.title,
             lines=[WikiLine(line=n, text=t) for n, t in m.lines],
         )
-        for m in matches
+        for m in outcome.matches
     ]
