@@ -1,25 +1,199 @@
 """Logging: structured JSON in Lambda (powertools formatter, request id on every line), plain text locally.
 
-Nothing logs a secret, token, authorization code or state value: modules log ids and hints only.
+Nothing logs a secret, token, authorization code or state value: modules log ids and hints only. Libraries are
+less careful: ``httpx`` and ``httpx2`` log every request's full URL at INFO, uvicorn's access log keeps the query
+string, and exception messages often quote URLs. A URL's query is where secrets end up by mistake
+(``?api_key=sk_...``), so :func:`install_log_redaction` masks URLs in every record the process creates, whoever
+logs it and whichever handler writes it: query (and, in absolute URLs, fragment) values become ``***`` and userinfo
+``***@``, parameter names stay (``https://h/mcp?api_key=***&v=***``). :func:`masked_url` is the same rule for
+URLs shown in API responses.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
+MASK = "***"
+
+# An absolute URL up to whitespace, a double quote, a backslash (JSON's escape: a URL never holds a bare one) or
+# angle brackets (single quotes are legal inside a URL).
+_ABSOLUTE_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"\\<>`]*")
+# A query after something that can end a path or a host ("/mcp?", "host?", "]:8080/?"), up to a fragment or the
+# end of the word; a "?" after a space or a bracket ("what?", "(?i)") is prose, not a URL.
+_QUERY = re.compile(r"(?<=[\w\-.~%/:\]])\?([^\s#\"\\<>`]*)")
+
+
+def _mask_parameters(text: str) -> str:
+    """``a=1&b=2&flag`` -> ``a=***&b=***&***``: names kept, every value (and a bare item, which may be one) masked."""
+    parts: list[str] = []
+    for part in text.split("&"):
+        if not part:
+            parts.append(part)
+            continue
+        name, equals, _ = part.partition("=")
+        parts.append(f"{name}={MASK}" if equals else MASK)
+    return "&".join(parts)
+
+
+def _mask_absolute(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    end = len(rest)
+    for mark in "/?#":
+        index = rest.find(mark)
+        if index != -1:
+            end = min(end, index)
+    authority, tail = rest[:end], rest[end:]
+    if "@" in authority:
+        authority = f"{MASK}@{authority.rpartition('@')[2]}"
+    tail, hash_, fragment = tail.partition("#")
+    path, question, query = tail.partition("?")
+    masked = f"{scheme}://{authority}{path}"
+    if question:
+        masked += "?" + _mask_parameters(query)
+    if hash_:
+        masked += "#" + _mask_parameters(fragment)
+    return masked
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every URL in it masked (see the module docstring); text without a URL comes back unchanged."""
+    if "?" not in text and "@" not in text and "#" not in text:
+        return text
+    text = _ABSOLUTE_URL.sub(lambda match: _mask_absolute(match.group(0)), text)
+    return _QUERY.sub(lambda match: "?" + _mask_parameters(match.group(1)), text)
+
+
+def masked_url(url: str) -> str:
+    """``url`` fit to show in a response or a message: query and fragment values ``***``, userinfo ``***@``.
+
+    The stored URL is left as it is (mcpbridge still connects with the real query).
+    """
+    if "://" in url:
+        return _mask_absolute(url)
+    return redact_text(url)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Log records
+
+
+def _is_url_like(value: object) -> bool:
+    # httpx.URL, httpx2.URL, starlette's URL, pydantic's AnyUrl...: their str() is the URL with its query.
+    name = type(value).__name__
+    return name.endswith(("URL", "Url"))
+
+
+def _redacted_argument(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, BaseException) or _is_url_like(value):
+        text = str(value)
+        masked = redact_text(text)
+        return value if masked == text else masked
+    return value
+
+
+def _redact_pieces(record: logging.LogRecord) -> None:
+    record.msg = redact_text(record.msg) if isinstance(record.msg, str) else _redacted_argument(record.msg)
+    args = record.args
+    if isinstance(args, tuple):
+        record.args = tuple(_redacted_argument(arg) for arg in args)
+    elif isinstance(args, Mapping):
+        record.args = {key: _redacted_argument(value) for key, value in args.items()}
+
+
+def redact_record(record: logging.LogRecord) -> None:
+    """Mask URLs in a record's message, rendered traceback and stack, in place.
+
+    The message and its arguments are masked one by one, so arguments keep their types (``%d`` still gets its int;
+    uvicorn's access formatter still finds its five arguments). When that does not give the masked message (a
+    URL built from the format string and an argument, ``"%s?key=%s"``), the record carries the masked message
+    itself, without arguments. An exception's traceback is rendered now when it needs masking (``exc_text``, which
+    formatters reuse).
+    """
+    try:
+        message: str | None = record.getMessage()
+    except Exception:  # a malformed logging call: the handler reports it; mask what can be masked
+        message = None
+    if message is None:
+        _redact_pieces(record)
+    else:
+        masked = redact_text(message)
+        if masked != message:
+            _redact_pieces(record)
+            try:
+                pieces_match = record.getMessage() == masked
+            except Exception:
+                pieces_match = False
+            if not pieces_match:
+                record.msg, record.args = masked, ()
+    if record.exc_info and not record.exc_text:
+        rendered = logging.Formatter().formatException(record.exc_info)
+        masked_traceback = redact_text(rendered)
+        if masked_traceback != rendered:
+            record.exc_text = masked_traceback
+    elif record.exc_text:
+        record.exc_text = redact_text(record.exc_text)
+    if record.stack_info:
+        record.stack_info = redact_text(record.stack_info)
+
+
+def install_log_redaction() -> None:
+    """Mask URLs in every log record this process creates from now on (idempotent).
+
+    The record factory is the one place every record passes, whichever logger made it (``httpx``, ``httpx2``,
+    ``httpcore``, ``uvicorn.access``, the MCP SDK, mcpbridge) and whichever handler writes it (stderr, powertools'
+    JSON, a test's capture): a filter on a logger misses its children's records, one on a handler misses the
+    handlers installed later (uvicorn's, for one).
+    """
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "redacts_urls", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        redact_record(record)
+        return record
+
+    factory.redacts_urls = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
 
 
 def configure_local_logging(level: str) -> None:
+    install_log_redaction()
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _powertools_formatter() -> LambdaPowertoolsFormatter:
+    from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
+    class RedactingFormatter(LambdaPowertoolsFormatter):
+        """Powertools renders tracebacks itself (not from ``exc_text``): mask them, and the exception's value."""
+
+        def formatException(self, ei: Any) -> str:
+            return redact_text(super().formatException(ei))
+
+        def _serialize_stacktrace(self, log_record: logging.LogRecord) -> Any:
+            trace = super()._serialize_stacktrace(log_record)
+            if isinstance(trace, dict) and "value" in trace:
+                trace = {**trace, "value": redact_text(str(trace["value"]))}
+            return trace
+
+    return RedactingFormatter(service="mcpbridge")
 
 
 class LambdaLogging:
     """The ``mcpbridge`` logger tree as JSON lines, tagged with the invocation's request id."""
 
     def __init__(self, level: str) -> None:
-        from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
-
-        self._formatter = LambdaPowertoolsFormatter(service="mcpbridge")
+        install_log_redaction()
+        self._formatter = _powertools_formatter()
         handler = logging.StreamHandler()
         handler.setFormatter(self._formatter)
         root = logging.getLogger("mcpbridge")

@@ -9,6 +9,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from mcpbridge.outbound.policy import Allowlist
+
 
 def _split_csv(value: object) -> object:
     if isinstance(value, str):
@@ -53,7 +55,8 @@ class Settings(BaseSettings):
 
     # Outbound HTTP (URL import, external MCP services, OAuth metadata)
     ssrf_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """Hostnames, IPs or CIDRs that may be reached although private (an internal server inside the VPC)."""
+    """Hostnames, IPs or CIDRs that may be reached although private (an internal server inside the VPC); an address
+    may name one port (``127.0.0.1:9000``, ``[::1]:9000``) to allow only that port. Checked when settings load."""
 
     # Agent tool calls: events (EventBridge bus on AWS; empty = a JSON log stream)
     event_bus_name: str = ""
@@ -87,6 +90,12 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("ssrf_allowlist")
+    @classmethod
+    def _ssrf_allowlist_entries(cls, value: list[str]) -> list[str]:
+        Allowlist(value)  # raises ValueError naming the first bad entry
+        return value
 
     @field_validator("frontend_urls", mode="before")
     @classmethod

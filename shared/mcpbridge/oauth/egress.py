@@ -36,7 +36,7 @@ FORM = "application/x-www-form-urlencoded"
 def require_https(policy: EgressPolicy, url: str, what: str) -> Target:
     """Accept ``url`` (the SSRF rules, then https unless the host is allowlisted) or raise InvalidInput."""
     target = policy.check_url(url)
-    if target.scheme != "https" and not policy.is_allowlisted_host(target.host):
+    if target.scheme != "https" and not policy.is_allowlisted_host(target.host, target.port):
         raise InvalidInput(
             f"refused: the {what} at {target.host} must use https",
             code="url_scheme_not_allowed",

@@ -480,14 +480,24 @@ def _upstream_errors(hops: _Hops, timeout: float) -> Iterator[None]:
         raise _timed_out(hops, timeout) from exc
     except httpx.UnsupportedProtocol as exc:
         raise InvalidInput(f"refused: {hops.host} cannot be fetched (unsupported URL)", code="url_invalid") from exc
+    except httpx.RemoteProtocolError as exc:
+        # httpx reads a redirect's Location itself (to offer response.next_request) before we see the response: a
+        # Location it cannot parse ("http://0177.0.0.1/") is a refused redirect, not a server speaking bad HTTP.
+        if isinstance(exc.__context__, httpx.InvalidURL):
+            raise _redirect_refused(f"{hops.host} redirected to an invalid URL") from exc
+        raise _fetch_failed(hops, exc) from exc
     except httpx.TransportError as exc:
-        raise UpstreamError(
-            f"fetching from {hops.host} failed: {_failure_reason(exc)}",
-            code="url_fetch_failed",
-            details={"error": type(exc).__name__},
-        ) from exc
+        raise _fetch_failed(hops, exc) from exc
     except httpx.InvalidURL as exc:
         raise InvalidInput(f"refused: the URL for {hops.host} is not valid", code="url_invalid") from exc
+
+
+def _fetch_failed(hops: _Hops, exc: httpx.TransportError) -> UpstreamError:
+    return UpstreamError(
+        f"fetching from {hops.host} failed: {_failure_reason(exc)}",
+        code="url_fetch_failed",
+        details={"error": type(exc).__name__},
+    )
 
 
 def _timed_out(hops: _Hops, timeout: float) -> UpstreamError:

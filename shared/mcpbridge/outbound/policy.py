@@ -9,6 +9,18 @@
 The HTTP layer (:mod:`mcpbridge.outbound.http`) connects only to the addresses :meth:`resolve` returned, so the check
 and the connection can never disagree. Messages name the host and the reason, never the query string or userinfo
 (either may carry a secret).
+
+The allowlist (:class:`Allowlist`, ``MCPBRIDGE_SSRF_ALLOWLIST``) names what may be reached although private:
+
+* ``internal.example`` — a hostname (exact, case-insensitive), every port; it may resolve to anything.
+* ``10.0.0.5`` / ``::1`` / ``[::1]`` — one address, every port; ``10.0.0.0/24`` / ``fd00::/8`` — a network, every port.
+* ``127.0.0.1:9000`` / ``[::1]:9000`` — one address on one port only (so allowing a local MCP server does not also
+  open mcpbridge's own API on another port of the same address).
+
+An IPv4 entry covers that IPv4 address and its IPv4-mapped spelling ``::ffff:a.b.c.d`` (a dual-stack socket dials
+the IPv4 host itself for it), nothing else: the IPv4-compatible (``::a.b.c.d``), IPv4-translated
+(``::ffff:0:a.b.c.d``), NAT64 (``64:ff9b::/96``) and 6to4 (``2002::/16``) forms are other destinations (a
+tunnel or a translator that may well sit elsewhere) and stay refused unless listed themselves.
 """
 
 from __future__ import annotations
@@ -238,6 +250,95 @@ def _invalid(message: str, host: str | None = None) -> InvalidInput:
 
 
 # --------------------------------------------------------------------------------------------------------------------
+# The allowlist
+
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+@dataclass(frozen=True, slots=True)
+class _AddressEntry:
+    network: IPNetwork
+    port: int | None
+    """None: every port."""
+
+    def covers(self, address: IPAddress, port: int | None) -> bool:
+        # A port-less request (port None) asks "every port?": only a port-less entry says yes.
+        return address in self.network and (self.port is None or self.port == port)
+
+    def __str__(self) -> str:
+        if self.port is None:
+            return str(self.network)
+        shown = str(self.network.network_address)
+        return f"[{shown}]:{self.port}" if self.network.version == 6 else f"{shown}:{self.port}"
+
+
+class Allowlist:
+    """``MCPBRIDGE_SSRF_ALLOWLIST`` parsed: hostnames, addresses and networks that may be reached although private,
+    each address optionally on one port only (see the module docstring for the forms and the IPv4 rule).
+
+    Raises ValueError naming the first invalid entry, so a bad configuration fails when settings load.
+    """
+
+    __slots__ = ("_addresses", "_hosts")
+
+    def __init__(self, entries: Sequence[str] = ()) -> None:
+        if isinstance(entries, str):
+            # A bare string would be read character by character; demand the list it was meant to be.
+            raise ValueError("allowlist must be a sequence of entries, not a single string")
+        hosts: set[str] = set()
+        addresses: list[_AddressEntry] = []
+        for entry in entries:
+            parsed = _parse_allowlist_entry(entry)
+            if isinstance(parsed, str):
+                hosts.add(parsed)
+                continue
+            addresses.append(parsed)
+            network = parsed.network
+            if isinstance(network, ipaddress.IPv6Network) and network.subnet_of(_IPV4_MAPPED):
+                # "::ffff:10.0.0.5" means 10.0.0.5, however the resolver happens to spell it.
+                low32 = int(network.network_address) & 0xFFFFFFFF
+                addresses.append(_AddressEntry(ipaddress.IPv4Network((low32, network.prefixlen - 96)), parsed.port))
+        self._hosts = frozenset(hosts)
+        self._addresses = tuple(addresses)
+
+    def entries(self) -> list[str]:
+        """The entries in canonical form (hostnames sorted first)."""
+        return sorted(self._hosts) + [str(entry) for entry in self._addresses]
+
+    def covers_hostname(self, host: str) -> bool:
+        """Whether a normalised hostname is listed (hostname entries take no port: they cover every port)."""
+        return host in self._hosts
+
+    def ports_for(self, address: IPAddress) -> list[int]:
+        """The ports that entries limited to one port allow ``address`` on (for messages)."""
+        return sorted(
+            {
+                entry.port
+                for entry in self._addresses
+                for candidate in _allowlist_candidates(address)
+                if entry.port is not None and entry.covers(candidate, entry.port)
+            }
+        )
+
+    def covers_address(self, address: IPAddress, port: int | None = None) -> bool:
+        """Whether an address entry covers ``address`` on ``port`` (None: on every port, i.e. a port-less entry).
+
+        An IPv4-mapped address (``::ffff:a.b.c.d``) is the IPv4 address itself; no other IPv6 form of an IPv4
+        address is (see the module docstring).
+        """
+        return any(
+            entry.covers(candidate, port) for candidate in _allowlist_candidates(address) for entry in self._addresses
+        )
+
+
+def _allowlist_candidates(address: IPAddress) -> list[IPAddress]:
+    """``address`` and, for an IPv4-mapped address, the IPv4 address a dual-stack socket actually dials for it."""
+    if isinstance(address, ipaddress.IPv6Address) and not address.scope_id and address.ipv4_mapped is not None:
+        return [address, address.ipv4_mapped]
+    return [address]
+
+
+# --------------------------------------------------------------------------------------------------------------------
 # The policy
 
 
@@ -266,36 +367,22 @@ class Target:
 class EgressPolicy:
     """The rules for outbound requests: which URLs are acceptable and which resolved addresses may be reached.
 
-    ``allowlist`` entries are hostnames (exact, case-insensitive), IP addresses or CIDRs; an allowlisted hostname may
-    resolve to anything, an allowlisted address or network may be reached whatever name led to it. ``require_https``
-    refuses plain http except to allowlisted hosts. ``resolver`` defaults to the operating system's.
-    Invalid allowlist entries raise ValueError here, so a bad configuration fails at start-up.
+    ``allowlist`` entries (see :class:`Allowlist`) are hostnames (exact, case-insensitive, every port), IP addresses
+    or CIDRs (every port), or an address with a port (``127.0.0.1:9000``, ``[::1]:9000``: that port only). An
+    allowlisted hostname may resolve to anything; an allowlisted address may be reached whatever name led to it, on
+    the ports its entry allows. ``require_https`` refuses plain http except to allowlisted hosts (on an allowed
+    port). ``resolver`` defaults to the operating system's. Invalid allowlist entries raise ValueError here, so a
+    bad configuration fails at start-up.
     """
 
     def __init__(
         self,
-        allowlist: Sequence[str] = (),
+        allowlist: Sequence[str] | Allowlist = (),
         *,
         require_https: bool = False,
         resolver: Resolver | None = None,
     ) -> None:
-        if isinstance(allowlist, str):
-            # A bare string would be read character by character; demand the list it was meant to be.
-            raise ValueError("allowlist must be a sequence of entries, not a single string")
-        hosts: set[str] = set()
-        networks: list[IPNetwork] = []
-        for entry in allowlist:
-            parsed = _parse_allowlist_entry(entry)
-            if isinstance(parsed, str):
-                hosts.add(parsed)
-                continue
-            networks.append(parsed)
-            if isinstance(parsed, ipaddress.IPv6Network) and parsed.subnet_of(_IPV4_MAPPED):
-                # "::ffff:10.0.0.5" means 10.0.0.5, however the resolver happens to spell it.
-                low32 = int(parsed.network_address) & 0xFFFFFFFF
-                networks.append(ipaddress.IPv4Network((low32, parsed.prefixlen - 96)))
-        self._hosts = frozenset(hosts)
-        self._networks = tuple(networks)
+        self._allowlist = allowlist if isinstance(allowlist, Allowlist) else Allowlist(allowlist)
         self.require_https = require_https
         self._resolver: Resolver = resolver or system_resolver
 
@@ -305,33 +392,29 @@ class EgressPolicy:
         return cls(settings.ssrf_allowlist, require_https=require_https)
 
     def __repr__(self) -> str:
-        entries = sorted(self._hosts) + [str(network) for network in self._networks]
-        return f"EgressPolicy(allowlist={entries!r}, require_https={self.require_https!r})"
+        return f"EgressPolicy(allowlist={self._allowlist.entries()!r}, require_https={self.require_https!r})"
 
     # -- allowlist -----------------------------------------------------------------------------------------------
 
-    def is_allowlisted_host(self, host: str) -> bool:
-        """Whether a normalised host is allowlisted, as a hostname entry or as an address inside an IP/CIDR entry."""
-        if host in self._hosts:
+    def is_allowlisted_host(self, host: str, port: int | None = None) -> bool:
+        """Whether a normalised host is allowlisted on ``port`` (None: on every port), as a hostname entry or as an
+        address inside an IP/CIDR entry."""
+        if self._allowlist.covers_hostname(host):
             return True
         try:
             address = ipaddress.ip_address(host)
         except ValueError:
             return False
-        return self.is_allowlisted_address(address)
+        return self.is_allowlisted_address(address, port)
 
-    def is_allowlisted_address(self, address: IPAddress) -> bool:
-        """Whether an IP/CIDR entry covers ``address`` (or the IPv4 address an IPv6 form of it stands for)."""
-        candidates: list[IPAddress] = [address]
-        if isinstance(address, ipaddress.IPv6Address):
-            embedded = _embedded_ipv4(address)
-            if embedded is not None:
-                candidates.append(embedded[1])
-        return any(candidate in network for candidate in candidates for network in self._networks)
+    def is_allowlisted_address(self, address: IPAddress, port: int | None = None) -> bool:
+        """Whether an IP/CIDR entry covers ``address`` (or the IPv4 address it maps) on ``port`` (None: every port)."""
+        return self._allowlist.covers_address(address, port)
 
-    def refusal(self, address: IPAddress) -> str | None:
-        """Why this policy refuses ``address``, or None when it may be reached."""
-        if self.is_allowlisted_address(address):
+    def refusal(self, address: IPAddress, port: int | None = None) -> str | None:
+        """Why this policy refuses ``address`` on ``port`` (None: refused unless allowed on every port), or None
+        when it may be reached."""
+        if self.is_allowlisted_address(address, port):
             return None
         return forbidden_reason(address)
 
@@ -377,8 +460,8 @@ class EgressPolicy:
             raise _invalid("the port is not a number between 1 and 65535", str(host))
         target = Target(scheme=scheme, host=str(host), port=port or _DEFAULT_PORTS[scheme], url=url)
         if not isinstance(host, str):
-            self._check_address(host)
-        if self.require_https and scheme != "https" and not self.is_allowlisted_host(target.host):
+            self._check_address(host, target.port)
+        if self.require_https and scheme != "https" and not self.is_allowlisted_host(target.host, target.port):
             raise InvalidInput(
                 f"refused: plain http to {_shown(target.host)} is not allowed (https is required)",
                 code="url_scheme_not_allowed",
@@ -393,13 +476,15 @@ class EgressPolicy:
         return self.resolve_host(target.host, target.port)
 
     def resolve_host(self, host: str, port: int) -> list[IPAddress]:
-        """Like :meth:`resolve` for a raw host (any spelling, as an HTTP library hands it to its network layer)."""
+        """Like :meth:`resolve` for a raw host (any spelling, as an HTTP library hands it to its network layer) and
+        the port about to be dialled: the network backends call this for every new connection, so an entry limited
+        to one port is enforced on the connection itself, whatever URL or redirect led to it."""
         try:
             normalised = normalise_host(host)
         except ValueError as exc:
             raise _invalid(str(exc), host) from None
         if not isinstance(normalised, str):
-            self._check_address(normalised)
+            self._check_address(normalised, port)
             return [normalised]
         try:
             answers = self._resolver(normalised, port)
@@ -408,24 +493,25 @@ class EgressPolicy:
                 f"refused: the host {_shown(normalised)} could not be resolved", code="url_unresolvable"
             ) from exc
         addresses = _parse_answers(answers, normalised)
-        if normalised in self._hosts:
+        if self._allowlist.covers_hostname(normalised):
             return addresses
         # Every answer is checked, not only the first: a client may fall back to any of them.
         for address in addresses:
-            reason = self.refusal(address)
+            reason = self.refusal(address, port)
             if reason is not None:
                 raise InvalidInput(
-                    f"refused: {_shown(normalised)} resolves to {display(address)}, {reason}",
+                    f"refused: {_shown(normalised)} resolves to {display(address)}, {reason}"
+                    + _port_note(self._allowlist, address, port),
                     code="url_forbidden_address",
                     details={"host": normalised, "address": str(address)},
                 )
         return addresses
 
-    def _check_address(self, address: IPAddress) -> None:
-        reason = self.refusal(address)
+    def _check_address(self, address: IPAddress, port: int) -> None:
+        reason = self.refusal(address, port)
         if reason is not None:
             raise InvalidInput(
-                f"refused: {display(address)} is {reason}",
+                f"refused: {display(address)} is {reason}" + _port_note(self._allowlist, address, port),
                 code="url_forbidden_address",
                 details={"address": str(address)},
             )
@@ -448,18 +534,46 @@ def _parse_answers(answers: Iterable[str], host: str) -> list[IPAddress]:
     return addresses
 
 
-def _parse_allowlist_entry(entry: str) -> str | IPNetwork:
-    problem = f"invalid SSRF allowlist entry {entry!r}: expected a hostname, an IP address or a CIDR"
+def _port_note(allowlist: Allowlist, address: IPAddress, port: int) -> str:
+    """Why an address on the allowlist was refused anyway: the port is not the one its entries name."""
+    ports = allowlist.ports_for(address)
+    if not ports:
+        return ""
+    listed = ", ".join(str(number) for number in ports)
+    return f" (the allowlist lists it on port{'s' if len(ports) > 1 else ''} {listed} only, not on {port})"
+
+
+def _parse_allowlist_entry(entry: str) -> str | _AddressEntry:
+    expected = "expected a hostname, an IP address, a CIDR, or an address with a port (127.0.0.1:9000, [::1]:9000)"
+    problem = f"invalid SSRF allowlist entry {entry!r}: {expected}"
     if not isinstance(entry, str):
         raise ValueError(problem)
     text = entry.strip()
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
+    port: int | None = None
+    if text.startswith("["):
+        # "[v6]" or "[v6]:port"; what is inside the brackets is parsed below like a bare entry.
+        inside, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise ValueError(f"{problem} (unbalanced brackets)")
+        text = inside
+        if rest:
+            port = _allowlist_port(rest[1:], problem)
+    elif text.count(":") == 1:
+        # "a.b.c.d:port". More than one colon is an IPv6 address, which needs brackets to carry a port.
+        text, _, port_text = text.partition(":")
+        if not _IPV4_DOTTED.fullmatch(text):
+            raise ValueError(
+                f"{problem} (a port may only follow an IP address: a hostname entry already allows every port of "
+                "that name; to open one port only, list the address it resolves to, e.g. 10.0.0.5:9000)"
+            )
+        port = _allowlist_port(port_text, problem)
     if not text or "%" in text:
         raise ValueError(problem)
     if "/" in text or ":" in text or _IPV4_DOTTED.fullmatch(text):
+        if port is not None and "/" in text:
+            raise ValueError(f"{problem} (a port may only follow a single address, not a network)")
         try:
-            return ipaddress.ip_network(text, strict=True)
+            return _AddressEntry(ipaddress.ip_network(text, strict=True), port)
         except ValueError as exc:
             raise ValueError(f"{problem} ({exc})") from None
     try:
@@ -469,4 +583,12 @@ def _parse_allowlist_entry(entry: str) -> str | IPNetwork:
     if not isinstance(normalised, str):
         # "127.1" or "0x7f000001" in a configuration is almost certainly a mistake: ask for the plain form.
         raise ValueError(f"{problem} (write the address in dotted form: {normalised})")
+    if port is not None:
+        raise ValueError(f"{problem} (a port may only follow an IP address)")
     return normalised
+
+
+def _allowlist_port(text: str, problem: str) -> int:
+    if not _PORT.fullmatch(text) or not 1 <= int(text) <= 65535:
+        raise ValueError(f"{problem} (the port must be a number from 1 to 65535)")
+    return int(text)

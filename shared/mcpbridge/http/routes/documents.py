@@ -13,6 +13,7 @@ from mcpbridge.domain.knowledge import Document
 from mcpbridge.errors import InvalidInput, PayloadTooLarge
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
 from mcpbridge.http.routes.knowledge import ChunkOut
+from mcpbridge.observability import masked_url
 
 router = APIRouter(prefix="/api/v1", tags=["documents"])
 
@@ -42,6 +43,8 @@ class DocumentPatch(BaseModel):
 
 
 class DocumentOut(BaseModel):
+    """A document. ``url`` (a URL import's source) is shown with its query values masked (``?api_key=***``)."""
+
     id: str
     knowledge_base_id: str
     title: str
@@ -63,6 +66,8 @@ class DocumentOut(BaseModel):
     @classmethod
     def of(cls, document: Document, content: str | None = None) -> DocumentOut:
         fields = {name: getattr(document, name) for name in cls.model_fields if name != "content"}
+        if document.url is not None:
+            fields["url"] = masked_url(document.url)
         return cls(**fields, content=content)
 
 

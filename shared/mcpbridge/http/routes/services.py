@@ -19,6 +19,7 @@ from mcpbridge.client.catalog import CatalogView
 from mcpbridge.client.policies import ToolPolicy
 from mcpbridge.client.registry import ExternalService, ImportRefusal, Saved, ServiceRegistry, require_writer
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.observability import masked_url
 
 router = APIRouter(prefix="/api/v1/mcp-services", tags=["mcp-services"])
 
@@ -122,7 +123,8 @@ class CredentialStatus(BaseModel):
 
 
 class ServiceOut(BaseModel):
-    """A service. It has no field for a secret; builtin services show no URL, headers or auth."""
+    """A service. It has no field for a secret; builtin services show no URL, headers or auth. URLs are shown with
+    their query values masked (``?api_key=***``): a secret put in a query by mistake is not returned."""
 
     id: str
     name: str
@@ -152,7 +154,7 @@ class ServiceOut(BaseModel):
             enabled=service.enabled,
             builtin=builtin,
             transport=service.transport,
-            url=None if builtin else service.url,
+            url=None if builtin else masked_url(service.url),
             header_names=[] if builtin else sorted(service.headers),
             auth_config=None
             if builtin
@@ -161,7 +163,7 @@ class ServiceOut(BaseModel):
                 api_key_header=auth.api_key_header,
                 client_id=auth.client_id,
                 scopes=list(auth.scopes),
-                auth_server_metadata_url=auth.auth_server_metadata_url,
+                auth_server_metadata_url=masked_url(auth.auth_server_metadata_url),
             ),
             advanced_config=AdvancedConfigOut(
                 timeout=service.advanced.timeout,
@@ -316,7 +318,21 @@ def update_service(
     service_id: str, body: ServicePatch, principal: CurrentPrincipal, container: ContainerDep
 ) -> SavedServiceOut:
     registry = container.services
-    return SavedServiceOut.saved(registry.update(principal, service_id, **body.changes()), registry)
+    changes = body.changes()
+    if "url" in changes or "auth_config" in changes:
+        _keep_masked_urls(changes, registry.get(principal, service_id))
+    return SavedServiceOut.saved(registry.update(principal, service_id, **changes), registry)
+
+
+def _keep_masked_urls(changes: dict[str, Any], current: ExternalService) -> None:
+    """A URL sent back exactly as this API showed it (query values ``***``, a form's round trip) keeps the stored
+    one: saving the mask would replace the real query."""
+    if "url" in changes and changes["url"] == masked_url(current.url) != current.url:
+        del changes["url"]
+    auth = changes.get("auth_config") or {}
+    pinned = current.auth.auth_server_metadata_url
+    if auth.get("auth_server_metadata_url") == masked_url(pinned) != pinned:
+        del auth["auth_server_metadata_url"]
 
 
 @router.delete("/{service_id}", status_code=204)
