@@ -1,5 +1,6 @@
-"""Custom header values of external services are credentials: sealed at rest on both backends, never shown, and
-still sent upstream (created, imported from ``mcpServers``, updated, and items written before sealing existed)."""
+"""Custom header values of external services, and URL query values, are credentials: sealed at rest on both
+backends, never shown, and still sent upstream (created, imported from ``mcpServers``, updated, and items written
+before sealing existed)."""
 
 from __future__ import annotations
 
@@ -28,14 +29,16 @@ CREATED = "hdr-created-6f1d2c9a8b7e"
 IMPORTED = "hdr-imported-3a9c4e5f7d21"
 UPDATED = "hdr-updated-9e8d7c6b5a43"
 LEGACY = "hdr-legacy-1b2c3d4e5f60"
-ALL = (CREATED, IMPORTED, UPDATED, LEGACY)
+IN_QUERY = "qry-secret-5d6e7f8a9b0c"
+ALL = (CREATED, IMPORTED, UPDATED, LEGACY, IN_QUERY)
 
 
 class Upstream:
-    """A stateless MCP server that records the headers of every request."""
+    """A stateless MCP server that records the headers and query of every request."""
 
     def __init__(self) -> None:
         self.seen: list[dict[str, str]] = []
+        self.queries: list[str] = []
 
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
             return types.ListToolsResult(tools=[types.Tool(name="echo", input_schema={"type": "object"})])
@@ -43,7 +46,9 @@ class Upstream:
         self.server: Server[Any] = Server("upstream", on_list_tools=list_tools)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self.seen.append({k.lower(): v for k, v in Request(scope, receive).headers.items()})
+        request = Request(scope, receive)
+        self.seen.append({k.lower(): v for k, v in request.headers.items()})
+        self.queries.append(request.url.query)
         await handle_stateless(self.server, scope, receive, send)
 
 
@@ -158,3 +163,23 @@ def test_headers_stored_in_plaintext_before_sealing_are_sealed_when_read(
     tested = client.post(f"{BASE}/{service_id}/test")
     assert tested.json()["success"] is True, tested.text
     assert server.seen[-1]["x-legacy"] == LEGACY
+
+
+def test_a_secret_in_a_service_url_query_is_sealed_and_still_used(
+    client: TestClient, container: Container, upstream: tuple[Upstream, str]
+) -> None:
+    server, url = upstream
+    created = client.post(BASE, json={"name": "keyed", "transport": "http-streamable", "url": f"{url}?key={IN_QUERY}"})
+    assert created.status_code == 201, created.text
+    service_id = created.json()["id"]
+    assert created.json()["url"] == f"{url}?key=***"
+    assert IN_QUERY not in everything_at_rest(container)
+    tested = client.post(f"{BASE}/{service_id}/test")
+    assert tested.json()["success"] is True, tested.text
+    assert server.queries[-1] == f"key={IN_QUERY}"
+    # Moved to a URL without a query: nothing sealed is left behind.
+    assert client.put(f"{BASE}/{service_id}", json={"url": url}).status_code == 200
+    stored = container.store.get(service_key(container.identity.installed_workspace_id(), service_id))
+    assert stored is not None
+    assert "secret_url" not in stored
+    assert stored["url"] == url

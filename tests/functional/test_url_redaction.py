@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -181,11 +182,16 @@ def test_in_process_no_log_record_and_no_response_holds_the_query_secret(
         with TestClient(create_combined_app(container), base_url="http://127.0.0.1") as client:
             client.headers["Authorization"] = f"Bearer {key}"
             bodies = exercise(client, base)
+        with sqlite3.connect(container.settings.sqlite_path) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         container.close()
     assert_used_upstream(app)
     for body in bodies:
         assert SECRET not in body
+    # Nor at rest: the document keeps its URL as shown, the service its URL sealed.
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file())
+    assert SECRET.encode() not in stored
     lines = [record.getMessage() for record in caplog.records]
     assert any(f"{base}/doc.md?api_key=***&v=***" in line for line in lines), "httpx logged the document fetch"
     assert any(f"{base}/mcp?api_key=***&v=***" in line for line in lines), "httpx2 logged the MCP requests"

@@ -20,7 +20,9 @@ Custom header values are credentials too (an ``Authorization`` or ``X-API-Key`` 
 ``SecretContext(ws, "mcp_service_headers", id)`` in ``secret_headers``; only their names are stored in clear
 (``header_names``) and shown. The registry opens them when it reads a service, for the connection layer; a value that
 cannot be opened leaves the service without custom headers (logged by kind and id). Items written before headers were
-sealed keep a plaintext ``headers`` map until the registry reads them, when it seals them in place.
+sealed keep a plaintext ``headers`` map until the registry reads them, when it seals them in place. A URL whose
+query or fragment would be masked in a response (``?api_key=***``) is kept the same way: the masked form in ``url``,
+the whole URL sealed in ``secret_url`` under ``SecretContext(ws, "mcp_service_url", id)``.
 
 Every URL (``url``, ``auth_config.auth_server_metadata_url``) passes the egress guard (``EgressPolicy.check_url`` and
 ``resolve``) when it is saved; the connection layer checks again when it connects. ``stdio`` is refused everywhere.
@@ -50,6 +52,7 @@ from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Upd
 from mcpbridge.domain.names import clean_description, clean_name, fold
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.errors import ConditionFailed, Conflict, Forbidden, InvalidInput, MCPBridgeError, NotFound
+from mcpbridge.observability import masked_url
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, SecretBox, Store
@@ -61,6 +64,7 @@ ID_PREFIX = "svc"
 BUILTIN_PARTITION = "BUILTIN"
 SECRET_KIND = "mcp_service"  # noqa: S105 - a SecretContext kind, not a secret
 HEADERS_KIND = "mcp_service_headers"
+URL_KIND = "mcp_service_url"
 
 Transport = Literal["sse", "http-streamable"]
 AuthType = Literal["none", "api_key", "bearer", "oauth"]
@@ -180,6 +184,10 @@ class ExternalService:
     @property
     def headers_context(self) -> SecretContext:
         return SecretContext(self.workspace_id or BUILTIN_PARTITION, HEADERS_KIND, self.id)
+
+    @property
+    def url_context(self) -> SecretContext:
+        return SecretContext(self.workspace_id or BUILTIN_PARTITION, URL_KIND, self.id)
 
 
 @dataclass(frozen=True)
@@ -334,7 +342,9 @@ class ServiceRegistry:
             advanced=_clean_advanced(AdvancedConfig(), advanced_config or {}),
             usage_instructions=usage_instructions,
         )
-        item = _item_of(service) | self._sealed_headers(service, service.headers)
+        item = (
+            _item_of(service) | self._sealed_headers(service, service.headers) | self._sealed_url(service, service.url)
+        )
         item["created_by"] = principal.user_id
         item["created_by_api_key"] = principal.api_key_id
         self._insert(item, service)
@@ -369,7 +379,8 @@ class ServiceRegistry:
             advanced=_clean_advanced(AdvancedConfig(), advanced_config or {}),
             usage_instructions=usage_instructions,
         )
-        self._insert(_item_of(service) | self._sealed_headers(service, service.headers), service)
+        sealed = self._sealed_headers(service, service.headers) | self._sealed_url(service, service.url)
+        self._insert(_item_of(service) | sealed, service)
         _log_warnings(service.id, warnings)
         log.info("registered builtin MCP service %s", service.id)
         return service
@@ -437,6 +448,9 @@ class ServiceRegistry:
             if "headers" in effective:
                 sets |= self._sealed_headers(current, effective["headers"])
                 removes = ["headers"] + ([] if effective["headers"] else ["secret_headers"])
+            if "url" in effective:
+                sets |= self._sealed_url(current, effective["url"])
+                removes += [] if "secret_url" in sets else ["secret_url"]
             if "name" in effective:
                 sets["name_folded"] = fold(effective["name"])
             if _CONNECTION_FIELDS & set(effective):
@@ -683,30 +697,43 @@ class ServiceRegistry:
         sealed = self._secrets.seal(json.dumps(dict(headers), sort_keys=True), service.headers_context)
         return {"header_names": sorted(headers), "secret_headers": sealed}
 
-    def _service_of(self, item: Item) -> ExternalService:
-        """A stored service with its custom headers opened (sealing them first if the item predates sealing)."""
-        service = _service_of(item, {})
-        legacy = item.get("headers")
-        if legacy and not item.get("secret_headers"):
-            headers = {str(k): str(v) for k, v in legacy.items()}
-            self._seal_legacy_headers(service, item, headers)
-            return dataclasses.replace(service, headers=headers)
-        opened = open_secret_or_none(self._secrets, item.get("secret_headers"), service.headers_context)
-        if opened is None:
-            return service
-        return dataclasses.replace(service, headers={str(k): str(v) for k, v in json.loads(opened).items()})
+    def _sealed_url(self, service: ExternalService, url: str) -> Item:
+        """The item attributes of a service's URL: as shown (query values masked) in clear, and when that hides
+        anything, the whole URL sealed (a key put in a query is a secret like any other)."""
+        shown = masked_url(url)
+        if shown == url:
+            return {"url": url}
+        return {"url": shown, "secret_url": self._secrets.seal(url, service.url_context)}
 
-    def _seal_legacy_headers(self, service: ExternalService, item: Item, headers: dict[str, str]) -> None:
-        # Nothing configured changes (same headers, same version): only how they are kept at rest.
+    def _service_of(self, item: Item) -> ExternalService:
+        """A stored service with its URL and custom headers opened (sealed first if the item predates sealing)."""
+        service = _service_of(item, {})
+        legacy_headers = item.get("headers") if not item.get("secret_headers") else None
+        headers: dict[str, str] = {str(k): str(v) for k, v in (legacy_headers or {}).items()}
+        if not legacy_headers:
+            opened = open_secret_or_none(self._secrets, item.get("secret_headers"), service.headers_context)
+            headers = {} if opened is None else {str(k): str(v) for k, v in json.loads(opened).items()}
+        url = service.url
+        if item.get("secret_url"):
+            url = open_secret_or_none(self._secrets, item["secret_url"], service.url_context) or url
+        service = dataclasses.replace(service, headers=headers, url=url)
+        legacy_url = not item.get("secret_url") and masked_url(service.url) != service.url
+        if legacy_headers or legacy_url:
+            self._seal_legacy(service, item)
+        return service
+
+    def _seal_legacy(self, service: ExternalService, item: Item) -> None:
+        # Nothing configured changes (same values, same version): only how they are kept at rest.
+        sealed = self._sealed_headers(service, service.headers) | self._sealed_url(service, service.url)
         try:
             self._store.update(
                 Key(item["pk"], item["sk"]),
-                Update(set=self._sealed_headers(service, headers), remove=["headers"]),
+                Update(set=sealed, remove=["headers"]),
                 condition=_unchanged(service.version),
             )
         except ConditionFailed:
             return  # changed meanwhile: the writer sealed them, or the next read will
-        log.info("sealed the custom headers of MCP service %s at rest", service.id)
+        log.info("sealed the URL and custom headers of MCP service %s at rest", service.id)
 
     def _drop_dependents(self, workspace_id: str, service_id: str) -> None:
         """The service's tool policies, users' OAuth tokens and its registered OAuth clients go with it (tokens are

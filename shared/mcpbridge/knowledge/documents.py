@@ -25,6 +25,7 @@ from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, NotF
 from mcpbridge.knowledge.bases import KnowledgeBases, kb_key
 from mcpbridge.knowledge.chunking import chunk_document
 from mcpbridge.knowledge.parsing import parse_document
+from mcpbridge.observability import masked_url
 from mcpbridge.outbound.http import fetch
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.paging import every_item
@@ -111,7 +112,14 @@ class Documents:
         # reported to the caller and nothing is stored.
         fetched = fetch(url, policy=self._egress, timeout=self._fetch_timeout, max_bytes=self._max_bytes)
         return self._create(
-            access, kb_id, title=title, data=fetched.content, content_type=fetched.content_type, source="url", url=url
+            access,
+            kb_id,
+            title=title,
+            data=fetched.content,
+            content_type=fetched.content_type,
+            source="url",
+            # Kept as shown: a document is never fetched again, so a key in its query has no reason to be stored.
+            url=masked_url(url),
         )
 
     def create_from_file(
