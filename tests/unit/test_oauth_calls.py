@@ -144,3 +144,30 @@ def test_a_refused_refresh_ends_the_call() -> None:
     with pytest.raises(OAuthRequired):
         run(tokens, operation)
     assert len(operation.specs) == 1
+
+
+class SlowTokens(Tokens):
+    """A BearerSource whose forced refresh does not finish (an authorization server that stalls)."""
+
+    async def force_refresh(
+        self, workspace_id: str, service: ExternalService, ptype: str, pid: str, *, rejected: str | None = None
+    ) -> str:
+        self.calls.append(("force_refresh", rejected))
+        await anyio.sleep(3600)
+        raise AssertionError("unreachable")
+
+
+def test_a_refresh_that_does_not_end_by_until_is_a_retryable_failure() -> None:
+    tokens, operation = SlowTokens(), Operation(unauthorized())
+
+    async def main() -> UpstreamError:
+        until = anyio.current_time() + 0.2
+        with anyio.fail_after(30), pytest.raises(UpstreamError) as raised:
+            await call_with_oauth(tokens, PLAIN, "ws_1", "user", "usr_1", operation, until=until)
+        return raised.value
+
+    error = anyio.run(main)
+    assert (error.code, error.retryable) == ("oauth_refresh_failed", True)
+    assert 0 < error.details["timeout_seconds"] <= 0.2
+    assert f"within {error.details['timeout_seconds']:g} s" in error.message
+    assert len(operation.specs) == 1, "no retry without a new token"

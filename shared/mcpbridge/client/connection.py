@@ -6,15 +6,19 @@
 * :class:`Connection` — a long-lived session for one service: paged listings with limits, tool calls, one reconnect
   and one retry when the upstream session was rejected, never a replay when the outcome of a call is unknown, and
   the service's ``retry_count`` / ``retry_delay`` applied to establishing the connection (see
-  :meth:`Connection._connect`), never to a request that was sent.
+  :meth:`Connection._connect`), never to a request that was sent. Every operation (establishing the connection, a
+  whole listing, a call) has one deadline, optionally shortened to an overall end (a synchronous request's budget).
+* :class:`HttpFacts` — what the HTTP answers to one operation's own requests said (401/403, a rejected session, the
+  server's own JSON-RPC errors), kept per operation so operations sharing a session never mix them up.
 * :func:`probe` — the connection test: connect, list tools and resources, and detect RFC 9728 OAuth servers.
 
 Errors are :mod:`mcpbridge.errors` classes: policy refusals stay :class:`~mcpbridge.errors.InvalidInput`
 (``url_*``), upstream failures are :class:`~mcpbridge.errors.UpstreamError` with codes ``upstream_unreachable``,
 ``upstream_unauthorized``, ``upstream_forbidden``, ``upstream_timeout``, ``upstream_session_lost``,
-``upstream_protocol_error``, ``upstream_error``, ``upstream_http_error`` (``details["status"]``),
-``upstream_limit_exceeded`` and :class:`OutcomeUnknown` (``outcome_unknown``). Messages name the host, never the
-URL's path or query (either may carry a secret), and never a header value.
+``upstream_protocol_error``, ``upstream_error`` (a JSON-RPC error the server answered: ``details["jsonrpc_code"]``),
+``upstream_http_error`` (``details["status"]``), ``upstream_limit_exceeded`` and :class:`OutcomeUnknown`
+(``outcome_unknown``). Messages name the host, never the URL's path or query (either may carry a secret), and never
+a header value; a server's own error text is passed on only with those values taken out.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import json
 import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 import anyio
 import anyio.to_thread
@@ -36,7 +41,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, Implementation, Resource, ServerCapabilities, Tool
+from mcp.types import CONNECTION_CLOSED, CallToolResult, Implementation, Resource, ServerCapabilities, Tool
 
 from mcpbridge.errors import InvalidInput, MCPBridgeError, UpstreamError
 from mcpbridge.outbound.http2 import guarded_async_client2
@@ -50,7 +55,7 @@ __all__ = [
     "MAX_TOOLS",
     "Connection",
     "ConnectionSpec",
-    "HttpObserver",
+    "HttpFacts",
     "OutcomeUnknown",
     "ProbeResult",
     "Transport",
@@ -74,6 +79,8 @@ MAX_RESOURCES = 10_000
 # How long an SSE stream may stay silent before the HTTP layer gives up on it (operations have their own timeout).
 SSE_READ_TIMEOUT = 300.0
 CLIENT_INFO = Implementation(name="mcpbridge", version="0.1.0")
+# How long a closing session may take (a timed-out attempt, a dropped session; twice that on leaving the block).
+CLOSE_GRACE = 5.0
 
 T = TypeVar("T")
 
@@ -97,8 +104,9 @@ class ConnectionSpec:
     """How to reach one external MCP server.
 
     ``headers`` are sent on every request, already layered by the caller (auth strategy header, then custom
-    headers); they are left out of ``repr`` (they carry secrets). ``timeout`` bounds each operation;
-    ``initialize_timeout`` bounds one connect + handshake attempt and is capped at 60 s.
+    headers); they are left out of ``repr`` (they carry secrets). ``timeout`` is the one deadline of each operation
+    (establishing the connection with all its attempts, a whole listing, a call); ``initialize_timeout`` bounds one
+    connect + handshake attempt and is capped at 60 s.
 
     ``retry_count`` (an int, 0 to 10) is how many extra connect attempts :class:`Connection` makes when establishing
     the connection fails in a way that ran nothing upstream, waiting ``retry_delay`` seconds (finite, 0 to 60)
@@ -162,54 +170,147 @@ def _timeouts(spec: ConnectionSpec) -> httpx2.Timeout:
     return httpx2.Timeout(spec.timeout, read=max(spec.timeout, SSE_READ_TIMEOUT))
 
 
-# Set by Connection._attempt in the task running one operation. The SDK transports send each message in a task
-# that runs in the sender's context, so the response hook below knows whose request the server refused.
-_REJECTED: contextvars.ContextVar[anyio.Event | None] = contextvars.ContextVar("mcpbridge_rejected", default=None)
+# --------------------------------------------------------------------------------------------------------------------
+# What the HTTP layer saw, per operation
+
+# Set in the task that runs one operation (and in the one that connects). The SDK transports send each message in a
+# task that runs in the sender's context, so the response hook records what it sees for the operation that sent the
+# request, never for another operation sharing the session.
+_FACTS: contextvars.ContextVar[HttpFacts | None] = contextvars.ContextVar("mcpbridge_http_facts", default=None)
+# Server error answers are small; larger bodies and events are not inspected.
+_MAX_INSPECTED = 64 * 1024
 
 
-class HttpObserver:
-    """Facts about one session's HTTP exchanges that the SDK does not pass on (its errors drop the status).
+@dataclass
+class HttpFacts:
+    """What the HTTP answers to one operation's own requests said that the SDK does not pass on (its errors drop the
+    status). One per operation (a connect + handshake, a listing page, a tool call), so operations sharing a session
+    never see, or erase, each other's answers.
 
-    * ``session_rejected``: the server refused a request's MCP session, so nothing ran: HTTP 404 on a request
-      carrying ``Mcp-Session-Id`` (the spec's signal), or a 400/404 whose body says the session is unknown
+    * ``auth_status``: 401 or 403 when one of its requests was refused (``refused`` is set then as well).
+    * ``post_status``: the status of the latest answer to one of its POSTs. The Streamable HTTP client turns a
+      non-2xx answer into a JSON-RPC error without the status; during the handshake this is how a 502/503/504 is
+      told apart from a real protocol failure (and retried, see :meth:`Connection._connect`).
+    * ``server_errors``: the JSON-RPC error codes the server itself sent in answer to its POSTs (a JSON body or an
+      event of an event-stream answer). The SDK makes up ``-32000`` when a connection or an answer stream ends
+      without the answer; a ``-32000`` the server was seen sending is the server's own error.
+    * ``session_rejected``: set when the server refused a request's MCP session, so nothing ran: HTTP 404 on a
+      request carrying ``Mcp-Session-Id`` (the spec's signal), or a 400/404 whose body says the session is unknown
       (stateful TypeScript servers answer ``400 No valid session ID``; legacy SSE servers ``404 Session not found``).
-    * ``auth_status``: the last 401/403 status seen (cleared with :meth:`clear_status`).
-    * ``post_status``: the status of the latest answer to a POST (cleared with :meth:`clear_status`). The
-      Streamable HTTP client turns a non-2xx answer into a JSON-RPC error without the status; during the handshake
-      this is how a 502/503/504 is told apart from a real protocol failure (and retried, see
-      :meth:`Connection._connect`).
     """
 
-    def __init__(self) -> None:
-        self.session_rejected = False
-        self.auth_status: int | None = None
-        self.post_status: int | None = None
+    auth_status: int | None = None
+    post_status: int | None = None
+    server_errors: set[int] = field(default_factory=set)
+    session_rejected: anyio.Event = field(default_factory=anyio.Event)
+    refused: anyio.Event = field(default_factory=anyio.Event)
 
-    def clear_status(self) -> None:
-        self.auth_status = None
-        self.post_status = None
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[HttpFacts]:
+        """Attribute the HTTP answers to requests sent from this task (and the tasks it starts) to these facts."""
+        token = _FACTS.set(self)
+        try:
+            yield self
+        finally:
+            _FACTS.reset(token)
 
-    def hooks(self) -> dict[str, list[Callable[..., Any]]]:
-        return {"response": [self._on_response]}
 
-    async def _on_response(self, response: httpx2.Response) -> None:
-        request = response.request
-        if request.method == "POST":
-            self.post_status = response.status_code
-        if response.status_code in (401, 403):
-            self.auth_status = response.status_code
-            return
-        if request.method != "POST" or response.status_code not in (400, 404):
-            return
+async def _on_response(response: httpx2.Response) -> None:
+    facts = _FACTS.get()
+    if facts is None:
+        return
+    request = response.request
+    status = response.status_code
+    if request.method == "POST":
+        facts.post_status = status
+    if status in (401, 403):
+        facts.auth_status = status
+        facts.refused.set()
+        return
+    if request.method != "POST":
+        return
+    if status in (400, 404):
         query = request.url.query.decode(errors="replace").lower()
-        if "mcp-session-id" not in request.headers and "session" not in query:
+        if "mcp-session-id" in request.headers or "session" in query:
+            body = (await response.aread())[:4096].decode(errors="replace")
+            if status == 404 or _SESSION_LOST.search(body):
+                facts.session_rejected.set()
+                return
+    content_type = response.headers.get("content-type", "").lower()
+    if content_type.startswith("application/json"):
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) <= _MAX_INSPECTED:
+            _note_server_error(facts, await response.aread())
+    elif content_type.startswith("text/event-stream"):
+        response.stream = _ErrorSpotter(response.stream, facts)
+
+
+def _note_server_error(facts: HttpFacts, data: bytes) -> None:
+    if len(data) > _MAX_INSPECTED or b'"error"' not in data:
+        return
+    try:
+        message = json.loads(data)
+    except ValueError:
+        return
+    error = message.get("error") if isinstance(message, dict) and "result" not in message else None
+    code = error.get("code") if isinstance(error, dict) else None
+    if isinstance(code, int) and not isinstance(code, bool):
+        facts.server_errors.add(code)
+
+
+class _ErrorSpotter(httpx2.AsyncByteStream):
+    """An event-stream answer passed on unchanged, noting the JSON-RPC errors among its (small) events."""
+
+    def __init__(self, inner: Any, facts: HttpFacts) -> None:
+        self._inner = inner
+        self._facts = facts
+        self._line = bytearray()
+        self._long_line = False  # the current line is too long to be part of an error event: skipped
+        self._data: list[bytes] = []
+        self._size = 0
+        self._oversized = False  # the current event is too large to be an error event
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            self._scan(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def _scan(self, chunk: bytes) -> None:
+        *complete, rest = chunk.split(b"\n")
+        for part in complete:
+            self._take(part)
+            self._end_line()
+        self._take(rest)
+
+    def _take(self, part: bytes) -> None:
+        if self._long_line:
             return
-        body = (await response.aread())[:4096].decode(errors="replace")
-        if response.status_code == 404 or _SESSION_LOST.search(body):
-            self.session_rejected = True
-            rejected = _REJECTED.get()
-            if rejected is not None:
-                rejected.set()
+        if len(self._line) + len(part) > _MAX_INSPECTED:
+            self._long_line = self._oversized = True
+            self._line.clear()
+            return
+        self._line += part
+
+    def _end_line(self) -> None:
+        line = bytes(self._line).removesuffix(b"\r")
+        self._line.clear()
+        if self._long_line:
+            self._long_line = False
+        elif not line:  # a blank line ends the event
+            if self._data and not self._oversized:
+                _note_server_error(self._facts, b"\n".join(self._data))
+            self._data, self._size, self._oversized = [], 0, False
+        elif line.startswith(b"data:") and not self._oversized:
+            value = line[5:].removeprefix(b" ")
+            self._size += len(value)
+            if self._size > _MAX_INSPECTED:
+                self._oversized = True
+                self._data = []
+            else:
+                self._data.append(value)
 
 
 @contextlib.asynccontextmanager
@@ -217,21 +318,22 @@ async def open_session(
     spec: ConnectionSpec,
     policy: EgressPolicy,
     *,
-    observer: HttpObserver | None = None,
+    facts: HttpFacts | None = None,
 ) -> AsyncIterator[Client]:
     """A connected SDK :class:`~mcp.Client` for ``spec``; the session is closed when the block ends.
 
     The handshake uses ``mode="auto"`` (``server/discover`` at 2026-07-28, falling back to ``initialize`` for
-    handshake-era servers); ``observer`` (see :class:`HttpObserver`) watches the HTTP answers. Each handshake
-    request waits at most ``spec.initialize_timeout`` (the SDK's session read timeout, which also applies to later
-    requests unless they pass their own; :class:`Connection` bounds the whole connect + handshake as well).
+    handshake-era servers); ``facts`` (see :class:`HttpFacts`) records the HTTP answers to it; later requests are
+    recorded in the facts their operation sets (see :meth:`HttpFacts.recording`). The SDK's own
+    read timeout is the larger of ``spec.timeout`` and ``spec.initialize_timeout``: :class:`Connection` bounds the
+    handshake and every operation itself, with one deadline each.
     Raises InvalidInput for a refused URL and :class:`~mcpbridge.errors.UpstreamError` when the server cannot be
     reached or the handshake fails.
     """
     with _translated(spec, sent=False):
         await _check_target(spec, policy)
-    observer = observer or HttpObserver()
-    hooks = observer.hooks()
+    facts = facts or HttpFacts()
+    hooks: dict[str, list[Callable[..., Any]]] = {"response": [_on_response]}
     async with contextlib.AsyncExitStack() as stack:
         transport: Any
         if spec.transport == "http-streamable":
@@ -259,11 +361,12 @@ async def open_session(
         client = Client(
             transport,
             mode="auto",
-            read_timeout_seconds=spec.initialize_timeout,
+            # Connection bounds the handshake and each operation itself (a listing page passes no timeout of its own).
+            read_timeout_seconds=max(spec.timeout, spec.initialize_timeout),
             client_info=CLIENT_INFO,
             cache=None,
         )
-        with _translated(spec, sent=False, observer=observer):
+        with _translated(spec, sent=False, facts=facts), facts.recording():
             await stack.enter_async_context(client)
         yield client
 
@@ -336,19 +439,27 @@ def _connect_retryable(exc: MCPBridgeError) -> bool:
 
 
 def _translate(
-    spec: ConnectionSpec, exc: BaseException, *, sent: bool, observer: HttpObserver | None = None
+    spec: ConnectionSpec,
+    exc: BaseException,
+    *,
+    sent: bool,
+    facts: HttpFacts | None = None,
+    timeout: float | None = None,
+    session_open: bool = False,
 ) -> MCPBridgeError:
+    """``exc`` as an error of the tree. ``facts`` are the operation's own HTTP answers, ``timeout`` the deadline the
+    operation had (for the message), ``session_open`` whether its session still stood afterwards."""
     host = spec.host
     chain = _chain(exc)
     for item in chain:
         if isinstance(item, MCPBridgeError):
             return item
     status = _status_of(exc)
-    if status is None and observer is not None:
-        status = observer.auth_status
-    if status is None and observer is not None and not sent and observer.post_status in RETRYABLE_HANDSHAKE_STATUSES:
+    if status is None and facts is not None:
+        status = facts.auth_status
+    if status is None and facts is not None and not sent and facts.post_status in RETRYABLE_HANDSHAKE_STATUSES:
         # The handshake's POST was answered 502/503/504 (the SDK reports it as a bare JSON-RPC error).
-        status = observer.post_status
+        status = facts.post_status
     if status == 401:
         return UpstreamError(
             f"{host} refused the credentials (HTTP 401)", code="upstream_unauthorized", details={"status": 401}
@@ -360,14 +471,10 @@ def _translate(
         return UpstreamError(f"could not connect to {host}", code="upstream_unreachable")
     if any(isinstance(item, TimeoutError | httpx2.TimeoutException) for item in chain):
         if sent:
-            return OutcomeUnknown(
-                f"{host} did not answer within {spec.timeout:g} s; the request may have run",
-                details={"timeout_seconds": spec.timeout},
-            )
+            return _no_answer(spec, spec.timeout if timeout is None else timeout)
+        waited = spec.initialize_timeout if timeout is None else timeout
         return UpstreamError(
-            f"{host} did not answer within {spec.initialize_timeout:g} s",
-            code="upstream_timeout",
-            details={"timeout_seconds": spec.initialize_timeout},
+            f"{host} did not answer within {waited:g} s", code="upstream_timeout", details={"timeout_seconds": waited}
         )
     if status is not None:
         return UpstreamError(f"{host} answered HTTP {status}", code="upstream_http_error", details={"status": status})
@@ -375,7 +482,7 @@ def _translate(
     connection_dropped = any(
         isinstance(item, httpx2.TransportError | anyio.ClosedResourceError | anyio.BrokenResourceError | OSError)
         for item in chain
-    ) or any(item.code == -32000 and not _SESSION_LOST.search(item.message) for item in mcp_errors)
+    ) or any(_lost_connection(spec, item, facts, session_open) for item in mcp_errors)
     if connection_dropped and sent:
         return OutcomeUnknown(f"the connection to {host} broke before the answer arrived; the request may have run")
     if connection_dropped:
@@ -383,7 +490,7 @@ def _translate(
     if mcp_errors:
         error = mcp_errors[0]
         return UpstreamError(
-            f"{host} answered with an error: {error.message[:300]}",
+            f"{host} answered with JSON-RPC error {error.code}: {_server_text(spec, error.message)}",
             code="upstream_error",
             details={"jsonrpc_code": error.code},
         )
@@ -394,18 +501,81 @@ def _translate(
     )
 
 
+def _no_answer(spec: ConnectionSpec, timeout: float) -> OutcomeUnknown:
+    return OutcomeUnknown(
+        f"{spec.host} did not answer within {timeout:g} s; the request may have run",
+        details={"timeout_seconds": timeout},
+    )
+
+
+def _lost_connection(spec: ConnectionSpec, error: MCPError, facts: HttpFacts | None, session_open: bool) -> bool:
+    """Whether ``error`` is the SDK's word for a lost connection (its ``-32000``), not an error the server sent.
+
+    A ``-32000`` the server was seen sending (see :class:`HttpFacts`) is the server's. Over legacy SSE every answer
+    comes on the session's stream, and the SDK makes one up only once that stream is gone: while the session still
+    stands, a ``-32000`` is the server's too. Otherwise (an answer stream that ended, say) the connection broke."""
+    if error.code != CONNECTION_CLOSED or _SESSION_LOST.search(error.message):
+        return False
+    if facts is not None and error.code in facts.server_errors:
+        return False
+    return not (spec.transport == "sse" and session_open)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+_MIN_REDACTED = 6
+MAX_SERVER_TEXT = 300
+
+
+def _server_text(spec: ConnectionSpec, text: str) -> str:
+    """A server's error message fit for ours: without any value we sent it that may be a secret (header values, the
+    URL's path, query and user info), control characters folded, at most 300 characters."""
+    for value in sorted(_sent_values(spec), key=len, reverse=True):
+        text = text.replace(value, "[redacted]")
+    text = _CONTROL.sub(" ", text).strip()
+    return text if len(text) <= MAX_SERVER_TEXT else text[: MAX_SERVER_TEXT - 1] + "…"
+
+
+def _sent_values(spec: ConnectionSpec) -> set[str]:
+    parts = urlsplit(spec.url)
+    values = [parts.path, parts.query, unquote(parts.query), parts.username or "", parts.password or ""]
+    values += parts.path.split("/")
+    for pair in parts.query.split("&"):
+        value = pair.partition("=")[2]
+        values += [value, unquote_plus(value)]
+    for header in spec.headers.values():
+        values.append(header)
+        values += header.split()
+    return {value for value in values if len(value) >= _MIN_REDACTED}
+
+
 @contextlib.contextmanager
-def _translated(spec: ConnectionSpec, *, sent: bool, observer: HttpObserver | None = None) -> Iterator[None]:
+def _translated(spec: ConnectionSpec, *, sent: bool, facts: HttpFacts | None = None) -> Iterator[None]:
     try:
         yield
     except MCPBridgeError:
         raise
     except Exception as exc:
-        raise _translate(spec, exc, sent=sent, observer=observer) from exc
+        raise _translate(spec, exc, sent=sent, facts=facts) from exc
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # The long-lived connection
+
+
+@dataclass(frozen=True)
+class _Deadline:
+    """One operation's single deadline: ``seconds`` (as applied, the figure its messages give), ending at ``end`` on
+    anyio's clock."""
+
+    seconds: float
+    end: float
+
+    @classmethod
+    def after(cls, seconds: float) -> _Deadline:
+        return cls(seconds, anyio.current_time() + seconds)
+
+    def left(self) -> float:
+        return max(0.0, self.end - anyio.current_time())
 
 
 class Connection:
@@ -421,18 +591,24 @@ class Connection:
     * establishing a connection (on entry and on every reconnect) is retried up to ``spec.retry_count`` times,
       ``spec.retry_delay`` seconds apart, when nothing can have run upstream (see :meth:`_connect`). Operations
       themselves are never retried by that rule.
+
+    Deadlines: every operation has one, ``spec.timeout`` from its start, covering everything it does (every page of
+    a listing, a reconnect, the one retry after a rejected session); establishing the connection is an operation of
+    its own with the same rule (see :meth:`_connect`). ``until`` (on anyio's clock, e.g. a synchronous request's
+    budget) is an overall end for the whole connection: every deadline is shortened to end by then. Messages give
+    the deadline that was applied.
     """
 
-    def __init__(self, spec: ConnectionSpec, policy: EgressPolicy) -> None:
+    def __init__(self, spec: ConnectionSpec, policy: EgressPolicy, *, until: float | None = None) -> None:
         self.spec = spec
         self._policy = policy
+        self._until = until
         self._task_group: anyio.abc.TaskGroup | None = None
         self._client: Client | None = None
         self._stop: anyio.Event | None = None
         self._dead: anyio.Event | None = None
         self._lock = anyio.Lock()
         self._death_cause: BaseException | None = None
-        self._observer: HttpObserver | None = None
         self._connected_once = False
         self.reconnects = 0
         """How many times a new session replaced an earlier one (session rejected, or the old one died)."""
@@ -452,7 +628,7 @@ class Connection:
         assert self._task_group is not None
         if self._stop is not None:
             self._stop.set()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self._grace(2 * CLOSE_GRACE)):
             if self._dead is not None:
                 await self._dead.wait()
         self._task_group.cancel_scope.cancel()
@@ -461,17 +637,38 @@ class Connection:
         await self._task_group.__aexit__(None, None, None)
         self._client = None
 
+    # -- deadlines -----------------------------------------------------------------------------------------------
+
+    def _deadline(self, seconds: float, within: _Deadline | None = None) -> _Deadline:
+        """A deadline of ``seconds`` from now, shortened to end with ``within`` and with the connection's ``until``
+        (to whole hundredths of a second, so that the figure in messages is exactly the deadline applied)."""
+        now = anyio.current_time()
+        ends = [end for end in (self._until, within.end if within else None) if end is not None]
+        if ends:
+            seconds = min(seconds, max(0.0, round(min(ends) - now, 2)))
+        return _Deadline(seconds, now + seconds)
+
+    def _grace(self, seconds: float) -> float:
+        """How long to wait for a session to close: ``seconds``, or what is left before ``until`` (at least 1 s)."""
+        if self._until is None:
+            return seconds
+        return min(seconds, max(1.0, self._until - anyio.current_time()))
+
     # -- session ownership ---------------------------------------------------------------------------------------
 
-    async def _connect(self) -> Client:
-        """Establish the session (connect + handshake), retrying failures that ran nothing upstream.
+    async def _connect(self, within: _Deadline | None = None) -> Client:
+        """Establish the session (connect + handshake) within one deadline, retrying failures that ran nothing
+        upstream.
 
-        One attempt is :meth:`_connect_once`. A failed attempt is retried, up to ``spec.retry_count`` extra times and
-        after sleeping ``spec.retry_delay`` seconds, only when it failed with:
+        The deadline is ``spec.timeout`` (shortened to end with ``within``, the operation that reconnects, and with
+        ``until``); the attempts and the waits between them all fit in it. One attempt is :meth:`_connect_once`,
+        bounded by ``spec.initialize_timeout`` (at most 60 s) or by what is left of the deadline. A failed attempt is
+        retried, up to ``spec.retry_count`` extra times and after sleeping ``spec.retry_delay`` seconds, while the
+        deadline leaves time for another attempt after that sleep, and only when it failed with:
 
         * ``upstream_unreachable``: the connection was refused, or broke while connecting or handshaking;
-        * ``upstream_timeout``: the address lookup, the connection or the handshake took longer than
-          ``spec.initialize_timeout``;
+        * ``upstream_timeout``: the address lookup, the connection or the handshake took longer than the attempt's
+          bound (a bound shorter than what was left: ``initialize_timeout``);
         * ``upstream_http_error`` with HTTP status 502, 503 or 504 answered to the handshake.
 
         Everything else is raised at once: 401/403 (``upstream_unauthorized`` / ``upstream_forbidden``), policy
@@ -481,24 +678,26 @@ class Connection:
         never replayed, and the one-reconnect-on-session-loss rule of :meth:`_run` counts one reconnect however
         many attempts that reconnect took.
 
-        Each attempt is bounded by ``spec.initialize_timeout`` (at most 60 s, plus up to 5 s to tear down a timed-out
-        attempt), so the worst case is ``(retry_count + 1) * initialize_timeout + retry_count * retry_delay``
-        seconds (plus the teardowns): 11 * 60 + 10 * 60 = 1260 s at the limits, 4 * 60 + 3 * 1 = 243 s with the
-        service defaults (3 retries, 1 s) and the 60 s cap. Callers that need a tighter bound set a smaller
-        ``initialize_timeout`` or cancel. The error raised is the last attempt's.
+        So establishing a connection takes at most the deadline (plus up to :data:`CLOSE_GRACE` to tear down a
+        timed-out attempt): ``spec.timeout`` (30 s for a service's defaults), however large ``retry_count``. A timeout
+        message gives the bound that expired: the deadline when the attempt had all that was left of it, else
+        ``initialize_timeout``. The error raised is the last attempt's.
         """
+        deadline = self._deadline(self.spec.timeout, within)
         attempts = self.spec.retry_count + 1
         for attempt in range(1, attempts + 1):
+            capped = self.spec.initialize_timeout < deadline.left()
+            bound = _Deadline.after(self.spec.initialize_timeout) if capped else deadline
             try:
-                return await self._connect_once()
+                return await self._connect_once(bound)
             except MCPBridgeError as exc:
-                if attempt >= attempts or not _connect_retryable(exc):
+                if attempt >= attempts or not _connect_retryable(exc) or deadline.left() <= self.spec.retry_delay:
                     raise
             await anyio.sleep(self.spec.retry_delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _connect_once(self) -> Client:
-        """One connect + handshake attempt, bounded by ``spec.initialize_timeout``; raises MCPBridgeError."""
+    async def _connect_once(self, bound: _Deadline) -> Client:
+        """One connect + handshake attempt, bounded by ``bound``; raises MCPBridgeError."""
         assert self._task_group is not None, "use Connection as an async context manager"
         ready = anyio.Event()
         stop = anyio.Event()
@@ -506,12 +705,12 @@ class Connection:
         outcome: dict[str, Any] = {}
 
         owner_scope = anyio.CancelScope()
-        observer = HttpObserver()
+        facts = HttpFacts()
 
         async def own() -> None:
             try:
                 with owner_scope:
-                    async with open_session(self.spec, self._policy, observer=observer) as client:
+                    async with open_session(self.spec, self._policy, facts=facts) as client:
                         outcome["client"] = client
                         ready.set()
                         await stop.wait()
@@ -524,37 +723,38 @@ class Connection:
 
         self._death_cause = None
         self._task_group.start_soon(own)
-        with anyio.move_on_after(self.spec.initialize_timeout):
+        with anyio.move_on_after(bound.left()):
             await ready.wait()
+        timed_out = UpstreamError(
+            f"{self.spec.host} did not complete the connection within {bound.seconds:g} s",
+            code="upstream_timeout",
+            details={"timeout_seconds": bound.seconds},
+        )
         if not ready.is_set():
             owner_scope.cancel()
-            with anyio.move_on_after(5):
+            with anyio.move_on_after(self._grace(CLOSE_GRACE)):
                 await dead.wait()
-            raise UpstreamError(
-                f"{self.spec.host} did not complete the connection within {self.spec.initialize_timeout:g} s",
-                code="upstream_timeout",
-                details={"timeout_seconds": self.spec.initialize_timeout},
-            )
+            raise timed_out
         if "client" not in outcome:
             error = outcome.get("error")
             if isinstance(error, MCPBridgeError):
-                raise error
-            raise _translate(self.spec, error or RuntimeError("no session"), sent=False, observer=observer) from error
+                raise timed_out if error.code == "upstream_timeout" else error
+            raise _translate(self.spec, error or RuntimeError("no session"), sent=False, facts=facts) from error
         if self._connected_once:
             self.reconnects += 1
         self._connected_once = True
-        self._client, self._stop, self._dead, self._observer = outcome["client"], stop, dead, observer
+        self._client, self._stop, self._dead = outcome["client"], stop, dead
         return self._client
 
     async def _drop(self) -> None:
         if self._stop is not None:
             self._stop.set()
         if self._dead is not None:
-            with anyio.move_on_after(5):
+            with anyio.move_on_after(self._grace(CLOSE_GRACE)):
                 await self._dead.wait()
         self._client = self._stop = self._dead = None
 
-    async def _live_client(self) -> Client:
+    async def _live_client(self, deadline: _Deadline) -> Client:
         async with self._lock:
             if (
                 self._client is None
@@ -562,17 +762,25 @@ class Connection:
                 or _dispatcher_closed(self._client)
             ):
                 await self._drop()
-                await self._connect()
+                await self._connect(deadline)
             assert self._client is not None
             return self._client
 
-    async def _run(self, operation: Callable[[Client], Awaitable[T]], *, retry_on_session_loss: bool = True) -> T:
-        """Run ``operation`` on the live session with the recovery rules above."""
+    async def _run(
+        self,
+        operation: Callable[[Client], Awaitable[T]],
+        *,
+        deadline: _Deadline | None = None,
+        retry_on_session_loss: bool = True,
+    ) -> T:
+        """Run ``operation`` on the live session with the recovery rules above, all within ``deadline`` (by default
+        ``spec.timeout`` from now)."""
+        deadline = deadline or self._deadline(self.spec.timeout)
         for attempt in range(2):
-            client = await self._live_client()
+            client = await self._live_client(deadline)
             dead = self._dead
             try:
-                return await self._attempt(client, dead, operation)
+                return await self._attempt(client, dead, operation, deadline)
             except _SessionLost:
                 await self._drop()
                 if attempt == 0 and retry_on_session_loss:
@@ -581,27 +789,31 @@ class Connection:
                     f"{self.spec.host} rejected the session again after a reconnect", code="upstream_session_lost"
                 ) from None
             except MCPBridgeError as exc:
-                if exc.code in ("outcome_unknown", "upstream_unreachable", "upstream_timeout"):
+                if exc.code in ("outcome_unknown", "upstream_unreachable", "upstream_timeout") or (
+                    self.spec.transport == "sse" and exc.code in ("upstream_unauthorized", "upstream_forbidden")
+                ):  # (a refused POST ends a legacy SSE session's sender: the next operation reconnects)
                     await self._drop()
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _attempt(
-        self, client: Client, dead: anyio.Event | None, operation: Callable[[Client], Awaitable[T]]
+        self,
+        client: Client,
+        dead: anyio.Event | None,
+        operation: Callable[[Client], Awaitable[T]],
+        deadline: _Deadline,
     ) -> T:
-        if self._observer is not None:
-            self._observer.clear_status()
         result: list[T] = []
         failure: list[BaseException] = []
         session_died = False
         timed_out = False
-        rejected = anyio.Event()
+        facts = HttpFacts()  # this operation's own: other operations on the session have theirs
         async with anyio.create_task_group() as group:
 
             async def call() -> None:
-                _REJECTED.set(rejected)  # this task's own context: only this operation's requests
                 try:
-                    result.append(await operation(client))
+                    with facts.recording():  # in this task's own context: only this operation's requests
+                        result.append(await operation(client))
                 except Exception as exc:
                     failure.append(exc)
                 finally:
@@ -615,38 +827,47 @@ class Connection:
                     group.cancel_scope.cancel()
 
             async def watch_rejected() -> None:
-                await rejected.wait()
+                await facts.session_rejected.wait()
                 group.cancel_scope.cancel()
 
-            async def deadline() -> None:
+            async def watch_refused() -> None:
+                # Legacy SSE: a refused POST ends the SDK's sender without an answer to wait for (nothing ran).
+                await facts.refused.wait()
+                group.cancel_scope.cancel()
+
+            async def expire() -> None:
                 nonlocal timed_out
-                await anyio.sleep(self.spec.timeout)
+                await anyio.sleep(deadline.left())
                 timed_out = True
                 group.cancel_scope.cancel()
 
             group.start_soon(call)
             group.start_soon(watch)
             group.start_soon(watch_rejected)
-            group.start_soon(deadline)
+            if self.spec.transport == "sse":
+                group.start_soon(watch_refused)
+            group.start_soon(expire)
         if result:
             return result[0]
-        observer = self._observer
-        if rejected.is_set():
+        if facts.session_rejected.is_set():
             raise _SessionLost from (failure[0] if failure else None)
+        if facts.refused.is_set():  # 401/403: refused before it ran, whatever became of the session afterwards
+            refusal = failure[0] if failure else RuntimeError("refused")
+            raise _translate(self.spec, refusal, sent=True, facts=facts) from refusal
+        session_open = not session_died and not _dispatcher_closed(client)
         if failure:
             if _is_session_lost(failure[0]):
                 raise _SessionLost from failure[0]
-            raise _translate(self.spec, failure[0], sent=True, observer=observer) from failure[0]
+            raise _translate(
+                self.spec, failure[0], sent=True, facts=facts, timeout=deadline.seconds, session_open=session_open
+            ) from failure[0]
         if timed_out:
-            raise OutcomeUnknown(
-                f"{self.spec.host} did not answer within {self.spec.timeout:g} s; the request may have run",
-                details={"timeout_seconds": self.spec.timeout},
-            )
+            raise _no_answer(self.spec, deadline.seconds)
         cause = self._death_cause
         if cause is not None:
             if _is_session_lost(cause):
                 raise _SessionLost from cause
-            raise _translate(self.spec, cause, sent=True, observer=observer) from cause
+            raise _translate(self.spec, cause, sent=True, facts=facts, timeout=deadline.seconds) from cause
         raise OutcomeUnknown(f"the connection to {self.spec.host} broke before the answer arrived; it may have run")
 
     # -- facts from the handshake --------------------------------------------------------------------------------
@@ -676,7 +897,8 @@ class Connection:
     # -- operations ----------------------------------------------------------------------------------------------
 
     async def list_tools(self) -> list[Tool]:
-        """Every tool, following cursors (at most 100 pages and 2000 tools; a repeated cursor is an error)."""
+        """Every tool, following cursors (at most 100 pages and 2000 tools; a repeated cursor is an error), all
+        within one deadline."""
 
         async def page(client: Client, cursor: str | None) -> tuple[list[Tool], str | None]:
             listed = await client.list_tools(cursor=cursor, cache_mode="bypass")
@@ -702,8 +924,9 @@ class Connection:
         items: list[T] = []
         seen: set[str] = set()
         cursor: str | None = None
+        deadline = self._deadline(self.spec.timeout)  # one for the whole listing, however many pages
         for _ in range(MAX_PAGES):
-            batch, cursor = await self._run(functools.partial(_page_at, page, cursor))
+            batch, cursor = await self._run(functools.partial(_page_at, page, cursor), deadline=deadline)
             items.extend(batch)
             if len(items) > limit:
                 raise UpstreamError(
@@ -725,8 +948,9 @@ class Connection:
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> CallToolResult:
         """Call ``name``; the result as the server sent it (``structuredContent`` and ``isError`` kept).
 
-        A call the upstream rejected for its session is retried once on a new session; any other failure after
-        sending raises :class:`OutcomeUnknown` and is never replayed.
+        A call the upstream rejected for its session is retried once on a new session (within the same deadline);
+        any other failure after sending raises :class:`OutcomeUnknown` and is never replayed. A JSON-RPC error the
+        server answered is ``upstream_error`` with ``details["jsonrpc_code"]``.
         """
         args = dict(arguments or {})
         return await self._run(lambda client: client.call_tool(name, args, read_timeout_seconds=self.spec.timeout))
@@ -762,18 +986,22 @@ class ProbeResult:
 _RESOURCE_METADATA = re.compile(r'resource_metadata\s*=\s*"?([^",\s]+)"?', re.IGNORECASE)
 
 
-async def probe(spec: ConnectionSpec, policy: EgressPolicy) -> ProbeResult:
+async def probe(
+    spec: ConnectionSpec, policy: EgressPolicy, *, until: float | None = None, detect_oauth: bool = True
+) -> ProbeResult:
     """Connect, list tools and resources; report (not raise) upstream failures.
 
-    Connecting follows :meth:`Connection._connect`: ``spec.retry_count`` / ``spec.retry_delay`` apply to it.
+    Connecting follows :meth:`Connection._connect`: ``spec.retry_count`` / ``spec.retry_delay`` apply to it. Each step
+    has its own deadline (``spec.timeout``); with ``until`` (on anyio's clock) every step also ends by then, so the
+    whole test does (a synchronous request's budget), teardown included but for a second at most.
 
-    A resources failure counts only when the server declared the resources capability. A 401 carrying RFC 9728
-    protected-resource metadata (``WWW-Authenticate: ... resource_metadata=...`` or a reachable
+    A resources failure counts only when the server declared the resources capability. With ``detect_oauth``, a 401
+    carrying RFC 9728 protected-resource metadata (``WWW-Authenticate: ... resource_metadata=...`` or a reachable
     ``/.well-known/oauth-protected-resource[/path]`` document) sets ``oauth_required``; a bare 401 is an ordinary
     ``upstream_unauthorized`` failure. Policy refusals (InvalidInput) are raised, not reported.
     """
     try:
-        async with Connection(spec, policy) as connection:
+        async with Connection(spec, policy, until=until) as connection:
             tools = await connection.list_tools()
             resources: list[Resource] = []
             resources_error: MCPBridgeError | None = None
@@ -796,8 +1024,8 @@ async def probe(spec: ConnectionSpec, policy: EgressPolicy) -> ProbeResult:
     except InvalidInput:
         raise
     except UpstreamError as exc:
-        if exc.code == "upstream_unauthorized":
-            metadata_url = await _oauth_metadata(spec, policy)
+        if exc.code == "upstream_unauthorized" and detect_oauth:
+            metadata_url = await _oauth_metadata(spec, policy, until)
             if metadata_url is not None:
                 return ProbeResult(
                     ok=False,
@@ -810,11 +1038,12 @@ async def probe(spec: ConnectionSpec, policy: EgressPolicy) -> ProbeResult:
         return ProbeResult(ok=False, error=exc)
 
 
-async def _oauth_metadata(spec: ConnectionSpec, policy: EgressPolicy) -> str | None:
+async def _oauth_metadata(spec: ConnectionSpec, policy: EgressPolicy, until: float | None) -> str | None:
     """The RFC 9728 metadata URL when ``spec.url`` answers 401 and advertises protected-resource metadata."""
+    timeout = spec.timeout if until is None else max(0.0, min(spec.timeout, until - anyio.current_time()))
     async with guarded_async_client2(policy, timeout=spec.timeout, headers=spec.headers) as http:
         try:
-            with anyio.fail_after(spec.timeout):
+            with anyio.fail_after(timeout):
                 answer = await http.post(
                     spec.url,
                     json={"jsonrpc": "2.0", "id": 0, "method": "ping"},

@@ -20,6 +20,8 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
+import anyio
+
 from mcpbridge.client.connection import ConnectionSpec
 from mcpbridge.client.registry import ExternalService
 from mcpbridge.client.specs import connection_spec
@@ -60,16 +62,42 @@ async def call_with_oauth(
     principal_type: str,
     principal_id: str,
     operation: Callable[[ConnectionSpec], Awaitable[T]],
+    *,
+    until: float | None = None,
 ) -> T:
     """Run ``operation`` against an OAuth service for one principal (see the module docstring).
 
+    Several operations refused at once each call ``force_refresh`` with the token they sent: one refreshes under
+    the lease, the others get the token it stored. With ``until`` (on anyio's clock, a synchronous request's
+    budget), getting or refreshing a token ends by then (else ``UpstreamError`` ``oauth_refresh_failed``, retryable;
+    ``operation`` keeps to the same end by itself, see :func:`mcpbridge.client.connection.probe`).
+
     Raises :class:`~mcpbridge.errors.OAuthRequired` when the principal has no usable token (before any connection,
     or when the forced refresh is refused), and whatever ``operation`` raises otherwise."""
-    bearer = await tokens.bearer_for(workspace_id, service, principal_type, principal_id)
+    bearer = await _by(until, service, tokens.bearer_for(workspace_id, service, principal_type, principal_id))
     try:
         return await operation(oauth_connection_spec(service, bearer))
     except UpstreamError as exc:
         if exc.code != "upstream_unauthorized":
             raise
-    renewed = await tokens.force_refresh(workspace_id, service, principal_type, principal_id, rejected=bearer)
+    renewed = await _by(
+        until,
+        service,
+        tokens.force_refresh(workspace_id, service, principal_type, principal_id, rejected=bearer),
+    )
     return await operation(oauth_connection_spec(service, renewed))
+
+
+async def _by(until: float | None, service: ExternalService, getting: Awaitable[str]) -> str:
+    if until is None:
+        return await getting
+    left = max(0.0, round(until - anyio.current_time(), 2))
+    try:
+        with anyio.fail_after(left):
+            return await getting
+    except TimeoutError:
+        raise UpstreamError(
+            f"getting the OAuth token of {service.name} did not finish within {left:g} s; try again",
+            code="oauth_refresh_failed",
+            details={"timeout_seconds": left},
+        ) from None

@@ -102,11 +102,16 @@ class ConnectionPool:
         While the block runs the connection is not retired. Connection failures propagate as the connection layer
         raises them (:class:`~mcpbridge.errors.UpstreamError` and subclasses); a failed open is not cached.
         """
-        entry = await self._entry_for(key, spec)
-        entry.users += 1
-        entry.idle.clear()
+        # Claimed before it is ready: a connection retired meanwhile waits for this operation too.
+        entry = self._claim(key, spec)
         try:
-            assert entry.connection is not None
+            await entry.ready.wait()
+            if entry.connection is None:
+                with self._lock:
+                    if self._entries.get(key) is entry:
+                        self._entries.pop(key, None)
+                assert entry.error is not None
+                raise entry.error
             yield entry.connection
         finally:
             entry.users -= 1
@@ -114,7 +119,9 @@ class ConnectionPool:
             if entry.users == 0:
                 entry.idle.set()
 
-    async def _entry_for(self, key: PoolKey, spec: ConnectionSpec) -> _Entry:
+    def _claim(self, key: PoolKey, spec: ConnectionSpec) -> _Entry:
+        """The entry for ``key`` built from ``spec`` (a new one opening when there is none or it was built from
+        another spec), counted as in use."""
         self._adopt_loop()
         wanted = fingerprint(spec)
         self._retire_idle()
@@ -126,17 +133,11 @@ class ConnectionPool:
                 entry = None
             if entry is None:
                 entry = _Entry(key, wanted, last_used=self._clock())
-                entry.idle.set()
                 self._entries[key] = entry
                 entry.holder = asyncio.get_running_loop().create_task(self._hold(entry, spec))
                 self.opened += 1
-        await entry.ready.wait()
-        if entry.connection is None:
-            with self._lock:
-                if self._entries.get(key) is entry:
-                    self._entries.pop(key, None)
-            assert entry.error is not None
-            raise entry.error
+            entry.users += 1
+            entry.idle.clear()
         return entry
 
     async def _hold(self, entry: _Entry, spec: ConnectionSpec) -> None:

@@ -412,17 +412,17 @@ class ConnectionTestOut(BaseModel):
 @router.post("/{service_id}/test")
 async def test_service(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ConnectionTestOut:
     # The MCP client is imported on use: the admin API's cold start should not pay for it.
-    from mcpbridge.client.connection import ConnectionSpec, probe
-    from mcpbridge.client.specs import connection_spec
+    from mcpbridge.client.service_probe import probe_service
 
-    def prepare() -> tuple[ExternalService, ConnectionSpec]:
+    def find() -> ExternalService:
         require_writer(principal)
-        service = container.services.get(principal, service_id)
-        return service, connection_spec(service, container.services.connection_secrets(service))
+        return container.services.get(principal, service_id)
 
-    # Store and KMS calls are blocking: off the event loop. The probe itself is async network I/O.
-    service, spec = await to_thread.run_sync(prepare)
-    result = await probe(spec, container.egress)
+    # Store calls are blocking: off the event loop. The test itself is async network I/O, within the route's budget.
+    service = await to_thread.run_sync(find)
+    result = await probe_service(
+        service, principal, registry=container.services, policy=container.egress, tokens=lambda: container.oauth
+    )
     warnings: list[str] = []
     declared_resources = result.capabilities is not None and result.capabilities.resources is not None
     resources_failed = result.resources_error is not None
