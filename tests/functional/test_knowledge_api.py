@@ -201,6 +201,18 @@ def test_semantic_and_hybrid_with_an_embedder(client: TestClient) -> None:
     assert hybrid["results"][0]["document_id"] == guide["id"]
 
 
+def test_a_query_that_embeds_to_nothing_is_answered_with_a_notice(client: TestClient) -> None:
+    kb = make_kb(client)
+    add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    for mode in ("semantic", "hybrid"):
+        answered = search(client, "\u001b", mode=mode)  # no word the embedder can place: a zero vector
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["results"] == []
+        assert any("no usable embedding" in n for n in answered.json()["notices"])
+    asked = client.post("/api/v1/knowledge/ask", json={"question": "\u001b"})
+    assert asked.status_code == 200, asked.text
+
+
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [

@@ -10,6 +10,7 @@ RE2 cannot run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -121,19 +122,23 @@ class KnowledgeSearch:
                 self._keyword(scope, query, limit), "keyword", [f"hybrid ran keyword only: {NO_EMBEDDER}"]
             )
         notices = self._vector_notices(scope)
+        (vector,) = self._embedder.embed([query], purpose="query")
+        if not _usable(vector):
+            # A query of punctuation or control characters may embed to nothing to compare: no semantic ranking.
+            notices.append("the query gave no usable embedding (nothing to compare): semantic results are empty")
         if mode == "semantic":
-            return SearchOutcome(self._semantic(scope, query, limit), "semantic", notices)
+            return SearchOutcome(self._semantic(scope, vector, limit), "semantic", notices)
         # Each side is asked for more than the limit so fusion has overlap to work with.
         keyword = self._keyword(scope, query, limit * 2)
-        semantic = self._semantic(scope, query, limit * 2)
+        semantic = self._semantic(scope, vector, limit * 2)
         return SearchOutcome(reciprocal_rank_fusion([keyword, semantic], limit=limit), "hybrid", notices)
 
     def _keyword(self, scope: Scope, query: str, limit: int) -> list[Hit]:
         return self._index.keyword(scope.kb_ids, query, document_ids=scope.document_ids, limit=limit)
 
-    def _semantic(self, scope: Scope, query: str, limit: int) -> list[Hit]:
-        assert self._embedder is not None
-        (vector,) = self._embedder.embed([query], purpose="query")
+    def _semantic(self, scope: Scope, vector: Sequence[float], limit: int) -> list[Hit]:
+        if not _usable(vector):
+            return []
         return self._index.semantic(scope.kb_ids, vector, document_ids=scope.document_ids, limit=limit)
 
     def _vector_notices(self, scope: Scope) -> list[str]:
@@ -171,6 +176,10 @@ class KnowledgeSearch:
                 )
                 return GrepOutcome(matches, truncated=True, notices=[notice])
         return GrepOutcome(matches)
+
+
+def _usable(vector: Sequence[float]) -> bool:
+    return any(v != 0 for v in vector) and all(math.isfinite(v) for v in vector)
 
 
 def _clean_query(query: str) -> str:
