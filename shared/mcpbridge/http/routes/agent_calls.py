@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpbridge.agent.calls import ToolCall
 from mcpbridge.agent.profiles import require_agent, require_agent_or_approver
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.openapi import problems
 from mcpbridge.http.routes.resolutions import CallOut, call_out
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
@@ -49,7 +50,10 @@ class PendingList(BaseModel):
     items: list[CallOut]
 
 
-@router.post("/tool-calls", responses={202: {"description": "The call waits for an approval or an authorization."}})
+@router.post(
+    "/tool-calls",
+    responses={**problems(404, 409, 502), 202: {"description": "The call waits for an approval or an authorization."}},
+)
 async def submit_tool_call(
     body: ToolCallIn, principal: CurrentPrincipal, container: ContainerDep, request: Request, response: Response
 ) -> SubmittedOut:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from mcpbridge.agent.catalog import EXTERNAL_DATA_NOTICE, ServerStatus, ToolDescription, ToolSummary
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.openapi import problems
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent-catalog"])
 
@@ -140,14 +141,14 @@ class ToolDescriptionOut(BaseModel):
         )
 
 
-@router.get("/servers")
+@router.get("/servers", responses=problems(404))
 def list_servers(principal: CurrentPrincipal, container: ContainerDep, agent_id: str | None = None) -> ServerList:
     agent = container.agent_profiles.resolve(principal, agent_id)
     statuses = container.agent_catalog.servers(principal, agent)
     return ServerList(agent_id=agent.id, items=[ServerOut.of(s) for s in statuses], notice=EXTERNAL_DATA_NOTICE)
 
 
-@router.get("/tools")
+@router.get("/tools", responses=problems(400, 404))
 def list_tools(
     principal: CurrentPrincipal,
     container: ContainerDep,
@@ -170,7 +171,7 @@ def list_tools(
     )
 
 
-@router.get("/tools/describe")
+@router.get("/tools/describe", responses=problems(400, 404))
 def describe_tool(
     principal: CurrentPrincipal, container: ContainerDep, service_id: str, tool_name: str, agent_id: str | None = None
 ) -> ToolDescriptionOut:

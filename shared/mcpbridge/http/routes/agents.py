@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.agent.profiles import AgentProfile
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.openapi import problems
 
 router = APIRouter(prefix="/api/v1/agents", tags=["agents"])
 
@@ -87,7 +88,7 @@ class AgentList(BaseModel):
     total: int
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=problems(409))
 def create_agent(body: AgentIn, principal: CurrentPrincipal, container: ContainerDep) -> AgentOut:
     profile = container.agent_profiles.create(
         principal,
@@ -112,7 +113,7 @@ def get_agent(agent_id: str, principal: CurrentPrincipal, container: ContainerDe
     return AgentOut.of(container.agent_profiles.get(principal, agent_id))
 
 
-@router.put("/{agent_id}")
+@router.put("/{agent_id}", responses=problems(409))
 def update_agent(agent_id: str, body: AgentPatch, principal: CurrentPrincipal, container: ContainerDep) -> AgentOut:
     profile = container.agent_profiles.update(
         principal, agent_id, expected_version=body.expected_version, **body.changes()

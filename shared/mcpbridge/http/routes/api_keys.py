@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.domain.identity import ApiKey, Principal, Scope
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.openapi import problems
 
 router = APIRouter(prefix="/api/v1", tags=["api-keys"])
 
@@ -94,7 +95,7 @@ def whoami(principal: CurrentPrincipal) -> Me:
     return Me.of(principal)
 
 
-@router.get("/api-keys")
+@router.get("/api-keys", responses=problems(400))
 def list_api_keys(
     principal: CurrentPrincipal,
     container: ContainerDep,
@@ -125,7 +126,7 @@ def get_api_key(key_id: str, principal: CurrentPrincipal, container: ContainerDe
     return ApiKeyOut.of(container.identity.get_api_key(principal, key_id))
 
 
-@router.delete("/api-keys/{key_id}", status_code=204)
+@router.delete("/api-keys/{key_id}", status_code=204, responses=problems(409))
 def revoke_api_key(key_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
     container.identity.revoke_api_key(principal, key_id)
     return Response(status_code=204)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from mcpbridge.domain.knowledge import Document
 from mcpbridge.errors import InvalidInput, PayloadTooLarge
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.http.openapi import problems
 from mcpbridge.http.routes.knowledge import ChunkOut
 from mcpbridge.observability import masked_url
 
@@ -80,7 +81,7 @@ class DocumentPageOut(BaseModel):
     documents: list[DocumentOut]
 
 
-@router.get("/knowledge-bases/{kb_id}/documents")
+@router.get("/knowledge-bases/{kb_id}/documents", responses=problems(400))
 def list_documents(
     kb_id: str,
     principal: CurrentPrincipal,
@@ -102,7 +103,7 @@ def list_documents(
     )
 
 
-@router.post("/knowledge-bases/{kb_id}/documents", status_code=201)
+@router.post("/knowledge-bases/{kb_id}/documents", status_code=201, responses=problems(409, 413, 502))
 def create_document(kb_id: str, body: DocumentIn, principal: CurrentPrincipal, container: ContainerDep) -> DocumentOut:
     access = knowledge_write_access(principal, "write")
     if body.url is not None:
@@ -115,7 +116,7 @@ def create_document(kb_id: str, body: DocumentIn, principal: CurrentPrincipal, c
     return DocumentOut.of(document)
 
 
-@router.post("/knowledge-bases/{kb_id}/documents/upload", status_code=201)
+@router.post("/knowledge-bases/{kb_id}/documents/upload", status_code=201, responses=problems(400, 409, 413))
 async def upload_document(
     kb_id: str,
     principal: CurrentPrincipal,
@@ -151,7 +152,7 @@ def get_document(
     return DocumentOut.of(document, container.documents.text(document) if include_content else None)
 
 
-@router.put("/documents/{document_id}")
+@router.put("/documents/{document_id}", responses=problems(409, 413))
 def update_document(
     document_id: str, body: DocumentPatch, principal: CurrentPrincipal, container: ContainerDep
 ) -> DocumentOut:
@@ -159,7 +160,7 @@ def update_document(
     return DocumentOut.of(container.documents.update(access, document_id, title=body.title, content=body.content))
 
 
-@router.delete("/documents/{document_id}", status_code=204)
+@router.delete("/documents/{document_id}", status_code=204, responses=problems(409))
 def delete_document(document_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
     container.documents.delete(knowledge_write_access(principal, "write"), document_id)
     return Response(status_code=204)
@@ -180,7 +181,7 @@ class ReadOut(BaseModel):
     note: str | None
 
 
-@router.get("/documents/{document_id}/read")
+@router.get("/documents/{document_id}/read", responses=problems(400))
 def read_document(
     document_id: str,
     principal: CurrentPrincipal,

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.openapi import problems
 from mcpbridge.server.endpoints import CatalogGroup, Endpoint
 
 router = APIRouter(prefix="/api/v1/mcp-endpoints", tags=["mcp-endpoints"])
@@ -156,7 +157,7 @@ def tool_catalog(principal: CurrentPrincipal, container: ContainerDep) -> Catalo
     return CatalogOut(groups=[CatalogGroupOut.of(g) for g in container.endpoints.catalog(principal)])
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=problems(404))
 def create_endpoint(
     body: EndpointIn, principal: CurrentPrincipal, container: ContainerDep, request: Request, response: Response
 ) -> IssuedEndpoint:
@@ -178,20 +179,20 @@ def get_endpoint(endpoint_id: str, principal: CurrentPrincipal, container: Conta
     return EndpointOut.of(container.endpoints.get(principal, endpoint_id))
 
 
-@router.put("/{endpoint_id}")
+@router.put("/{endpoint_id}", responses=problems(409))
 def update_endpoint(
     endpoint_id: str, body: EndpointPatch, principal: CurrentPrincipal, container: ContainerDep
 ) -> EndpointOut:
     return EndpointOut.of(container.endpoints.update(principal, endpoint_id, **body.changes()))
 
 
-@router.delete("/{endpoint_id}", status_code=204)
+@router.delete("/{endpoint_id}", status_code=204, responses=problems(409))
 def delete_endpoint(endpoint_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
     container.endpoints.delete(principal, endpoint_id)
     return Response(status_code=204)
 
 
-@router.post("/{endpoint_id}/rotate-token")
+@router.post("/{endpoint_id}/rotate-token", responses=problems(409))
 def rotate_token(
     endpoint_id: str, principal: CurrentPrincipal, container: ContainerDep, request: Request, response: Response
 ) -> IssuedEndpoint:

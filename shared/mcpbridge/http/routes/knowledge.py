@@ -12,6 +12,7 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.domain.knowledge import Chunk, KnowledgeBase
 from mcpbridge.errors import Forbidden
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.http.openapi import problems
 from mcpbridge.knowledge.answers import Answer
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 
@@ -76,7 +77,7 @@ def list_knowledge_bases(principal: CurrentPrincipal, container: ContainerDep) -
     return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb, container) for kb in bases], total=len(bases))
 
 
-@router.post("/knowledge-bases", status_code=201)
+@router.post("/knowledge-bases", status_code=201, responses=problems(409))
 def create_knowledge_base(
     body: KnowledgeBaseIn, principal: CurrentPrincipal, container: ContainerDep
 ) -> KnowledgeBaseOut:
@@ -92,7 +93,7 @@ def get_knowledge_base(kb_id: str, principal: CurrentPrincipal, container: Conta
     return KnowledgeBaseOut.of(container.knowledge_bases.get(knowledge_access(principal, "read"), kb_id), container)
 
 
-@router.put("/knowledge-bases/{kb_id}")
+@router.put("/knowledge-bases/{kb_id}", responses=problems(409))
 def update_knowledge_base(
     kb_id: str, body: KnowledgeBasePatch, principal: CurrentPrincipal, container: ContainerDep
 ) -> KnowledgeBaseOut:
@@ -101,7 +102,7 @@ def update_knowledge_base(
     return KnowledgeBaseOut.of(kb, container)
 
 
-@router.delete("/knowledge-bases/{kb_id}", status_code=204)
+@router.delete("/knowledge-bases/{kb_id}", status_code=204, responses=problems(409))
 def delete_knowledge_base(kb_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
     container.knowledge_bases.delete(knowledge_write_access(principal, "manage_knowledge"), kb_id)
     return Response(status_code=204)
@@ -158,7 +159,7 @@ class SearchOut(BaseModel):
     results: list[SearchResultOut]
 
 
-@router.post("/knowledge/search")
+@router.post("/knowledge/search", responses=problems(404))
 def search(body: SearchIn, principal: CurrentPrincipal, container: ContainerDep) -> SearchOut:
     service = container.knowledge_search
     scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
@@ -194,7 +195,7 @@ class GrepOut(BaseModel):
     notices: list[str]
 
 
-@router.post("/knowledge/grep")
+@router.post("/knowledge/grep", responses=problems(404))
 def grep(body: GrepIn, principal: CurrentPrincipal, container: ContainerDep) -> GrepOut:
     service = container.knowledge_search
     scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
@@ -246,7 +247,7 @@ class AskOut(BaseModel):
         )
 
 
-@router.post("/knowledge/ask")
+@router.post("/knowledge/ask", responses=problems(404, 502))
 def ask(body: AskIn, principal: CurrentPrincipal, container: ContainerDep) -> AskOut:
     answer = container.answers.ask(
         knowledge_access(principal, "ask"),

@@ -26,6 +26,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from mcpbridge.http.auth import container_of
+from mcpbridge.http.openapi import problems
 from mcpbridge.http.problems import problem
 
 router = APIRouter(prefix="/api/v1", tags=["oauth"])
@@ -70,7 +71,7 @@ def _page(error: str | None) -> HTMLResponse:
     return HTMLResponse(_PAGE.format(title=title, detail=detail), status_code=status, headers=_HEADERS)
 
 
-@router.get("/mcp-oauth/callback", response_model=None)
+@router.get("/mcp-oauth/callback", response_model=None, responses=problems(400))
 async def oauth_callback(
     request: Request,
     state: str | None = Query(default=None, max_length=512),
@@ -91,7 +92,7 @@ async def oauth_callback(
     return RedirectResponse(location, status_code=303, headers=_HEADERS)
 
 
-@router.get("/mcp-oauth/client-metadata.json", response_model=None)
+@router.get("/mcp-oauth/client-metadata.json", response_model=None, responses=problems(404))
 def client_metadata(request: Request) -> JSONResponse:
     document = container_of(request).oauth.client_metadata_document(str(request.base_url))
     if document is None:

@@ -18,6 +18,7 @@ from mcpbridge.agent.profiles import require_agent_or_approver
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import Principal
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.openapi import problems
 
 router = APIRouter(prefix="/api/v1/agent", tags=["resolutions"])
 
@@ -91,7 +92,7 @@ class OAuthCancel(BaseModel):
     service_id: str | None = Field(default=None, max_length=64)
 
 
-@router.post("/tool-approvals/{pending_id}")
+@router.post("/tool-approvals/{pending_id}", responses=problems(409))
 def resolve_approval(
     pending_id: str, body: ApprovalDecision, principal: CurrentPrincipal, container: ContainerDep
 ) -> CallOut:
@@ -107,7 +108,7 @@ def resolve_approval(
     return call_out(call, principal, container)
 
 
-@router.post("/mcp-oauth-resolutions/{pending_id}")
+@router.post("/mcp-oauth-resolutions/{pending_id}", responses=problems(409))
 def resolve_oauth(
     pending_id: str, body: OAuthResolution, principal: CurrentPrincipal, container: ContainerDep
 ) -> CallOut:
@@ -116,7 +117,7 @@ def resolve_oauth(
     return call_out(call, principal, container)
 
 
-@router.post("/mcp-oauth-resolutions/{pending_id}/cancel")
+@router.post("/mcp-oauth-resolutions/{pending_id}/cancel", responses=problems(409))
 def cancel_oauth(pending_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CallOut:
     require_agent_or_approver(principal)
     current = container.tool_calls.get(principal, pending_id)

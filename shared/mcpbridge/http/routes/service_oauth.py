@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.openapi import problems
 
 if TYPE_CHECKING:
     from mcpbridge.oauth.manager import OAuthStatus
@@ -88,7 +89,7 @@ def _status_out(status: OAuthStatus) -> OAuthStatusOut:
     )
 
 
-@router.post("/{service_id}/oauth/authorize-url")
+@router.post("/{service_id}/oauth/authorize-url", responses=problems(400, 409, 502))
 async def authorize_url(
     service_id: str,
     request: Request,
@@ -113,7 +114,7 @@ async def authorize_url(
     )
 
 
-@router.get("/{service_id}/oauth/status")
+@router.get("/{service_id}/oauth/status", responses=problems(502))
 async def oauth_status(
     service_id: str,
     principal: CurrentPrincipal,
@@ -123,13 +124,13 @@ async def oauth_status(
     return _status_out(await container.oauth.status(principal, service_id, authorization_attempt))
 
 
-@router.delete("/{service_id}/oauth/token", status_code=204)
+@router.delete("/{service_id}/oauth/token", status_code=204, responses=problems(502))
 async def revoke_token(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
     await container.oauth.revoke(principal, service_id)
     return Response(status_code=204)
 
 
-@router.post("/{service_id}/oauth/assertion")
+@router.post("/{service_id}/oauth/assertion", responses=problems(400, 409, 502))
 async def assertion_grant(
     service_id: str, body: AssertionIn, request: Request, principal: CurrentPrincipal, container: ContainerDep
 ) -> OAuthStatusOut:

@@ -19,6 +19,7 @@ from mcpbridge.client.catalog import CatalogView
 from mcpbridge.client.policies import ToolPolicy
 from mcpbridge.client.registry import ExternalService, ImportRefusal, Saved, ServiceRegistry, require_writer
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.openapi import problems
 from mcpbridge.observability import masked_url
 
 router = APIRouter(prefix="/api/v1/mcp-services", tags=["mcp-services"])
@@ -278,7 +279,7 @@ def list_services(principal: CurrentPrincipal, container: ContainerDep, search: 
     return ServiceList(items=[ServiceOut.of(s, registry) for s in services], total=len(services))
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=problems(409))
 def create_service(body: ServiceIn, principal: CurrentPrincipal, container: ContainerDep) -> SavedServiceOut:
     registry = container.services
     saved = registry.create(
@@ -313,7 +314,7 @@ def get_service(service_id: str, principal: CurrentPrincipal, container: Contain
     return ServiceOut.of(registry.get(principal, service_id), registry)
 
 
-@router.put("/{service_id}")
+@router.put("/{service_id}", responses=problems(409))
 def update_service(
     service_id: str, body: ServicePatch, principal: CurrentPrincipal, container: ContainerDep
 ) -> SavedServiceOut:
@@ -335,14 +336,14 @@ def _keep_masked_urls(changes: dict[str, Any], current: ExternalService) -> None
         del auth["auth_server_metadata_url"]
 
 
-@router.delete("/{service_id}", status_code=204)
+@router.delete("/{service_id}", status_code=204, responses=problems(409))
 def delete_service(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
     container.services.delete(principal, service_id)
     container.catalog.forget(principal.workspace_id, service_id)
     return Response(status_code=204)
 
 
-@router.put("/{service_id}/credentials")
+@router.put("/{service_id}/credentials", responses=problems(409))
 def set_credentials(
     service_id: str, body: CredentialsIn, principal: CurrentPrincipal, container: ContainerDep
 ) -> ServiceOut:
@@ -351,7 +352,7 @@ def set_credentials(
     return ServiceOut.of(registry.set_credentials(principal, service_id, values), registry)
 
 
-@router.delete("/{service_id}/credentials/{field}", status_code=204)
+@router.delete("/{service_id}/credentials/{field}", status_code=204, responses=problems(400, 409))
 def delete_credential(service_id: str, field: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
     container.services.delete_credential(principal, service_id, field)
     return Response(status_code=204)
@@ -363,7 +364,7 @@ def list_tool_policies(service_id: str, principal: CurrentPrincipal, container: 
     return ToolPolicyList(items=[ToolPolicyOut.of(p) for p in policies])
 
 
-@router.put("/{service_id}/tool-approvals/{tool_name}")
+@router.put("/{service_id}/tool-approvals/{tool_name}", responses=problems(400))
 def set_tool_policy(
     service_id: str, tool_name: str, body: ToolPolicyIn, principal: CurrentPrincipal, container: ContainerDep
 ) -> ToolPolicyOut:
@@ -539,12 +540,12 @@ def get_metadata(service_id: str, principal: CurrentPrincipal, container: Contai
     return CatalogOut.of(container.catalog.view(principal, service_id))
 
 
-@router.post("/{service_id}/metadata/refresh")
+@router.post("/{service_id}/metadata/refresh", responses=problems(502))
 async def refresh_metadata(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CatalogOut:
     return CatalogOut.of(await container.catalog.refresh(principal, service_id))
 
 
-@router.get("/{service_id}/tools")
+@router.get("/{service_id}/tools", responses=problems(502))
 async def list_service_tools(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ServiceToolList:
     """The catalog's tools with the workspace's policies; the first call pulls the catalog when there is none."""
     view = await container.catalog.current(principal, service_id)
@@ -572,7 +573,7 @@ async def list_service_tools(service_id: str, principal: CurrentPrincipal, conta
     return ServiceToolList(items=items, synced_at=snapshot.get("synced_at"), stale=view.stale)
 
 
-@router.get("/{service_id}/resources")
+@router.get("/{service_id}/resources", responses=problems(502))
 async def list_service_resources(
     service_id: str, principal: CurrentPrincipal, container: ContainerDep
 ) -> ServiceResourceList:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.http.openapi import problems
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 from mcpbridge.knowledge.wiki import WikiPage
 
@@ -55,7 +56,7 @@ def wiki_index(
     return container.wiki.index(knowledge_access(principal, "wiki"), kb_id, limit=limit)
 
 
-@router.post("/knowledge-bases/{kb_id}/wiki/pages", status_code=201)
+@router.post("/knowledge-bases/{kb_id}/wiki/pages", status_code=201, responses=problems(409, 413))
 def create_page(kb_id: str, body: PageIn, principal: CurrentPrincipal, container: ContainerDep) -> PageOut:
     access = knowledge_write_access(principal, "manage_knowledge")
     page = container.wiki.create(
@@ -69,7 +70,7 @@ def get_page(kb_id: str, slug: str, principal: CurrentPrincipal, container: Cont
     return PageOut.of(container.wiki.get(knowledge_access(principal, "wiki"), kb_id, slug))
 
 
-@router.put("/knowledge-bases/{kb_id}/wiki/pages/{slug:path}")
+@router.put("/knowledge-bases/{kb_id}/wiki/pages/{slug:path}", responses=problems(409, 413))
 def update_page(
     kb_id: str, slug: str, body: PagePatch, principal: CurrentPrincipal, container: ContainerDep
 ) -> PageOut:
@@ -80,7 +81,7 @@ def update_page(
     return PageOut.of(page)
 
 
-@router.delete("/knowledge-bases/{kb_id}/wiki/pages/{slug:path}", status_code=204)
+@router.delete("/knowledge-bases/{kb_id}/wiki/pages/{slug:path}", status_code=204, responses=problems(409))
 def delete_page(kb_id: str, slug: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
     container.wiki.delete(knowledge_write_access(principal, "manage_knowledge"), kb_id, slug)
     return Response(status_code=204)
@@ -117,6 +118,7 @@ TRUNCATED_HEADER = "MCPBridge-Search-Truncated"
 @router.post(
     "/wiki/search",
     responses={
+        **problems(404),
         200: {
             "headers": {
                 TRUNCATED_HEADER: {
@@ -125,7 +127,7 @@ TRUNCATED_HEADER = "MCPBridge-Search-Truncated"
                     "schema": {"type": "string"},
                 }
             }
-        }
+        },
     },
 )
 def wiki_search(
