@@ -8,6 +8,7 @@ never refused, as MCP clients tend to guess them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast, get_args
@@ -99,6 +100,9 @@ def _int(args: dict[str, Any], name: str, default: int, low: int, high: int) -> 
             value = int(str(value))
         except ValueError:
             return default
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON's 1e400 parses as infinity: clamped like any number out of range (NaN cannot arrive: it is not JSON).
+        return default if math.isnan(value) else high if value > 0 else low
     return max(low, min(high, int(value)))
 
 

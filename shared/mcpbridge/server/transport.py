@@ -5,6 +5,12 @@ allowed), browser Origin (403 unless allowed), credentials in the query string (
 endpoint (401 / 403). Nothing is cached between requests, so a rotated, disabled or deleted endpoint fails on its
 next request. The SDK's own DNS-rebinding check only knows localhost, so it is off and ours takes its place.
 
+Then the body (at most the SDK's 4 MiB) must be one JSON-RPC message, checked before the SDK sees it: strict JSON
+(no ``NaN``/``Infinity``) or -32700; a request whose ``id`` is not a string or an integer (``true``, ``1.5``, ``[]``,
+``null``) is an invalid request, -32600 with ``id: null``, where the SDK would take it for a notification and answer
+202 without running it; a batch or any other envelope the SDK cannot read is -32600 too (the SDK says -32602, the
+code for bad method parameters). All of them are HTTP 400, as the transport requires for input it cannot accept.
+
 A fresh stateless session manager serves each request: the SDK allows ``run()`` once per manager, and under
 Mangum every invocation would otherwise need a lifespan of its own.
 """
@@ -17,15 +23,22 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
+import pydantic_core
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import (
+    DEFAULT_MAX_REQUEST_BODY_SIZE,
+    RequestBodyLimitMiddleware,
+    TransportSecuritySettings,
+)
 from mcp.shared.exceptions import MCPError
+from mcp.types.jsonrpc import jsonrpc_message_adapter
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
@@ -99,6 +112,8 @@ class McpEndpointApp:
             get_tool_input_schema=lambda name: TOOLS[name].input_schema if name in TOOLS else None,
         )
         self._security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        # The body is read once here, under the same cap the SDK applies (413 beyond it), then replayed to the SDK.
+        self._bounded = RequestBodyLimitMiddleware(self._serve, DEFAULT_MAX_REQUEST_BODY_SIZE)
 
     # ------------------------------------------------------------------------------------------ HTTP
 
@@ -108,6 +123,17 @@ class McpEndpointApp:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
+        await self._bounded(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] == "POST":
+            request = Request(scope, receive)
+            body = await request.body()
+            invalid = _invalid_message(request, body)
+            if invalid is not None:
+                await invalid(scope, receive, send)
+                return
+            receive = _replay(body, receive)
         manager = StreamableHTTPSessionManager(
             app=self._server, json_response=True, stateless=True, security_settings=self._security
         )
@@ -214,6 +240,49 @@ class McpEndpointApp:
             log.exception("tool %s failed on endpoint %s", name, endpoint.id)
             return error_result("internal_error", "the tool failed unexpectedly", 500)
         return _json_result(data)
+
+
+def _invalid_message(request: Request, body: bytes) -> Response | None:
+    """The JSON-RPC error for a body that is not one valid message, or None to let the SDK take it."""
+    if not (request.headers.get("content-type") or "").lower().startswith("application/json"):
+        return None  # the SDK refuses the content type itself
+    try:
+        message = pydantic_core.from_json(body, allow_inf_nan=False)
+    except ValueError as exc:
+        return _jsonrpc_error(types.PARSE_ERROR, f"Parse error: {exc}")
+    if isinstance(message, list):
+        return _jsonrpc_error(types.INVALID_REQUEST, "Invalid Request: batches are not supported, send one message")
+    if not isinstance(message, dict):
+        return _jsonrpc_error(types.INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC message object")
+    request_id = message.get("id")
+    valid_id = isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool))
+    if "method" in message and "id" in message and not valid_id:
+        # A request all the same (it has an id), not a notification: JSON-RPC ids are strings or integers, and MCP
+        # allows no null id.
+        return _jsonrpc_error(types.INVALID_REQUEST, "Invalid Request: the id must be a string or an integer")
+    try:
+        jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except ValidationError:
+        return _jsonrpc_error(
+            types.INVALID_REQUEST,
+            "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
+            request_id if valid_id else None,
+        )
+    return None
+
+
+def _jsonrpc_error(code: int, message: str, request_id: str | int | None = None) -> JSONResponse:
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}, 400)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with the body, already read, given back first."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replayed
 
 
 def _host_name(host: str) -> str:
