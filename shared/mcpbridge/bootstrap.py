@@ -130,7 +130,7 @@ class Container:
 
     @cached_property
     def search_index(self) -> SearchIndex:
-        from mcpbridge.adapters.local.search_index import DirectoryIndexFiles, FileSearchIndex
+        from mcpbridge.adapters.index_files.search_index import DirectoryIndexFiles, FileSearchIndex
 
         if self.settings.backend == "aws":
             from mcpbridge.adapters.aws.s3_search_index import S3IndexFiles

@@ -43,7 +43,7 @@ from typing import Any
 import bm25s  # type: ignore[import-untyped]
 import numpy as np
 
-from mcpbridge.adapters.local.kb_index import KbIndexFile
+from mcpbridge.adapters.index_files.kb_index import KbIndexFile
 from mcpbridge.domain.knowledge import Chunk
 
 CHUNKS_PER_DOCUMENT = 10

@@ -14,7 +14,7 @@ from moto import mock_aws
 
 from mcpbridge.adapters.aws.dynamodb import DynamoStore
 from mcpbridge.adapters.aws.s3_search_index import S3IndexFiles, pointer_key
-from mcpbridge.adapters.local.search_index import DirectoryIndexFiles, FileSearchIndex
+from mcpbridge.adapters.index_files.search_index import DirectoryIndexFiles, FileSearchIndex
 from mcpbridge.domain.knowledge import Chunk
 from tests.support.aws import create_aws_resources
 from tests.support.clock import FakeClock

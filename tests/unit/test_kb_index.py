@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mcpbridge.adapters.local import kb_index
-from mcpbridge.adapters.local.kb_index import KbIndexFile
+from mcpbridge.adapters.index_files.kb_index import KbIndexFile
+from mcpbridge.adapters.index_files import kb_index
 from mcpbridge.domain.knowledge import Chunk, ChunkType, Hit
 from mcpbridge.domain.text_tokens import literal_words
 from mcpbridge.errors import Unavailable

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mcpbridge.adapters.local.kb_index import KbIndexFile
+from mcpbridge.adapters.index_files.kb_index import KbIndexFile
 from mcpbridge.domain.items import AttrAbsent, Compare, Condition, ItemAbsent, Key, Update, all_of, any_of
 from mcpbridge.errors import ConditionFailed, Unavailable
 from mcpbridge.ports import Clock, Store

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from mcpbridge.adapters.local.wal import RETRY_SECONDS, switch_to_wal
+from mcpbridge.adapters.sqlite_wal import RETRY_SECONDS, switch_to_wal
 from mcpbridge.domain.items import (
     INDEX_KEYS,
     Check,

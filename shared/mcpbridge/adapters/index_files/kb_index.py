@@ -46,7 +46,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from mcpbridge.adapters.local.wal import switch_to_wal
+from mcpbridge.adapters.sqlite_wal import switch_to_wal
 from mcpbridge.domain.knowledge import CHUNK_TYPES, Chunk, ChunkType, Hit
 from mcpbridge.domain.text_tokens import is_cjk, query_tokens, search_tokens
 from mcpbridge.errors import Unavailable

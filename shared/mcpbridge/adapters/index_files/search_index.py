@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from mcpbridge.adapters.local.kb_index import KbIndexFile
+from mcpbridge.adapters.index_files.kb_index import KbIndexFile
 from mcpbridge.domain.knowledge import Chunk, Hit
 
 _T = TypeVar("_T")
