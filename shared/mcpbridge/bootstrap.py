@@ -201,12 +201,9 @@ class Container:
 
     def run_job(self, kind: str, payload: dict[str, str]) -> None:
         """Carry out one background job (called by the thread pool, or by the indexer Lambda function)."""
-        if kind == "index_document":
-            self.documents.run_indexing(payload["workspace_id"], payload["document_id"], int(payload["version"]))
-        elif kind == "purge_knowledge_base":
-            self.documents.purge_knowledge_base(payload["workspace_id"], payload["knowledge_base_id"])
-        else:
-            log.warning("unknown job kind %s ignored", kind)
+        from mcpbridge.knowledge.jobs import run_job
+
+        run_job(self.documents, kind, payload)
 
     @cached_property
     def knowledge_bases(self) -> KnowledgeBases:
