@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.wiki import Wiki
     from mcpbridge.oauth.manager import OAuthManager
     from mcpbridge.outbound.policy import EgressPolicy
-    from mcpbridge.server.endpoints import EndpointService
-    from mcpbridge.server.rate_limit import RateLimiter
+    from mcpbridge.publishing.endpoints import EndpointService
+    from mcpbridge.publishing.rate_limit import RateLimiter
 
 log = logging.getLogger("mcpbridge.bootstrap")
 
@@ -248,13 +248,13 @@ class Container:
 
     @cached_property
     def endpoints(self) -> EndpointService:
-        from mcpbridge.server.endpoints import EndpointService
+        from mcpbridge.publishing.endpoints import EndpointService
 
         return EndpointService(self.store, self.clock, self.knowledge_bases)
 
     @cached_property
     def rate_limiter(self) -> RateLimiter:
-        from mcpbridge.server.rate_limit import RateLimiter
+        from mcpbridge.publishing.rate_limit import RateLimiter
 
         return RateLimiter(self.store, self.clock)
 

@@ -2,9 +2,10 @@
 
     python tests/bench/rate_limit.py [--base HEAD] [--calls 30] [--rounds 4] [--limits 60,6000] [--json]
 
-The baseline is ``shared/mcpbridge/server/rate_limit.py`` as it is in git at ``--base`` (read with ``git show`` at
-run time and loaded as a module of its own); the candidate is the working tree's. Once this change is committed,
-pass the commit before it as ``--base`` (the script says so when both are the same code).
+The baseline is the limiter as it is in git at ``--base`` (``shared/mcpbridge/publishing/rate_limit.py``, or
+``server/rate_limit.py`` in commits before that package moved; read with ``git show`` at run time and loaded as a
+module of its own); the candidate is the working tree's. Pass the commit before the O(1) limiter (``21692fe~2``) as
+``--base`` (the script says so when both are the same code).
 
 Each implementation gets its own store (a SQLite file, or a table in moto's in-process DynamoDB) and its own fake
 clock. The window starts full: ``limit`` calls spaced ``60 s / limit`` apart (for the baseline, its window item
@@ -47,10 +48,11 @@ from mcpbridge.adapters.aws.dynamodb import DynamoStore
 from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.domain.items import Condition, Item, Key, Update
 from mcpbridge.ports import Store
-from mcpbridge.server import rate_limit as candidate_module
+from mcpbridge.publishing import rate_limit as candidate_module
 
 REPO = Path(__file__).resolve().parents[2]
-MODULE_PATH = "shared/mcpbridge/server/rate_limit.py"
+MODULE_PATH = "shared/mcpbridge/publishing/rate_limit.py"
+OLD_MODULE_PATH = "shared/mcpbridge/server/rate_limit.py"  # where the limiter was before the package moved
 
 
 @dataclass
@@ -98,13 +100,18 @@ class CountingStore:
         raise AttributeError(f"the rate limiter is not expected to call Store.{name}")
 
 
+def _path_at(base: str) -> str:
+    found = subprocess.run(["git", "cat-file", "-e", f"{base}:{MODULE_PATH}"], cwd=REPO, capture_output=True)
+    return MODULE_PATH if found.returncode == 0 else OLD_MODULE_PATH
+
+
 def load_baseline(base: str) -> tuple[types.ModuleType, bool]:
     """The limiter module at git revision ``base``, and whether it is the same code as the working tree's."""
     source = subprocess.run(
-        ["git", "show", f"{base}:{MODULE_PATH}"], cwd=REPO, check=True, capture_output=True, text=True
+        ["git", "show", f"{base}:{_path_at(base)}"], cwd=REPO, check=True, capture_output=True, text=True
     ).stdout
     module = types.ModuleType("rate_limit_baseline")
-    module.__file__ = f"<git {base}:{MODULE_PATH}>"
+    module.__file__ = f"<git {base}:{_path_at(base)}>"
     sys.modules[module.__name__] = module  # dataclasses look their module up while building the class
     exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102 - our own code, from git
     return module, source == (REPO / MODULE_PATH).read_text()

@@ -17,8 +17,8 @@ from mcpbridge.errors import Conflict, Forbidden, Unauthenticated
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.http.routes import endpoints as endpoint_routes
 from mcpbridge.identity.service import _api_key_item, _workspace_item, workspace_key
-from mcpbridge.server.catalog import CATALOG, DEFAULT_TOOLS
-from mcpbridge.server.endpoints import Endpoint, EndpointService, endpoint_key
+from mcpbridge.publishing.tool_catalog import CATALOG, DEFAULT_TOOLS
+from mcpbridge.publishing.endpoints import Endpoint, EndpointService, endpoint_key
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
 

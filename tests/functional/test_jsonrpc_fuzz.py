@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.apps import create_combined_app
-from mcpbridge.server.tools import SPECS
+from mcpbridge.http.mcp.tools import SPECS
 from mcpbridge.settings import Settings
 from tests.support.embedder import HashingEmbedder
 from tests.support.live_server import live_server

@@ -18,7 +18,7 @@ import pytest
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.apps import create_combined_app
-from mcpbridge.server.rate_limit import window_key
+from mcpbridge.publishing.rate_limit import window_key
 from mcpbridge.settings import Settings
 from tests.support.live_server import live_server
 

@@ -20,7 +20,7 @@ from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.domain.items import Condition, Item, Key, Update
 from mcpbridge.errors import ConditionFailed, Unavailable
 from mcpbridge.ports import Store
-from mcpbridge.server.rate_limit import RateLimiter, window_key
+from mcpbridge.publishing.rate_limit import RateLimiter, window_key
 from tests.support.clock import FakeClock
 from tests.support.dynamo_size import item_size
 from tests.support.moto_atomic import atomic_dynamodb

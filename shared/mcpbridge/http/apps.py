@@ -71,7 +71,7 @@ def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp:
         app.include_router(router)
     install_problem_docs(app)
     if mcp:
-        from mcpbridge.server.transport import McpEndpointApp
+        from mcpbridge.http.mcp.transport import McpEndpointApp
 
         # A raw ASGI route: the SDK answers the request itself, and no trailing-slash redirect gets in the way.
         app.router.routes.append(Route("/mcp/{endpoint_id}", endpoint=McpEndpointApp(container)))

@@ -9,12 +9,10 @@ from anyio import to_thread
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mcpbridge.domain.knowledge import Document
 from mcpbridge.errors import InvalidInput, PayloadTooLarge
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
 from mcpbridge.http.openapi import problems
-from mcpbridge.http.routes.knowledge import ChunkOut
-from mcpbridge.observability import masked_url
+from mcpbridge.http.views import ChunkOut, DocumentOut
 
 router = APIRouter(prefix="/api/v1", tags=["documents"])
 
@@ -41,35 +39,6 @@ class DocumentPatch(BaseModel):
 
     title: str | None = Field(default=None, min_length=1, max_length=255)
     content: str | None = None
-
-
-class DocumentOut(BaseModel):
-    """A document. ``url`` (a URL import's source) is shown with its query values masked (``?api_key=***``)."""
-
-    id: str
-    knowledge_base_id: str
-    title: str
-    source: str
-    url: str | None
-    filename: str | None
-    content_type: str
-    size_bytes: int
-    version: int
-    parse_status: str
-    parse_error: str | None
-    chunk_count: int
-    line_count: int
-    created_at: str
-    updated_at: str
-    indexed_at: str | None
-    content: str | None = Field(default=None, description="The indexed text, with include_content=true.")
-
-    @classmethod
-    def of(cls, document: Document, content: str | None = None) -> DocumentOut:
-        fields = {name: getattr(document, name) for name in cls.model_fields if name != "content"}
-        if document.url is not None:
-            fields["url"] = masked_url(document.url)
-        return cls(**fields, content=content)
 
 
 class DocumentPageOut(BaseModel):

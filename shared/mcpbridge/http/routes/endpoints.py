@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
 from mcpbridge.http.openapi import problems
-from mcpbridge.server.endpoints import CatalogGroup, Endpoint
+from mcpbridge.publishing.endpoints import CatalogGroup, Endpoint
 
 router = APIRouter(prefix="/api/v1/mcp-endpoints", tags=["mcp-endpoints"])
 

@@ -8,12 +8,10 @@ from typing import Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpbridge.bootstrap import Container
-from mcpbridge.domain.knowledge import Chunk, KnowledgeBase
 from mcpbridge.errors import Forbidden
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
 from mcpbridge.http.openapi import problems
-from mcpbridge.knowledge.answers import Answer
+from mcpbridge.http.views import AskOut, ChunkOut, KnowledgeBaseOut
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 
 router = APIRouter(prefix="/api/v1", tags=["knowledge"])
@@ -33,39 +31,6 @@ class KnowledgeBasePatch(BaseModel):
     description: str | None = Field(default=None, max_length=2000)
 
 
-class KnowledgeBaseOut(BaseModel):
-    id: str
-    name: str
-    description: str
-    capabilities: list[Literal["keyword", "semantic", "wiki"]]
-    document_count: int
-    wiki_page_count: int
-    created_at: str
-    updated_at: str
-
-    @classmethod
-    def of(cls, kb: KnowledgeBase, container: Container) -> KnowledgeBaseOut:
-        return cls(
-            id=kb.id,
-            name=kb.name,
-            description=kb.description,
-            capabilities=capabilities(kb, container),
-            document_count=kb.document_count,
-            wiki_page_count=kb.wiki_page_count,
-            created_at=kb.created_at,
-            updated_at=kb.updated_at,
-        )
-
-
-def capabilities(kb: KnowledgeBase, container: Container) -> list[Literal["keyword", "semantic", "wiki"]]:
-    found: list[Literal["keyword", "semantic", "wiki"]] = ["keyword"]
-    if container.embedder is not None:
-        found.append("semantic")
-    if kb.wiki_page_count > 0:
-        found.append("wiki")
-    return found
-
-
 class KnowledgeBaseList(BaseModel):
     items: list[KnowledgeBaseOut]
     total: int
@@ -74,7 +39,9 @@ class KnowledgeBaseList(BaseModel):
 @router.get("/knowledge-bases")
 def list_knowledge_bases(principal: CurrentPrincipal, container: ContainerDep) -> KnowledgeBaseList:
     bases = container.knowledge_bases.list_bases(knowledge_access(principal, "read"))
-    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb, container) for kb in bases], total=len(bases))
+    return KnowledgeBaseList(
+        items=[KnowledgeBaseOut.of(kb, semantic=container.embedder is not None) for kb in bases], total=len(bases)
+    )
 
 
 @router.post("/knowledge-bases", status_code=201, responses=problems(409))
@@ -85,12 +52,15 @@ def create_knowledge_base(
     if access.knowledge_base_ids is not None:
         raise Forbidden("a key limited to some knowledge bases cannot create one", code="scope_exceeded")
     kb = container.knowledge_bases.create(access, name=body.name, description=body.description)
-    return KnowledgeBaseOut.of(kb, container)
+    return KnowledgeBaseOut.of(kb, semantic=container.embedder is not None)
 
 
 @router.get("/knowledge-bases/{kb_id}")
 def get_knowledge_base(kb_id: str, principal: CurrentPrincipal, container: ContainerDep) -> KnowledgeBaseOut:
-    return KnowledgeBaseOut.of(container.knowledge_bases.get(knowledge_access(principal, "read"), kb_id), container)
+    return KnowledgeBaseOut.of(
+        container.knowledge_bases.get(knowledge_access(principal, "read"), kb_id),
+        semantic=container.embedder is not None,
+    )
 
 
 @router.put("/knowledge-bases/{kb_id}", responses=problems(409))
@@ -99,7 +69,7 @@ def update_knowledge_base(
 ) -> KnowledgeBaseOut:
     access = knowledge_write_access(principal, "manage_knowledge")
     kb = container.knowledge_bases.update(access, kb_id, name=body.name, description=body.description)
-    return KnowledgeBaseOut.of(kb, container)
+    return KnowledgeBaseOut.of(kb, semantic=container.embedder is not None)
 
 
 @router.delete("/knowledge-bases/{kb_id}", status_code=204, responses=problems(409))
@@ -119,34 +89,6 @@ class SearchIn(BaseModel):
     limit: int = Field(default=10, ge=1, le=30)
     knowledge_base_ids: list[str] | None = None
     knowledge_ids: list[str] | None = None
-
-
-class ChunkOut(BaseModel):
-    knowledge_base_id: str
-    document_id: str
-    document_title: str
-    chunk_id: str
-    chunk_type: str
-    offset: int = Field(description="The chunk's position in reading order: read_document(offset=...) opens here.")
-    start_line: int
-    end_line: int
-    heading_path: list[str]
-    text: str
-
-    @classmethod
-    def of(cls, chunk: Chunk) -> ChunkOut:
-        return cls(
-            knowledge_base_id=chunk.knowledge_base_id,
-            document_id=chunk.document_id,
-            document_title=chunk.document_title,
-            chunk_id=chunk.id,
-            chunk_type=chunk.type,
-            offset=chunk.seq,
-            start_line=chunk.start_line,
-            end_line=chunk.end_line,
-            heading_path=list(chunk.heading_path),
-            text=chunk.text,
-        )
 
 
 class SearchResultOut(ChunkOut):
@@ -216,35 +158,6 @@ class AskIn(BaseModel):
     question: str = Field(min_length=1, max_length=4000)
     session_id: str | None = None
     knowledge_base_ids: list[str] | None = None
-
-
-class ReferenceOut(BaseModel):
-    n: int
-    knowledge_base_id: str
-    document_id: str
-    document_title: str
-    chunk_id: str
-    start_line: int
-    end_line: int
-    excerpt: str
-
-
-class AskOut(BaseModel):
-    answer: str
-    mode: Literal["llm", "extractive"]
-    session_id: str
-    references: list[ReferenceOut]
-    notices: list[str]
-
-    @classmethod
-    def of(cls, answer: Answer) -> AskOut:
-        return cls(
-            answer=answer.answer,
-            mode=answer.mode,
-            session_id=answer.session_id,
-            references=[ReferenceOut(**vars(r)) for r in answer.references],
-            notices=answer.notices,
-        )
 
 
 @router.post("/knowledge/ask", responses=problems(404, 502))

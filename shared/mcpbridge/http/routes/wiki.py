@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.views import PageOut
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
-from mcpbridge.knowledge.wiki import WikiPage
 
 router = APIRouter(prefix="/api/v1", tags=["wiki"])
 
@@ -32,21 +32,6 @@ class PagePatch(BaseModel):
     title: str | None = Field(default=None, min_length=1, max_length=255)
     content: str | None = None
     links: list[str] | None = None
-
-
-class PageOut(BaseModel):
-    knowledge_base_id: str
-    slug: str
-    type: str
-    title: str
-    content: str
-    links: list[str]
-    created_at: str
-    updated_at: str
-
-    @classmethod
-    def of(cls, page: WikiPage) -> PageOut:
-        return cls(**vars(page))
 
 
 @router.get("/knowledge-bases/{kb_id}/wiki")

@@ -42,7 +42,7 @@ from mcpbridge.identity.service import workspace_key
 from mcpbridge.knowledge.bases import KnowledgeBases
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
-from mcpbridge.server.catalog import (
+from mcpbridge.publishing.tool_catalog import (
     BY_NAME,
     CATALOG,
     DEFAULT_TOOLS,

@@ -16,12 +16,10 @@ from typing import Any, cast, get_args
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.knowledge import Document, KnowledgeAccess
 from mcpbridge.errors import InvalidInput
-from mcpbridge.http.routes.documents import DocumentOut
-from mcpbridge.http.routes.knowledge import AskOut, ChunkOut, capabilities
-from mcpbridge.http.routes.wiki import PageOut
+from mcpbridge.http.views import AskOut, ChunkOut, DocumentOut, PageOut, capabilities
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 from mcpbridge.knowledge.search import SearchMode
-from mcpbridge.server.catalog import BY_NAME
+from mcpbridge.publishing.tool_catalog import BY_NAME
 
 INSTRUCTIONS = (
     "This server gives read access to knowledge bases (and, where enabled, write access). Start with "
@@ -147,7 +145,7 @@ def list_knowledge_bases(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
                 "id": kb.id,
                 "name": kb.name,
                 "description": kb.description,
-                "capabilities": capabilities(kb, ctx.container),
+                "capabilities": capabilities(kb, semantic=ctx.container.embedder is not None),
                 "document_count": kb.document_count,
             }
             for kb in bases

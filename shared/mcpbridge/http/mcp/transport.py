@@ -45,8 +45,8 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Forbidden, MCPBridgeError, Unauthenticated
+from mcpbridge.http.mcp.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext
 from mcpbridge.http.problems import WWW_AUTHENTICATE, problem
-from mcpbridge.server.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext
 
 log = logging.getLogger("mcpbridge.mcp")
 

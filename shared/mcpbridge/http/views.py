@@ -1,0 +1,150 @@
+"""The views both edges render: REST responses and MCP tool results show knowledge bases, chunks, documents, answers
+and wiki pages in the same shapes, so a client reading one can read the other."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from mcpbridge.domain.knowledge import Chunk, Document, KnowledgeBase
+from mcpbridge.knowledge.answers import Answer
+from mcpbridge.knowledge.wiki import WikiPage
+from mcpbridge.observability import masked_url
+
+Capability = Literal["keyword", "semantic", "wiki"]
+
+
+class KnowledgeBaseOut(BaseModel):
+    id: str
+    name: str
+    description: str
+    capabilities: list[Capability]
+    document_count: int
+    wiki_page_count: int
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, kb: KnowledgeBase, *, semantic: bool) -> KnowledgeBaseOut:
+        return cls(
+            id=kb.id,
+            name=kb.name,
+            description=kb.description,
+            capabilities=capabilities(kb, semantic=semantic),
+            document_count=kb.document_count,
+            wiki_page_count=kb.wiki_page_count,
+            created_at=kb.created_at,
+            updated_at=kb.updated_at,
+        )
+
+
+def capabilities(kb: KnowledgeBase, *, semantic: bool) -> list[Capability]:
+    """What a knowledge base can do: keyword search always, semantic with an embedder, wiki once it has a page."""
+    found: list[Capability] = ["keyword"]
+    if semantic:
+        found.append("semantic")
+    if kb.wiki_page_count > 0:
+        found.append("wiki")
+    return found
+
+
+class ChunkOut(BaseModel):
+    knowledge_base_id: str
+    document_id: str
+    document_title: str
+    chunk_id: str
+    chunk_type: str
+    offset: int = Field(description="The chunk's position in reading order: read_document(offset=...) opens here.")
+    start_line: int
+    end_line: int
+    heading_path: list[str]
+    text: str
+
+    @classmethod
+    def of(cls, chunk: Chunk) -> ChunkOut:
+        return cls(
+            knowledge_base_id=chunk.knowledge_base_id,
+            document_id=chunk.document_id,
+            document_title=chunk.document_title,
+            chunk_id=chunk.id,
+            chunk_type=chunk.type,
+            offset=chunk.seq,
+            start_line=chunk.start_line,
+            end_line=chunk.end_line,
+            heading_path=list(chunk.heading_path),
+            text=chunk.text,
+        )
+
+
+class ReferenceOut(BaseModel):
+    n: int
+    knowledge_base_id: str
+    document_id: str
+    document_title: str
+    chunk_id: str
+    start_line: int
+    end_line: int
+    excerpt: str
+
+
+class AskOut(BaseModel):
+    answer: str
+    mode: Literal["llm", "extractive"]
+    session_id: str
+    references: list[ReferenceOut]
+    notices: list[str]
+
+    @classmethod
+    def of(cls, answer: Answer) -> AskOut:
+        return cls(
+            answer=answer.answer,
+            mode=answer.mode,
+            session_id=answer.session_id,
+            references=[ReferenceOut(**vars(r)) for r in answer.references],
+            notices=answer.notices,
+        )
+
+
+class DocumentOut(BaseModel):
+    """A document. ``url`` (a URL import's source) is shown with its query values masked (``?api_key=***``)."""
+
+    id: str
+    knowledge_base_id: str
+    title: str
+    source: str
+    url: str | None
+    filename: str | None
+    content_type: str
+    size_bytes: int
+    version: int
+    parse_status: str
+    parse_error: str | None
+    chunk_count: int
+    line_count: int
+    created_at: str
+    updated_at: str
+    indexed_at: str | None
+    content: str | None = Field(default=None, description="The indexed text, with include_content=true.")
+
+    @classmethod
+    def of(cls, document: Document, content: str | None = None) -> DocumentOut:
+        fields = {name: getattr(document, name) for name in cls.model_fields if name != "content"}
+        if document.url is not None:
+            fields["url"] = masked_url(document.url)
+        return cls(**fields, content=content)
+
+
+class PageOut(BaseModel):
+    knowledge_base_id: str
+    slug: str
+    type: str
+    title: str
+    content: str
+    links: list[str]
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, page: WikiPage) -> PageOut:
+        return cls(**vars(page))
