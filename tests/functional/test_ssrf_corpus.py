@@ -449,8 +449,10 @@ class Hub:
         return self.container.services.get(acting_for(self.workspace_id, "corpus"), service_id)
 
     def store_url(self, service_id: str, url: str) -> None:
-        """The URL as if saved before the rules (or the allowlist) tightened: straight into the store."""
-        self.container.store.update(service_key(self.workspace_id, service_id), Update(set={"url": url}))
+        """The URL as if saved before the rules (or the allowlist) tightened, and before URLs were sealed: straight
+        into the store, in clear."""
+        update = Update(set={"url": url}, remove=["secret_url"])
+        self.container.store.update(service_key(self.workspace_id, service_id), update)
 
 
 @pytest.fixture(scope="module")
