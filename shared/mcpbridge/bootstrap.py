@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcpbridge.identity.service import IdentityService
+from mcpbridge.identity.accounts import Accounts
 from mcpbridge.ports import Blobs, Clock, Embedder, Events, Jobs, Llm, SearchIndex, SecretBox, Store, Workflow
 from mcpbridge.settings import Settings, get_settings
 
@@ -21,14 +21,14 @@ if TYPE_CHECKING:
 
     from mcpbridge.agent.broker import ToolCallBroker
     from mcpbridge.agent.calls import ToolCall, ToolCalls
-    from mcpbridge.agent.catalog import AgentCatalog
+    from mcpbridge.agent.discovery import AgentCatalog
     from mcpbridge.agent.invoke import OAuthRunner
     from mcpbridge.agent.profiles import AgentProfiles
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
-    from mcpbridge.client.catalog import ToolCatalog
     from mcpbridge.client.policies import ToolPolicies
     from mcpbridge.client.pool import ConnectionPools
     from mcpbridge.client.registry import ExternalService, ServiceRegistry
+    from mcpbridge.client.tool_catalog import ToolCatalog
     from mcpbridge.domain.identity import Principal
     from mcpbridge.knowledge.answers import Answerer
     from mcpbridge.knowledge.bases import KnowledgeBases
@@ -102,8 +102,8 @@ class Container:
         return KeyFileSecretBox(self.settings.key_file)
 
     @cached_property
-    def identity(self) -> IdentityService:
-        return IdentityService(self.store, self.clock)
+    def identity(self) -> Accounts:
+        return Accounts(self.store, self.clock)
 
     # ------------------------------------------------------------------------------------------ knowledge
 
@@ -273,8 +273,8 @@ class Container:
 
     @cached_property
     def catalog(self) -> ToolCatalog:
-        from mcpbridge.client.catalog import ToolCatalog
         from mcpbridge.client.specs import SpecSource
+        from mcpbridge.client.tool_catalog import ToolCatalog
 
         return ToolCatalog(
             self.store,
@@ -305,7 +305,7 @@ class Container:
     @cached_property
     def agent_catalog(self) -> AgentCatalog:
         """What agents discover; needs_auth is judged from the snapshots until an OAuth-aware check is wired here."""
-        from mcpbridge.agent.catalog import AgentCatalog
+        from mcpbridge.agent.discovery import AgentCatalog
 
         return AgentCatalog(self.store, self.clock, self.services, self.catalog, self.tool_policies)
 
@@ -457,7 +457,7 @@ class Container:
         await self.catalog.refresh_for(acting_for(call.workspace_id, call.owner_user_id), service)
 
     def _named_by_ref(self, workspace_id: str, tool_ref: str) -> tuple[str, str] | None:
-        from mcpbridge.agent.catalog import tool_ref_key
+        from mcpbridge.agent.discovery import tool_ref_key
         from mcpbridge.domain.tool_names import is_tool_ref
 
         record = self.store.get(tool_ref_key(workspace_id, tool_ref)) if is_tool_ref(tool_ref) else None

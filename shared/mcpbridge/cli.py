@@ -35,7 +35,7 @@ from anyio import to_thread
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import Principal, acting_for
 from mcpbridge.errors import Conflict, InvalidInput, MCPBridgeError, NotFound
-from mcpbridge.identity.service import Initialization
+from mcpbridge.identity.accounts import Initialization
 from mcpbridge.settings import Settings
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def _admin_user(container: Container, workspace_id: str) -> str:
 
 def _known_user(container: Container, workspace_id: str, user_id: str) -> str:
     """``user_id`` when it is a user of the workspace: one with a user record or an API key."""
-    from mcpbridge.identity.service import user_key
+    from mcpbridge.identity.accounts import user_key
     from mcpbridge.paging import every_item
 
     if not _USER_ID.fullmatch(user_id):

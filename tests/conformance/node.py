@@ -27,7 +27,7 @@ import pytest
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.apps import create_combined_app
-from mcpbridge.publishing.tool_catalog import CATALOG
+from mcpbridge.publishing.offered_tools import CATALOG
 from mcpbridge.settings import Settings
 from tests.support.embedder import HashingEmbedder
 from tests.support.live_server import live_server

@@ -16,7 +16,7 @@ from mcpbridge.adapters.local.keyfile import KeyFileSecretBox
 from mcpbridge.domain import sealed as wire
 from mcpbridge.domain.secrets import SEALED_PREFIX, SecretContext, SecretUnreadable
 from mcpbridge.ports import SecretBox
-from mcpbridge.secrets import open_secret_or_none
+from mcpbridge.sealing import open_secret_or_none
 
 CONTEXT = SecretContext(workspace_id="ws_1", kind="connector", item_id="con_1")
 OTHER_CONTEXTS = [
@@ -179,7 +179,7 @@ def test_altered_text_is_unreadable(box: SecretBox) -> None:
 
 def test_open_secret_or_none(box: SecretBox, caplog: pytest.LogCaptureFixture) -> None:
     sealed = box.seal(SECRET, CONTEXT)
-    caplog.set_level(logging.WARNING, logger="mcpbridge.secrets")
+    caplog.set_level(logging.WARNING, logger="mcpbridge.sealing")
 
     assert open_secret_or_none(box, sealed, CONTEXT) == SECRET
     assert open_secret_or_none(box, None, CONTEXT) is None

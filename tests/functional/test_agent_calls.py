@@ -25,7 +25,7 @@ from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Scope as KeyScope
 from mcpbridge.errors import Conflict
 from mcpbridge.http.apps import create_combined_app
-from mcpbridge.identity.service import _api_key_item, _workspace_item
+from mcpbridge.identity.accounts import _api_key_item, _workspace_item
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on

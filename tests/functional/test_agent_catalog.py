@@ -16,7 +16,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from starlette.types import Receive, Scope, Send
 
-from mcpbridge.agent.catalog import EXTERNAL_DATA_NOTICE, tool_ref_key
+from mcpbridge.agent.discovery import EXTERNAL_DATA_NOTICE, tool_ref_key
 from mcpbridge.agent.profiles import agent_key
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
@@ -24,7 +24,7 @@ from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.identity import Scope as KeyScope
 from mcpbridge.errors import MCPBridgeError
 from mcpbridge.http.apps import create_combined_app
-from mcpbridge.identity.service import _api_key_item, _workspace_item
+from mcpbridge.identity.accounts import _api_key_item, _workspace_item
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on

@@ -37,7 +37,7 @@ from mcpbridge.client.oauth_calls import call_with_oauth
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal, Scope
 from mcpbridge.http.apps import create_combined_app
-from mcpbridge.identity.service import _api_key_item
+from mcpbridge.identity.accounts import _api_key_item
 from mcpbridge.oauth.tokens import token_key
 from mcpbridge.settings import Settings
 from tests.functional.test_oauth_flow import approve, query_of

@@ -16,9 +16,9 @@ from mcpbridge.domain.items import Update
 from mcpbridge.errors import Conflict, Forbidden, Unauthenticated
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.http.routes import endpoints as endpoint_routes
-from mcpbridge.identity.service import _api_key_item, _workspace_item, workspace_key
-from mcpbridge.publishing.tool_catalog import CATALOG, DEFAULT_TOOLS
+from mcpbridge.identity.accounts import _api_key_item, _workspace_item, workspace_key
 from mcpbridge.publishing.endpoints import Endpoint, EndpointService, endpoint_key
+from mcpbridge.publishing.offered_tools import CATALOG, DEFAULT_TOOLS
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
 
@@ -369,7 +369,7 @@ def test_a_kb_limited_key_sees_unknown_and_foreign_kbs_differently(client: TestC
 
 def test_endpoints_of_another_workspace_look_missing(client: TestClient, container: Container) -> None:
     theirs = created(client)
-    # A second workspace with its own admin key, written as IdentityService would.
+    # A second workspace with its own admin key, written as Accounts would.
     issued = credentials.issue(credentials.API_KEY_PREFIX)
     container.store.put(_workspace_item("ws_other", "Other", "2027-01-01T00:00:00Z"))
     container.store.put(

@@ -112,7 +112,7 @@ def test_the_last_unrestricted_admin_key_cannot_be_revoked(client: TestClient, o
 def test_a_workspace_from_before_the_admin_key_count_keeps_its_last_admin_key(
     client: TestClient, container: Container, owner: str
 ) -> None:
-    from mcpbridge.identity.service import admin_keys_key
+    from mcpbridge.identity.accounts import admin_keys_key
 
     workspace_id = container.identity.installed_workspace_id()
     assert workspace_id is not None

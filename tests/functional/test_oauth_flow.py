@@ -38,7 +38,7 @@ from mcpbridge.domain.items import Update
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.errors import InvalidInput, OAuthRequired, UpstreamError
 from mcpbridge.http.apps import create_combined_app
-from mcpbridge.identity.service import _api_key_item
+from mcpbridge.identity.accounts import _api_key_item
 from mcpbridge.oauth.attempts import state_key
 from mcpbridge.oauth.tokens import token_key
 from mcpbridge.outbound.policy import EgressPolicy

@@ -20,7 +20,7 @@ from mcp.server.lowlevel import Server
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge.bootstrap import Container
-from mcpbridge.client.catalog import MAX_DEFINITION_BYTES, head_key
+from mcpbridge.client.tool_catalog import MAX_DEFINITION_BYTES, head_key
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.clock import FakeClock

@@ -20,7 +20,7 @@ from mcpbridge.domain.identity import Scope
 from mcpbridge.domain.items import Update
 from mcpbridge.domain.secrets import SEALED_PREFIX, SecretContext
 from mcpbridge.http.apps import create_combined_app
-from mcpbridge.identity.service import _api_key_item, _workspace_item
+from mcpbridge.identity.accounts import _api_key_item, _workspace_item
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on

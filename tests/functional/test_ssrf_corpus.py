@@ -43,10 +43,10 @@ from mcpbridge.domain.identity import acting_for
 from mcpbridge.domain.items import Update
 from mcpbridge.errors import InvalidInput, MCPBridgeError
 from mcpbridge.http.apps import create_combined_app
-from mcpbridge.oauth import egress
 from mcpbridge.oauth.discovery import discover
 from mcpbridge.oauth.registration import ClientIdentities, ClientIdentity, ClientRegistrations
 from mcpbridge.oauth.tokens import token_request
+from mcpbridge.outbound import json_http as egress
 from mcpbridge.outbound.http import PinnedAsyncBackend, PinnedBackend
 from mcpbridge.outbound.http2 import PinnedAsyncBackend2, guarded_async_client2
 from mcpbridge.outbound.policy import EgressPolicy

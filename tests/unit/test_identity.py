@@ -11,7 +11,7 @@ from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.items import Update
 from mcpbridge.errors import Forbidden, Unauthenticated
-from mcpbridge.identity.service import IdentityService, Initialization, workspace_key
+from mcpbridge.identity.accounts import Accounts, Initialization, workspace_key
 from tests.support.clock import FakeClock
 
 
@@ -21,7 +21,7 @@ def store(tmp_path: Path) -> SqliteStore:
 
 
 def test_initialize_creates_once(store: SqliteStore) -> None:
-    service = IdentityService(store, FakeClock())
+    service = Accounts(store, FakeClock())
     first = service.initialize()
     assert first.created
     assert first.api_key is not None
@@ -39,7 +39,7 @@ def test_concurrent_first_starts_create_one_workspace(tmp_path: Path) -> None:
 
     def start() -> None:
         # A store per thread, as separate processes would have.
-        service = IdentityService(SqliteStore(tmp_path / "s.sqlite3", FakeClock()), FakeClock())
+        service = Accounts(SqliteStore(tmp_path / "s.sqlite3", FakeClock()), FakeClock())
         barrier.wait()
         results.append(service.initialize())
 
@@ -54,7 +54,7 @@ def test_concurrent_first_starts_create_one_workspace(tmp_path: Path) -> None:
 
 
 def test_an_inactive_workspace_is_forbidden(store: SqliteStore) -> None:
-    service = IdentityService(store, FakeClock())
+    service = Accounts(store, FakeClock())
     init = service.initialize()
     assert init.api_key is not None
     store.update(workspace_key(init.workspace_id), Update(set={"status": "inactive"}))
@@ -64,7 +64,7 @@ def test_an_inactive_workspace_is_forbidden(store: SqliteStore) -> None:
 
 
 def test_authentication_reads_the_store_every_time(store: SqliteStore) -> None:
-    service = IdentityService(store, FakeClock())
+    service = Accounts(store, FakeClock())
     init = service.initialize()
     assert init.api_key is not None
     admin: Principal = service.authenticate(init.api_key)
@@ -76,7 +76,7 @@ def test_authentication_reads_the_store_every_time(store: SqliteStore) -> None:
 
 
 def test_error_messages_never_carry_the_presented_key(store: SqliteStore) -> None:
-    service = IdentityService(store, FakeClock())
+    service = Accounts(store, FakeClock())
     presented = "sk_" + "Z" * 43
     with pytest.raises(Unauthenticated) as refused:
         service.authenticate(presented)

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from mcpbridge.errors import InvalidInput
-from mcpbridge.oauth.egress import require_https
+from mcpbridge.outbound.json_http import require_https
 from mcpbridge.outbound.policy import EgressPolicy, Resolver
 from mcpbridge.settings import Settings
 

@@ -37,7 +37,7 @@ from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.errors import ConditionFailed, Conflict, NotFound
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, SecretBox, Store
-from mcpbridge.secrets import open_secret_or_none
+from mcpbridge.sealing import open_secret_or_none
 
 log = logging.getLogger("mcpbridge.agent")
 

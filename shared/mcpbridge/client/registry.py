@@ -56,7 +56,7 @@ from mcpbridge.observability import masked_url
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, SecretBox, Store
-from mcpbridge.secrets import open_secret_or_none
+from mcpbridge.sealing import open_secret_or_none
 
 log = logging.getLogger("mcpbridge.services")
 

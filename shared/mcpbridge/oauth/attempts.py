@@ -29,7 +29,7 @@ from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.errors import ConditionFailed
 from mcpbridge.oauth.pkce import state_digest
 from mcpbridge.ports import Clock, SecretBox, Store
-from mcpbridge.secrets import open_secret_or_none
+from mcpbridge.sealing import open_secret_or_none
 
 log = logging.getLogger("mcpbridge.oauth")
 

@@ -11,7 +11,7 @@ Order, as the MCP authorization spec and the SDK's client do it:
    server (of the service's origin when there is no resource metadata). Its ``issuer`` must be the one asked for
    (RFC 8414 section 3.3), and it must offer PKCE with S256 (the MCP spec: refuse otherwise).
 
-Every URL goes through :mod:`mcpbridge.oauth.egress` (SSRF guard, https, no redirects). The SDK's URL builders,
+Every URL goes through :mod:`mcpbridge.outbound.json_http` (SSRF guard, https, no redirects). The SDK's URL builders,
 validators and pydantic models (``mcp.client.auth.utils``, ``mcp.shared.auth``) do the RFC work.
 """
 
@@ -37,8 +37,8 @@ from pydantic import ValidationError
 
 from mcpbridge.client.registry import ExternalService
 from mcpbridge.errors import InvalidInput, MCPBridgeError, UpstreamError
-from mcpbridge.oauth.egress import get_json, require_https
 from mcpbridge.outbound.http import guarded_async_client
+from mcpbridge.outbound.json_http import get_json, require_https
 from mcpbridge.outbound.policy import EgressPolicy
 
 log = logging.getLogger("mcpbridge.oauth")

@@ -48,7 +48,6 @@ from mcpbridge.domain.ids import is_id, new_id
 from mcpbridge.errors import Conflict, InvalidInput, MCPBridgeError, NotFound, OAuthRequired, UpstreamError
 from mcpbridge.oauth.attempts import Attempt, AuthorizationAttempts, PendingAuthorization
 from mcpbridge.oauth.discovery import JWT_BEARER, Discovery, discover
-from mcpbridge.oauth.egress import post_form, require_https
 from mcpbridge.oauth.pkce import new_pkce, new_state
 from mcpbridge.oauth.redirects import allowed_origins, callback_url, validate_frontend_redirect, with_result
 from mcpbridge.oauth.registration import ClientIdentities, ClientIdentity, ClientRegistrations
@@ -64,6 +63,7 @@ from mcpbridge.oauth.tokens import (
     token_key,
     token_request,
 )
+from mcpbridge.outbound.json_http import post_form, require_https
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.ports import Clock, SecretBox, Store
 

@@ -37,10 +37,10 @@ from mcpbridge.domain.items import Condition, Item, Key
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.errors import ConditionFailed, Conflict, InvalidInput, UpstreamError
 from mcpbridge.oauth.discovery import Discovery
-from mcpbridge.oauth.egress import request, require_https
+from mcpbridge.outbound.json_http import request, require_https
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.ports import Clock, SecretBox, Store
-from mcpbridge.secrets import open_secret_or_none
+from mcpbridge.sealing import open_secret_or_none
 
 log = logging.getLogger("mcpbridge.oauth")
 

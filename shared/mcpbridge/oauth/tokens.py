@@ -40,11 +40,11 @@ from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.items import AllOf, AnyOf, AttrAbsent, Compare, Condition, Item, ItemExists, Key, Update
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.errors import ConditionFailed, UpstreamError
-from mcpbridge.oauth.egress import Answer, post_form
 from mcpbridge.oauth.registration import ClientIdentity
+from mcpbridge.outbound.json_http import Answer, post_form
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.ports import Clock, SecretBox, Store
-from mcpbridge.secrets import open_secret_or_none
+from mcpbridge.sealing import open_secret_or_none
 
 log = logging.getLogger("mcpbridge.oauth")
 

@@ -38,11 +38,11 @@ from mcpbridge.errors import (
     NotFound,
     Unauthenticated,
 )
-from mcpbridge.identity.service import workspace_key
+from mcpbridge.identity.accounts import workspace_key
 from mcpbridge.knowledge.bases import KnowledgeBases
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
-from mcpbridge.publishing.tool_catalog import (
+from mcpbridge.publishing.offered_tools import (
     BY_NAME,
     CATALOG,
     DEFAULT_TOOLS,

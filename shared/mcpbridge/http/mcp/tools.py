@@ -19,7 +19,7 @@ from mcpbridge.errors import InvalidInput
 from mcpbridge.http.views import AskOut, ChunkOut, DocumentOut, PageOut, capabilities
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 from mcpbridge.knowledge.search import SearchMode
-from mcpbridge.publishing.tool_catalog import BY_NAME
+from mcpbridge.publishing.offered_tools import BY_NAME
 
 INSTRUCTIONS = (
     "This server gives read access to knowledge bases (and, where enabled, write access). Start with "

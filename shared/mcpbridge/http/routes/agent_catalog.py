@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from mcpbridge.agent.catalog import EXTERNAL_DATA_NOTICE, ServerStatus, ToolDescription, ToolSummary
+from mcpbridge.agent.discovery import EXTERNAL_DATA_NOTICE, ServerStatus, ToolDescription, ToolSummary
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
 from mcpbridge.http.openapi import problems
 

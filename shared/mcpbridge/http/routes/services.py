@@ -15,9 +15,9 @@ from anyio import to_thread
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mcpbridge.client.catalog import CatalogView
 from mcpbridge.client.policies import ToolPolicy
 from mcpbridge.client.registry import ExternalService, ImportRefusal, Saved, ServiceRegistry, require_writer
+from mcpbridge.client.tool_catalog import CatalogView
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
 from mcpbridge.http.openapi import problems
 from mcpbridge.observability import masked_url

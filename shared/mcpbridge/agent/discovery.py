@@ -1,6 +1,6 @@
 """The catalog agents see: the external services of their profile, their tools, and ``tool_ref`` resolution.
 
-Everything is read from the stored catalog snapshots (:class:`~mcpbridge.client.catalog.ToolCatalog`); nothing here
+Everything is read from the stored catalog snapshots (:class:`~mcpbridge.client.tool_catalog.ToolCatalog`); nothing here
 connects to a server. Per-tool policies are read fresh on every request, so disabling a tool takes effect on the
 next listing and the next call, whatever an agent was shown before.
 
@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from mcpbridge.agent.profiles import AgentProfile, require_agent
-from mcpbridge.client.catalog import CatalogView, RefreshError, ToolCatalog
 from mcpbridge.client.policies import ToolPolicies, ToolPolicy
 from mcpbridge.client.registry import ExternalService, ServiceRegistry
+from mcpbridge.client.tool_catalog import CatalogView, RefreshError, ToolCatalog
 from mcpbridge.domain.identity import Principal, Scope, timestamp
 from mcpbridge.domain.items import Key
 from mcpbridge.domain.names import fold

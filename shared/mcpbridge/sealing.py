@@ -7,7 +7,7 @@ import logging
 from mcpbridge.domain.secrets import SecretContext, SecretUnreadable
 from mcpbridge.ports import SecretBox
 
-logger = logging.getLogger("mcpbridge.secrets")
+logger = logging.getLogger("mcpbridge.sealing")
 
 
 def open_secret_or_none(box: SecretBox, sealed: str | None, context: SecretContext) -> str | None:

@@ -90,7 +90,7 @@ class NewApiKey:
     plaintext: str
 
 
-class IdentityService:
+class Accounts:
     """Initialisation, authentication and API-key management for workspaces."""
 
     def __init__(self, store: Store, clock: Clock) -> None:
