@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mcpbridge.adapters.index_files.kb_index import KbIndexFile
 from mcpbridge.adapters.index_files import kb_index
+from mcpbridge.adapters.index_files.kb_index import KbIndexFile
 from mcpbridge.domain.knowledge import Chunk, ChunkType, Hit
 from mcpbridge.domain.text_tokens import literal_words
 from mcpbridge.errors import Unavailable
@@ -214,6 +214,49 @@ def test_chunks_holding_every_term_come_before_chunks_holding_some(index: KbInde
     scores = [hit.score for hit in hits]
     assert scores == sorted(scores, reverse=True)
     assert scores[0] > 1.0 > scores[1] > 0.0
+
+
+def test_a_word_finds_its_other_inflections(index: KbIndexFile) -> None:
+    index.replace_document(
+        "w", document("w", "Walruses haul themselves out onto the ice.", "Nothing here."), None, None
+    )
+    assert ids(index.keyword("walrus")) == ["w#00000"]
+    assert ids(index.keyword("hauling walrus")) == ["w#00000"]
+
+
+def test_stop_words_of_a_question_neither_match_nor_rank(index: KbIndexFile) -> None:
+    index.replace_document(
+        "d",
+        document(
+            "d",
+            "Rotate refresh tokens on every use.",
+            "How do I do it? What is the best way to do it? Where is it and how is it done?",
+        ),
+        None,
+        None,
+    )
+    hits = index.keyword("how do I rotate the refresh tokens?")
+    assert ids(hits) == ["d#00000"]
+    assert hits[0].score > 1.0  # every term of the question that counts is there: the first tier
+
+
+def test_terms_no_chunk_holds_do_not_keep_a_question_from_the_first_tier(index: KbIndexFile) -> None:
+    index.replace_document(
+        "d", document("d", "Refresh token rotation invalidates the old token.", "A refresh is due."), None, None
+    )
+    hits = index.keyword("refresh token rotation with zebras")
+    assert ids(hits) == ["d#00000", "d#00001"]
+    assert hits[0].score > 1.0 > hits[1].score
+    assert index.keyword("zebras giraffes") == []
+
+
+def test_terms_most_chunks_hold_do_not_widen_the_second_tier(index: KbIndexFile) -> None:
+    index.replace_document(
+        "d", document("d", *[f"a common word, and {n}" for n in range(12)], "rare word", "rare and unusual"), None, None
+    )
+    hits = index.keyword("common rare unusual", limit=3)
+    assert ids(hits) == ["d#00013", "d#00012"]  # "common", in 12 of 14 chunks, selects nothing on its own
+    assert len(index.keyword("common rare unusual", limit=10)) == 10  # ... unless the limit is not met otherwise
 
 
 def test_a_query_without_terms_or_limit_finds_nothing(corpus: KbIndexFile) -> None:
@@ -667,3 +710,94 @@ def test_several_instances_opening_a_new_file_at_once(tmp_path: Path) -> None:
         for thread in threads:
             thread.join(60)
     assert failures == []
+
+
+# ---------------------------------------------------------------------------------------------- analysis
+
+
+def _as_schema_1(path: Path) -> None:
+    """Turn an index file back into what schema 1 wrote: no analysed terms, no chunk count."""
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("DROP TABLE chunks_stems_a")
+        conn.execute("DROP TABLE chunks_stems_b")
+        conn.execute("DELETE FROM meta WHERE key IN ('analyser', 'language', 'stems', 'chunk_count')")
+        conn.execute("UPDATE meta SET value = 1 WHERE key = 'schema_version'")
+    conn.close()
+
+
+def test_a_new_file_takes_the_language_of_its_first_write(tmp_path: Path) -> None:
+    index = KbIndexFile(tmp_path / "kb.sqlite3")
+    index.replace_document("d", document("d", "Les données des utilisateurs"), None, None, language="french")
+    index.replace_document("e", document("e", "Walruses"), None, None, language="english")  # kept: french
+    assert index.analysis() == ("french", None, 0, 0)
+    assert ids(index.keyword("donnée")) == ["d#00000"]
+    index.close()
+
+
+def test_a_file_of_schema_1_is_searched_by_its_words_until_it_is_reanalysed(tmp_path: Path) -> None:
+    path = tmp_path / "kb.sqlite3"
+    index = KbIndexFile(path)
+    index.replace_document("w", document("w", "Walruses haul out.", "The walrus dives."), None, None)
+    index.close()
+    _as_schema_1(path)
+
+    replica = KbIndexFile(path, read_only=True)  # an S3 replica of an old file: read as it is
+    assert ids(replica.keyword("walruses")) == ["w#00000"]
+    replica.close()
+
+    index = KbIndexFile(path)
+    assert index.analysis() == (None, None, 0, 0)
+    assert ids(index.keyword("walrus")) == ["w#00001"]  # surface words only
+    assert ids(index.keyword("the walruses")) == ["w#00000"]  # stop words are dropped all the same
+    seen: list[tuple[int, int]] = []
+    assert index.reanalyse("auto", progress=lambda done, total: seen.append((done, total))) is True
+    assert seen[-1] == (2, 2)
+    assert index.analysis() == ("auto", None, 0, 0)
+    assert sorted(ids(index.keyword("walrus"))) == ["w#00000", "w#00001"]
+    assert index.reanalyse("auto") is False
+    index.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == kb_index.SCHEMA_VERSION
+    conn.close()
+
+
+def test_a_reanalysis_goes_by_batches_and_keeps_the_writes_made_meanwhile(
+    index: KbIndexFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kb_index, "REANALYSIS_BATCH", 2)
+    index.replace_document("a", document("a", "Walruses one.", "Walruses two.", "Walruses three."), None, None)
+    index.replace_document("b", document("b", "Données uniques."), None, None)
+    progress: list[tuple[int, int]] = []
+    during: list[tuple[str | None, str | None, int, int]] = []
+
+    def meanwhile(done: int, total: int) -> None:
+        progress.append((done, total))
+        if len(progress) == 1:
+            during.append(index.analysis())
+            assert ids(index.keyword("walrus"))  # searches go on, with the current analysis
+            index.replace_document("c", document("c", "Nouvelles données."), None, None)
+            index.delete_document("b")
+
+    assert index.reanalyse("french", progress=meanwhile) is True
+    assert during == [("auto", "french", 2, 4)]
+    assert progress[-1] == (3, 3)  # b was deleted meanwhile
+    assert index.analysis() == ("french", None, 0, 0)
+    assert ids(index.keyword("donnée")) == ["c#00000"]
+    assert sorted(ids(index.keyword("walruses"))) == ["a#00000", "a#00001", "a#00002"]
+
+
+def test_an_interrupted_reanalysis_resumes(index: KbIndexFile, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kb_index, "REANALYSIS_BATCH", 1)
+    index.replace_document("a", document("a", "Données une.", "Données deux.", "Données trois."), None, None)
+
+    def crash(done: int, total: int) -> None:
+        raise RuntimeError("the process stopped")
+
+    with pytest.raises(RuntimeError):
+        index.reanalyse("french", progress=crash)
+    assert index.analysis() == ("auto", "french", 1, 3)
+    seen: list[int] = []
+    assert index.reanalyse("french", progress=lambda done, total: seen.append(done)) is True
+    assert seen == [2, 3, 3]
+    assert len(index.keyword("donnée")) == 3

@@ -6,7 +6,15 @@ import re
 
 import pytest
 
-from mcpbridge.domain.text_tokens import is_cjk, literal_words, query_tokens, search_tokens
+from mcpbridge.domain.text_tokens import (
+    ANALYSER_VERSION,
+    SNOWBALL_LANGUAGES,
+    Analyser,
+    is_cjk,
+    literal_words,
+    query_tokens,
+    search_tokens,
+)
 
 
 def test_latin_text_splits_into_folded_words_on_punctuation() -> None:
@@ -155,3 +163,46 @@ def test_literal_words_survive_deep_nesting() -> None:
 def test_literal_words_of_a_malformed_pattern_raise(pattern: str) -> None:
     with pytest.raises(re.error):
         literal_words(pattern)
+
+
+# ---------------------------------------------------------------------------------------------- analysers
+
+
+def test_an_analyser_stems_words_outside_cjk_and_keeps_bigrams() -> None:
+    analyser = Analyser("auto")
+    assert analyser.index_terms("Walruses were running 知识库 OAuth2 3600") == [
+        "walrus",
+        "were",
+        "run",
+        "知识",
+        "识库",
+        "oauth2",
+        "3600",
+    ]
+    assert analyser.index_terms("walrus") == analyser.index_terms("Walruses")
+
+
+def test_a_query_drops_stop_words_unless_nothing_else_is_left() -> None:
+    analyser = Analyser("english")
+    assert analyser.query_terms("What do walruses use their tusks for?") == ["walrus", "use", "tusk"]
+    assert analyser.query_terms("To be or not to be") == ["to", "be", "or", "not"]
+    assert analyser.query_terms("the walrus, the walruses") == ["walrus"]
+
+
+def test_other_languages_stem_and_stop_by_their_own_rules() -> None:
+    assert Analyser("french").query_terms("Où sont les données des utilisateurs ?") == ["donne", "utilis"]
+    assert Analyser("german").query_terms("Wie funktioniert die Suche?") == ["funktioniert", "such"]
+
+
+def test_language_none_keeps_words_as_written() -> None:
+    analyser = Analyser("none")
+    assert analyser.query_terms("How the walruses") == ["how", "the", "walruses"]
+    assert analyser.index_terms("Walruses") == ["walruses"]
+
+
+def test_every_analyser_has_an_id_that_names_its_rules() -> None:
+    assert Analyser("auto").id == Analyser("english").id != Analyser("none").id
+    assert str(ANALYSER_VERSION) in Analyser("french").id
+    assert set(SNOWBALL_LANGUAGES) >= {"english", "french", "german", "russian"}
+    with pytest.raises(ValueError, match="unknown language"):
+        Analyser("klingon")

@@ -16,6 +16,14 @@
 Languages written without spaces outside CJK (Thai, Lao, Khmer, Myanmar) come out as one token per run: searching
 them needs a dictionary segmenter this module does not have.
 
+An ``Analyser`` turns those words into the terms keyword search ranks, for one knowledge base's language: each word
+outside CJK is reduced to its Snowball stem (``walruses`` and ``walrus`` are both ``walrus``; PyStemmer), CJK
+bigrams stay as they are, and a query drops the language's stop words (``how``, ``the``, ``of``) unless nothing else
+is left. Indexed text keeps its stop words, so a query made only of them ("to be or not to be") still finds its
+text, and a stop list can change without re-indexing. ``search_tokens`` (surface words, no stemming) stays what grep
+looks words up in: a literal word of a regex must find the words it starts, which a stem cannot promise
+(``runn`` starts ``running``, whose stem is ``run``).
+
 ``literal_words`` serves grep: it finds the words that every match of a regular expression (RE2's syntax, which grep
 runs, or Python's) contains, so the keyword index can pick candidate chunks before the regex checks them.
 """
@@ -23,8 +31,11 @@ runs, or Python's) contains, so the keyword index can pick candidate chunks befo
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import Stemmer  # type: ignore[import-not-found,unused-ignore]
 
 # Hangul Jamo; 々〆〇 and the Suzhou numerals; Hiragana (with the combining sound marks); Katakana without the
 # middle dot ・; Hangul compatibility Jamo; Katakana extensions; CJK ideographs (extension A, unified, compatibility);
@@ -112,6 +123,138 @@ def _strip_accents(word: str) -> str:
 def _accented_script(code: int) -> bool:
     # Latin (with its extensions), Greek; Cyrillic keeps its marks: й and и are different letters.
     return code < 0x250 or 0x370 <= code <= 0x3FF or 0x1E00 <= code <= 0x1FFF
+
+
+# ---------------------------------------------------------------------------------------------- analysers
+
+ANALYSER_VERSION = 1
+"""Bumped whenever what an analyser makes of a text changes: index files analysed by an older one are re-analysed."""
+
+SNOWBALL_LANGUAGES: tuple[str, ...] = tuple(
+    sorted(name for name in Stemmer.algorithms() if name not in ("porter", "dutch_porter"))
+)
+LANGUAGES: tuple[str, ...] = ("auto", "none", *SNOWBALL_LANGUAGES)
+"""A knowledge base's ``language``: ``auto`` (the default: English rules for words outside CJK, which also suit the
+English words that most technical text in any language holds), ``none`` (words as written: no stems, no stop
+words) or a Snowball language by its English name (``french``, ``german``, ``russian``...)."""
+DEFAULT_LANGUAGE = "auto"
+
+# Stop words: the Snowball project's lists for the languages most knowledge bases are written in, folded like index
+# terms (accents stripped; "don't" is "don", "t"), plus the modal verbs questions begin with. Other Snowball languages
+# stem without a stop list.
+_STOP_WORDS: dict[str, str] = {
+    "english": """
+        i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers
+        herself it its itself they them their theirs themselves what which who whom this that these those am is are
+        was were be been being have has had having do does did doing would should could ought a an the and but if or
+        because as until while of at by for with about against between into through during before after above below
+        to from up down in out on off over under again further then once here there when where why how all any both
+        each few more most other some such no nor not only own same so than too very can will shall may might must
+        just also s t d ll m re ve don doesn didn isn aren wasn weren hasn haven hadn won wouldn shouldn couldn
+        mustn let lets
+    """,
+    "french": """
+        au aux avec ce ces dans de des du elle en et eux il ils je la le les leur lui ma mais me meme mes moi mon ne
+        nos notre nous on ou par pas pour qu que qui sa se ses son sur ta te tes toi ton tu un une vos votre vous c d
+        j l a m n s t y ete etre avoir ai as avons avez ont est sont etait comment quel quelle quels quelles quoi
+        ou est-ce cela ca
+    """,
+    "german": """
+        aber alle als also am an auch auf aus bei bin bis bist da damit dann das dass dein deine dem den der des dich
+        die dir du durch ein eine einem einen einer eines er es euer eure fur hat hatte hier ich ihm ihn ihr ihre im in
+        ist ja kann kein man mein meine mich mir mit muss nach nicht noch nun nur ob oder ohne sein seine sich sie
+        sind so um und uns unser unter viel vom von vor war was weil wenn wer wie wir wird wo wurde zu zum zur uber
+        welche welcher welches warum
+    """,
+    "spanish": """
+        a al algo como con de del donde el ella ellos en entre era es esa ese eso esta este esto estos fue ha hay la
+        las le les lo los mas me mi mis muy ni no nos o para pero por porque que quien se sea ser si sin sobre su sus
+        tambien te tiene tu un una uno unos y ya yo cual cuales cuando cuanto
+    """,
+    "italian": """
+        a ad al alla alle anche che chi ci come con cosa da dal dalla degli dei del della delle di e ed gli ha hanno
+        i il in io la le lei lo loro lui ma mi ne negli nei nel nella noi non o per perche piu quale quando quanto
+        questa questo se si sono su sua sue suo suoi ti tra tu un una uno voi
+    """,
+    "portuguese": """
+        a ao aos as com como da das de do dos e ela ele eles em entre era esta este eu foi ha isso isto ja lhe mais
+        mas me meu minha muito na nao nas nem no nos o os ou para pela pelo por porque qual quando que quem se sem
+        ser seu sua tambem te tem um uma voce
+    """,
+    "dutch": """
+        aan al als bij dan dat de der deze die dit doch door een en er had heb hem het hij hoe hun ik in is je kan
+        maar me met mij mijn na naar niet nog nu of om omdat ons ook op over te tot u uit van veel voor waar wat
+        wanneer waarom we wel werd wie wij worden zal ze zelf zich zij zijn zo zou
+    """,
+}
+
+
+@dataclass(frozen=True)
+class Analyser:
+    """The keyword analysis of one language (see the module docstring); ``id`` names it in an index file."""
+
+    language: str
+    _stop: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.language not in LANGUAGES:
+            raise ValueError(f"unknown language {self.language!r}; one of: {', '.join(LANGUAGES)}")
+        stop = "" if self.language == "none" else _STOP_WORDS.get(self.stemmer_language or "", "")
+        object.__setattr__(self, "_stop", frozenset(_fold(w) for w in stop.split()))
+
+    @property
+    def stemmer_language(self) -> str | None:
+        if self.language == "none":
+            return None
+        return "english" if self.language == "auto" else self.language
+
+    @property
+    def id(self) -> str:
+        """What an index file records: a file analysed by another id (or an older version) is re-analysed."""
+        return f"{ANALYSER_VERSION}:{self.stemmer_language or 'none'}"
+
+    def index_terms(self, text: str) -> list[str]:
+        """The terms of indexed text, in order, duplicates and stop words kept."""
+        return self._stems(search_tokens(text))
+
+    def query_terms(self, query: str) -> list[str]:
+        """The distinct terms of a query, in order, without its stop words (unless it holds nothing else)."""
+        words = list(dict.fromkeys(search_tokens(query)))
+        kept = [w for w in words if w not in self._stop]
+        return list(dict.fromkeys(self._stems(kept or words)))
+
+    def is_stop_word(self, word: str) -> bool:
+        return _fold(word) in self._stop
+
+    def _stems(self, words: list[str]) -> list[str]:
+        language = self.stemmer_language
+        if language is None:
+            return words
+        stem = _stemmer(language).stemWord
+        return [w if is_cjk(w) or w.isdigit() else stem(w) for w in words]
+
+
+def analyser_for(language: str | None) -> Analyser:
+    return Analyser(language or DEFAULT_LANGUAGE)
+
+
+_THREAD = threading.local()
+
+
+def _stemmer(language: str) -> Stemmer.Stemmer:
+    # A PyStemmer stemmer (with its cache of recent words) is not safe to share between threads: one per thread.
+    stemmers: dict[str, Stemmer.Stemmer] | None = getattr(_THREAD, "stemmers", None)
+    if stemmers is None:
+        stemmers = _THREAD.stemmers = {}
+    found = stemmers.get(language)
+    if found is None:
+        found = stemmers[language] = Stemmer.Stemmer(language, 20_000)
+    return found
+
+
+def _fold(word: str) -> str:
+    folded = _normalise(word)
+    return folded if folded.isascii() else _strip_accents(folded)
 
 
 # ---------------------------------------------------------------------------------------------- literal words

@@ -1,14 +1,28 @@
 """The search index of one knowledge base, in one SQLite file: chunks, an FTS5 keyword index and vectors.
 
-    meta        key → value: schema_version, generation, file_id, knowledge_base_id, embedder, dimension
-    chunks      one row per chunk (rowid, id, document, reading order, text, lines, offsets, heading path JSON)
-    chunks_fts  FTS5 over each chunk's ``search_tokens`` joined by spaces, rowid = chunks.rowid; ranked by bm25()
-    vectors     rowid = chunks.rowid → float32 little-endian blob; one embedder (name + dimension) per file
+    meta          key → value: schema_version, generation, file_id, knowledge_base_id, embedder, dimension,
+                  chunk_count, analyser (the id of the analysis ``chunks_stems`` holds), language; while a
+                  re-analysis runs: analysing (its language), analysing_rowid, analysing_until
+    chunks        one row per chunk (rowid, id, document, reading order, text, lines, offsets, heading path JSON)
+    chunks_fts    FTS5 over each chunk's ``search_tokens`` (surface words) joined by spaces, rowid = chunks.rowid:
+                  grep's candidates, and keyword search until the file is analysed
+    chunks_stems_a, chunks_stems_b
+                  FTS5 over each chunk's analysed terms (``Analyser.index_terms``: stems, CJK bigrams): keyword
+                  search, ranked by bm25(), on the one meta ``stems`` names; a re-analysis fills the other, then
+                  meta switches to it in one commit (no DDL while the file is in use)
+    vectors       rowid = chunks.rowid → float32 little-endian blob; one embedder (name + dimension) per file
 
-Keyword search tokenises in Python (``domain.text_tokens``: words, accents folded, CJK bigrams) and stores the
-terms with FTS5's ``ascii`` tokenizer, which splits on ASCII punctuation and space only and keeps every non-ASCII
-character inside its token: a term written is a term indexed, whatever SQLite's Unicode tables say. Semantic search
-is a cosine over all the file's vectors with numpy, on a matrix cached per file generation.
+Keyword search tokenises in Python (``domain.text_tokens``: words, accents folded, CJK bigrams, Snowball stems) and
+stores the terms with FTS5's ``ascii`` tokenizer, which splits on ASCII punctuation and space only and keeps every
+non-ASCII character inside its token: a term written is a term indexed, whatever SQLite's Unicode tables say.
+Semantic search is a cosine over all the file's vectors with numpy, on a matrix cached per file generation.
+
+The query plan: the query's terms without stop words; each term's chunk count (document frequency) read from the
+vocabulary; terms no chunk holds dropped, the rarest ``QUERY_TERMS_MAX`` kept. Chunks holding every kept term come
+first; then, to fill the limit, chunks holding some, matched only through the terms that at most half of the chunks
+hold (BM25 gives the others no weight, and they are what makes an OR of a long question slow) unless those are too
+few to fill the limit. A file of schema 1 is upgraded on its first write; until it is re-analysed
+(``reanalyse``), keyword search runs on its surface words with the same plan.
 
 Threads and processes: a call borrows a connection from a small pool (at most ``IDLE_CONNECTIONS`` kept idle, so
 a server with many threads and many knowledge bases does not hold a file descriptor per pair) and gives it back
@@ -37,7 +51,7 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,12 +62,15 @@ import numpy.typing as npt
 
 from mcpbridge.adapters.sqlite_wal import switch_to_wal
 from mcpbridge.domain.knowledge import CHUNK_TYPES, Chunk, ChunkType, Hit
-from mcpbridge.domain.text_tokens import is_cjk, query_tokens, search_tokens
+from mcpbridge.domain.text_tokens import Analyser, analyser_for, is_cjk, search_tokens
 from mcpbridge.errors import Unavailable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
 BUSY_TIMEOUT_SECONDS = 30.0
 IDLE_CONNECTIONS = 4
+QUERY_TERMS_MAX = 12
+REANALYSIS_BATCH = 500
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
@@ -75,6 +92,12 @@ _SCHEMA = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(terms, tokenize = 'ascii')",
     "CREATE TABLE IF NOT EXISTS vectors (rowid INTEGER PRIMARY KEY, vector BLOB NOT NULL)",
 )
+# What schema 2 adds; run on new files after _SCHEMA, and on a file of schema 1 when it is opened for writing.
+_SCHEMA_2 = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_stems_a USING fts5(terms, tokenize = 'ascii')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_stems_b USING fts5(terms, tokenize = 'ascii')",
+)
+_FTS_TABLES = ("chunks_fts", "chunks_stems_a", "chunks_stems_b")
 
 _CHUNK_COLUMNS = (
     "c.id, c.document_id, c.document_title, c.seq, c.type, c.text, c.heading_path, "
@@ -107,6 +130,42 @@ class _Vectors:
     spans: dict[str, tuple[int, int]]
 
 
+@dataclass(frozen=True)
+class _Plan:
+    every: list[str]
+    """The phrases of the first tier (all kept terms, rarest first)."""
+    some: list[str]
+    """The phrases the second tier matches any of."""
+
+
+@dataclass(frozen=True)
+class _AnalysisState:
+    """What the file's meta says about its keyword analysis."""
+
+    current: Analyser | None
+    """The analysis ``stems`` holds; None when the file was never analysed (schema 1, upgraded). When this code's
+    analyser for that language has changed since (a newer ``ANALYSER_VERSION``), the file is searched with today's
+    rules until it is re-analysed."""
+    recorded_id: str | None
+    """The analyser id meta records (``current.id`` unless the analyser changed since)."""
+    stems: str
+    target: Analyser | None
+    """The analysis a re-analysis under way is writing into ``spare``."""
+
+    @property
+    def language(self) -> str | None:
+        return None if self.current is None else self.current.language
+
+    @property
+    def spare(self) -> str:
+        return "chunks_stems_b" if self.stems == "chunks_stems_a" else "chunks_stems_a"
+
+    def tables(self) -> list[tuple[str, Analyser]]:
+        """The analysed terms tables a write must feed, each with its analysis."""
+        found = [] if self.current is None else [(self.stems, self.current)]
+        return found if self.target is None else [*found, (self.spare, self.target)]
+
+
 class KbIndexFile:
     """The search index of one knowledge base in one SQLite file (see the module docstring for the contract).
 
@@ -134,24 +193,32 @@ class KbIndexFile:
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]] | None,
         embedder_name: str | None,
+        *,
+        language: str | None = None,
     ) -> None:
         """Make ``chunks`` (and their ``vectors``, same order, made by ``embedder_name``) the whole indexed content
         of the document, in one transaction.
 
-        Raise ``ValueError`` for chunks of another document or knowledge base, duplicate ids or ``seq``, vectors
-        that do not match the chunks, and vectors of another embedder (name or dimension) than the file holds: a
-        knowledge base never mixes embedders. The file forgets its embedder when its last vector is removed.
+        ``language`` (a knowledge base's, ``text_tokens.LANGUAGES``) chooses the analysis of a file that holds no
+        chunk yet; a file keeps its analysis otherwise (``reanalyse`` changes it). Raise ``ValueError`` for chunks of
+        another document or knowledge base, duplicate ids or ``seq``, vectors that do not match the chunks, and
+        vectors of another embedder (name or dimension) than the file holds: a knowledge base never mixes embedders.
+        The file forgets its embedder when its last vector is removed.
         """
         rows = _chunk_rows(document_id, chunks)
         blobs = _vector_blobs(chunks, vectors, embedder_name)
         kb_ids = {chunk.knowledge_base_id for chunk in chunks}
         if len(kb_ids) > 1:
             raise ValueError(f"chunks of document {document_id!r} belong to several knowledge bases")
+        wanted = analyser_for(language)
         terms = [" ".join(search_tokens(chunk.text)) for chunk in chunks]
         with self._writing() as conn:
             if kb_ids:
                 _claim(conn, "knowledge_base_id", next(iter(kb_ids)), "knowledge base")
-            _delete_rows(conn, document_id)
+            removed = _delete_rows(conn, document_id)
+            state = _analysis(conn)
+            if state.current is None and _chunk_count(conn) == 0:
+                state = _adopt(conn, wanted)
             conn.executemany(
                 "INSERT INTO chunks (id, document_id, document_title, seq, type, text, heading_path, start_line,"
                 " end_line, start_offset, end_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -164,6 +231,11 @@ class KbIndexFile:
                 "INSERT INTO chunks_fts (rowid, terms) VALUES (?, ?)",
                 [(rowids[chunk.id], text) for chunk, text in zip(chunks, terms, strict=True)],
             )
+            for table, analyser in state.tables():
+                conn.executemany(
+                    f"INSERT OR REPLACE INTO {table} (rowid, terms) VALUES (?, ?)",  # noqa: S608 - a fixed table
+                    [(rowids[chunk.id], " ".join(analyser.index_terms(chunk.text))) for chunk in chunks],
+                )
             if blobs is not None:
                 dimension, data = blobs
                 _use_embedder(conn, cast(str, embedder_name), dimension)
@@ -171,13 +243,72 @@ class KbIndexFile:
                     "INSERT INTO vectors (rowid, vector) VALUES (?, ?)",
                     [(rowids[chunk.id], blob) for chunk, blob in zip(chunks, data, strict=True)],
                 )
+            _count_chunks(conn, len(chunks) - removed)
             _bump_generation(conn)
 
     def delete_document(self, document_id: str) -> None:
         """Remove the document's chunks, terms and vectors; a document that is not there changes nothing."""
         with self._writing() as conn:
-            if _delete_rows(conn, document_id):
+            removed = _delete_rows(conn, document_id)
+            if removed:
+                _count_chunks(conn, -removed)
                 _bump_generation(conn)
+
+    # ------------------------------------------------------------------------------------------ analysis
+
+    def analysis(self) -> tuple[str | None, str | None, int, int]:
+        """(language the keyword terms are analysed for, None before the file's first analysis; language of the
+        re-analysis under way or None; chunks it has done; chunks it has to do)."""
+        with self._reading() as held:
+            state = _analysis(held.conn)
+            if state.target is None:
+                return state.language, None, 0, 0
+            done, total = _reanalysis_progress(held.conn, state)
+            return state.language, state.target.language, done, total
+
+    def reanalyse(self, language: str, *, progress: Callable[[int, int], None] | None = None) -> bool:
+        """Analyse every chunk's text for ``language`` into the spare terms table, ``REANALYSIS_BATCH`` chunks per
+        transaction (searches keep using the current terms meanwhile, and writes feed both), then switch to it in
+        one commit. Resumes a re-analysis for the same language that was interrupted; one for another language
+        starts over. ``progress(done, total)`` is called after each batch. Returns whether anything changed (False
+        when the file is already analysed for ``language`` by this version of the analyser)."""
+        target = analyser_for(language)
+        with self._writing() as conn:
+            state = _analysis(conn)
+            if state.target is None and state.recorded_id == target.id:
+                return False
+            if state.target is None or state.target.id != target.id:
+                spare = state.spare
+                conn.execute(f"DELETE FROM {spare}")  # noqa: S608 - a fixed table
+                until = conn.execute("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()[0]
+                _set_meta(conn, {"analysing": target.language, "analysing_rowid": 0, "analysing_until": until})
+        while True:
+            with self._writing() as conn:
+                state = _analysis(conn)
+                if state.target is None or state.target.id != target.id:
+                    raise Unavailable("another re-analysis took over this index", code="search_index_busy")
+                after, until = int(_meta(conn, "analysing_rowid")), int(_meta(conn, "analysing_until"))
+                batch = conn.execute(
+                    "SELECT rowid, text FROM chunks WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
+                    (after, until, REANALYSIS_BATCH),
+                ).fetchall()
+                if batch:
+                    conn.executemany(
+                        f"INSERT OR REPLACE INTO {state.spare} (rowid, terms) VALUES (?, ?)",  # noqa: S608 - fixed
+                        [(rowid, " ".join(target.index_terms(text))) for rowid, text in batch],
+                    )
+                    _set_meta(conn, {"analysing_rowid": int(batch[-1][0])})
+                done, total = _reanalysis_progress(conn, state)
+                if not batch:
+                    old = state.stems
+                    _set_meta(conn, {"stems": state.spare, "analyser": target.id, "language": target.language})
+                    conn.execute("DELETE FROM meta WHERE key IN ('analysing', 'analysing_rowid', 'analysing_until')")
+                    conn.execute(f"DELETE FROM {old}")  # noqa: S608 - a fixed table
+                    _bump_generation(conn)
+            if progress is not None:
+                progress(done, total)
+            if not batch:
+                return True
 
     def copy_to(self, destination: Path) -> None:
         """Write a compact, self-contained copy of the committed index (``VACUUM INTO``) to a new file: what to
@@ -191,26 +322,53 @@ class KbIndexFile:
 
     def keyword(self, query: str, *, document_ids: Collection[str] | None = None, limit: int = 10) -> list[Hit]:
         """Chunks matching the query's terms, best first, by BM25 in two tiers: chunks holding every term, then
-        (to fill ``limit``) chunks holding some.
+        (to fill ``limit``) chunks holding some (see the module docstring for the plan).
 
         Scores are comparable across files and agree with the order: ``1 + s/(1+s)`` in the first tier and
         ``s/(1+s)`` in the second, where ``s = -bm25()`` (BM25 statistics are the whole file's). A query term that
         is a single CJK character also matches the bigrams it starts. ``document_ids`` restricts the search before
         ranking and ``limit``; an empty collection, a query without terms or ``limit < 1`` find nothing.
         """
-        terms = list(dict.fromkeys(query_tokens(query)))
         documents = _documents_json(document_ids)
-        if not terms or limit < 1 or documents == "[]":
+        if limit < 1 or documents == "[]":
             return []
-        phrases = [_phrase(term, prefix=is_cjk(term) and len(term) == 1) for term in terms]
         with self._reading() as held:
-            every = self._ranked(held, " AND ".join(phrases), documents, limit)
+            state = _analysis(held.conn)
+            table, analyser = (state.stems, state.current) if state.current is not None else ("chunks_fts", None)
+            terms = _query_terms(query, analyser, state.language)
+            if not terms:
+                return []
+            plan = self._plan(held, table, terms, limit)
+            if not plan.every:
+                return []
+            every = self._ranked(held, table, " AND ".join(plan.every), documents, limit)
             hits = [Hit(chunk, 1.0 + _squash(score)) for chunk, score in every]
-            if len(phrases) > 1 and len(hits) < limit:
+            if len(plan.every) > 1 and len(hits) < limit:
                 seen = {hit.chunk.id for hit in hits}
-                some = self._ranked(held, " OR ".join(phrases), documents, limit)
+                some = self._ranked(held, table, " OR ".join(plan.some), documents, limit + len(seen))
                 hits += [Hit(chunk, _squash(score)) for chunk, score in some if chunk.id not in seen]
         return hits[:limit]
+
+    def _plan(self, held: _Connection, table: str, terms: list[str], limit: int) -> _Plan:
+        """Which phrases the two tiers match (see the module docstring)."""
+        total = _chunk_count(held.conn)
+        counted: list[tuple[int, str]] = []
+        for term in terms:
+            prefix = is_cjk(term) and len(term) == 1
+            # A prefix term's count is not in the vocabulary; it is a lone CJK character: count it as rare.
+            df = 1 if prefix else self._document_frequency(held, table, term)
+            if df:
+                counted.append((df, _phrase(term, prefix=prefix)))
+        counted.sort(key=lambda item: item[0])
+        counted = counted[:QUERY_TERMS_MAX]
+        some = [phrase for df, phrase in counted if df * 2 <= total]
+        if sum(df for df, phrase in counted if df * 2 <= total) < limit:
+            some = [phrase for _, phrase in counted]
+        return _Plan(every=[phrase for _, phrase in counted], some=some)
+
+    def _document_frequency(self, held: _Connection, table: str, term: str) -> int:
+        row = held.conn.execute(f"SELECT doc FROM temp.{table}_vocab WHERE term = ?", (term,)).fetchone()  # noqa: S608
+        return 0 if row is None else int(row[0])
 
     def candidates(
         self, words: Sequence[str], *, document_ids: Collection[str] | None = None, limit: int = 30
@@ -227,7 +385,7 @@ class KbIndexFile:
             return []
         expression = " AND ".join(_phrase(term, prefix=True) for term in terms)
         with self._reading() as held:
-            return [chunk for chunk, _ in self._ranked(held, expression, documents, limit)]
+            return [chunk for chunk, _ in self._ranked(held, "chunks_fts", expression, documents, limit)]
 
     def semantic(
         self, vector: Sequence[float], *, document_ids: Collection[str] | None = None, limit: int = 10
@@ -405,13 +563,18 @@ class KbIndexFile:
             if version is None and not self._read_only:
                 _create_schema(conn)
                 version = SCHEMA_VERSION
+            elif version == 1 and not self._read_only:
+                _upgrade_to_2(conn)
+                version = SCHEMA_VERSION
+            if version in READABLE_VERSIONS:
+                _attach_vocabularies(conn)
         except (sqlite3.Error, OSError) as exc:
             if conn is not None:
                 conn.close()
             raise Unavailable(
                 f"cannot open the search index at {self._path}: {exc}", code="search_index_unavailable"
             ) from exc
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS:
             conn.close()
             raise Unavailable(
                 f"the search index at {self._path} has schema version {version}, this code reads {SCHEMA_VERSION}",
@@ -447,7 +610,7 @@ class KbIndexFile:
             conn.execute("COMMIT")
 
     def _ranked(
-        self, held: _Connection, expression: str, documents: str | None, limit: int
+        self, held: _Connection, table: str, expression: str, documents: str | None, limit: int
     ) -> list[tuple[Chunk, float]]:
         """Chunks matching an FTS5 expression with -bm25(), best first.
 
@@ -455,7 +618,7 @@ class KbIndexFile:
         ``+rowid IN (...)`` so that SQLite checks it on each match (and computes bm25() only for the rows that pass)
         instead of handing FTS5 one ``rowid =`` lookup per chunk, each of which would recompute the BM25 statistics.
         """
-        where = "chunks_fts MATCH ?"
+        where = f"{table} MATCH ?"
         params: list[Any] = [expression]
         if documents is not None:
             where += f" AND +rowid IN ({_IN_DOCUMENTS})"
@@ -463,7 +626,7 @@ class KbIndexFile:
         params.append(limit)
         rows = held.conn.execute(
             f"SELECT {_CHUNK_COLUMNS}, -f.score FROM "  # noqa: S608 - fixed SQL; values are bound
-            f"(SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE {where} ORDER BY score LIMIT ?) AS f "
+            f"(SELECT rowid, bm25({table}) AS score FROM {table} WHERE {where} ORDER BY score LIMIT ?) AS f "
             "JOIN chunks AS c ON c.rowid = f.rowid ORDER BY f.score, c.rowid",
             params,
         ).fetchall()
@@ -527,16 +690,101 @@ def _schema_version(conn: sqlite3.Connection) -> int | None:
 def _create_schema(conn: sqlite3.Connection) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _SCHEMA:
+        for statement in (*_SCHEMA, *_SCHEMA_2):
             conn.execute(statement)
         conn.executemany(
             "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
-            [("schema_version", SCHEMA_VERSION), ("generation", 0), ("file_id", uuid.uuid4().hex)],
+            [
+                ("schema_version", SCHEMA_VERSION),
+                ("generation", 0),
+                ("file_id", uuid.uuid4().hex),
+                ("chunk_count", 0),
+                ("stems", "chunks_stems_a"),
+            ],
         )
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _upgrade_to_2(conn: sqlite3.Connection) -> None:
+    """Schema 1 → 2: the analysed terms tables (empty: the file is searched by its surface words until it is
+    re-analysed) and the chunk count."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if int(_meta(conn, "schema_version")) == 1:
+            for statement in _SCHEMA_2:
+                conn.execute(statement)
+            count = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            _set_meta(conn, {"schema_version": 2, "chunk_count": count, "stems": "chunks_stems_a"})
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _attach_vocabularies(conn: sqlite3.Connection) -> None:
+    """Per-connection (temp) fts5vocab tables over the terms tables the file has: they also serve read-only files."""
+    present = {
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name IN (SELECT value FROM json_each(?))",
+            (json.dumps(_FTS_TABLES),),
+        )
+    }
+    for table in _FTS_TABLES:
+        if table in present:
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_vocab USING fts5vocab(main, {table}, 'row')")
+
+
+def _set_meta(conn: sqlite3.Connection, values: dict[str, Any]) -> None:
+    conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(values.items()))
+
+
+def _analysis(conn: sqlite3.Connection) -> _AnalysisState:
+    meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('analyser', 'language', 'stems', 'analysing')"))
+    recorded = meta.get("analyser")
+    current = None if recorded is None else analyser_for(str(meta.get("language")))
+    target = None if meta.get("analysing") is None else analyser_for(str(meta["analysing"]))
+    return _AnalysisState(current, None if recorded is None else str(recorded), str(meta.get("stems")), target)
+
+
+def _adopt(conn: sqlite3.Connection, analyser: Analyser) -> _AnalysisState:
+    """An empty file takes the analysis it is asked for, with nothing to re-analyse."""
+    stems = str(_meta(conn, "stems") or "chunks_stems_a")
+    _set_meta(conn, {"analyser": analyser.id, "language": analyser.language, "stems": stems})
+    return _analysis(conn)
+
+
+def _chunk_count(conn: sqlite3.Connection) -> int:
+    value = _meta(conn, "chunk_count")
+    if value is None:  # a file of schema 1, read-only
+        return int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+    return int(value)
+
+
+def _count_chunks(conn: sqlite3.Connection, delta: int) -> None:
+    if delta:
+        conn.execute("UPDATE meta SET value = value + ? WHERE key = 'chunk_count'", (delta,))
+
+
+def _reanalysis_progress(conn: sqlite3.Connection, state: _AnalysisState) -> tuple[int, int]:
+    if state.target is None:
+        return 0, 0
+    after, until = int(_meta(conn, "analysing_rowid") or 0), int(_meta(conn, "analysing_until") or 0)
+    total = conn.execute("SELECT count(*) FROM chunks WHERE rowid <= ?", (until,)).fetchone()[0]
+    done = conn.execute("SELECT count(*) FROM chunks WHERE rowid <= ?", (min(after, until),)).fetchone()[0]
+    return int(done), int(total)
+
+
+def _query_terms(query: str, analyser: Analyser | None, language: str | None) -> list[str]:
+    if analyser is not None:
+        return analyser.query_terms(query)
+    # Not analysed yet: surface words, without the stop words of the default analysis.
+    words = list(dict.fromkeys(search_tokens(query)))
+    default = analyser_for(language)
+    return [w for w in words if not default.is_stop_word(w)] or words
 
 
 def _meta(conn: sqlite3.Connection, key: str) -> Any:
@@ -568,9 +816,15 @@ def _use_embedder(conn: sqlite3.Connection, name: str, dimension: int) -> None:
 
 def _delete_rows(conn: sqlite3.Connection, document_id: str) -> int:
     of_document = "SELECT rowid FROM chunks WHERE document_id = ?"
-    conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({of_document})", (document_id,))  # noqa: S608 - fixed SQL
+    for table in _FTS_TABLES:
+        if table == "chunks_fts" or _has_table(conn, table):
+            conn.execute(f"DELETE FROM {table} WHERE rowid IN ({of_document})", (document_id,))  # noqa: S608 - fixed
     conn.execute(f"DELETE FROM vectors WHERE rowid IN ({of_document})", (document_id,))  # noqa: S608 - fixed SQL
     return conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,)).rowcount
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
 def _bump_generation(conn: sqlite3.Connection) -> None:
