@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.client.policies import ToolPolicies
     from mcpbridge.client.pool import ConnectionPools
-    from mcpbridge.client.registry import ExternalService, ServiceRegistry
+    from mcpbridge.client.registry import ServiceRegistry
     from mcpbridge.client.tool_catalog import ToolCatalog
+    from mcpbridge.domain.external_services import ExternalService
     from mcpbridge.domain.identity import Principal
     from mcpbridge.knowledge.answers import Answerer
     from mcpbridge.knowledge.bases import KnowledgeBases
@@ -260,9 +261,13 @@ class Container:
 
     @cached_property
     def services(self) -> ServiceRegistry:
+        from mcpbridge.client.policies import PolicyRows
         from mcpbridge.client.registry import ServiceRegistry
+        from mcpbridge.client.snapshots import Snapshots
+        from mcpbridge.oauth.rows import OAuthRows
 
-        return ServiceRegistry(self.store, self.clock, self.secrets, self.egress)
+        dependents = (PolicyRows(self.store), Snapshots(self.store, lambda: self.blobs), OAuthRows(self.store))
+        return ServiceRegistry(self.store, self.clock, self.secrets, self.egress, dependents=dependents)
 
     @cached_property
     def tool_policies(self) -> ToolPolicies:

@@ -39,7 +39,7 @@ from mcpbridge.identity.accounts import Initialization
 from mcpbridge.settings import Settings
 
 if TYPE_CHECKING:
-    from mcpbridge.client.registry import ExternalService
+    from mcpbridge.domain.external_services import ExternalService
     from mcpbridge.oauth.manager import AuthorizationStart, OAuthStatus
 
 

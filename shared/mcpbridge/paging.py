@@ -1,10 +1,10 @@
-"""Reading every item of a partition, page after page."""
+"""Reading (or deleting) every item of a partition, page after page."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mcpbridge.domain.items import IndexName, Item
+from mcpbridge.domain.items import IndexName, Item, Key
 from mcpbridge.ports import Store
 
 
@@ -19,3 +19,11 @@ def every_item(
         cursor = page.cursor
         if cursor is None:
             return
+
+
+def delete_every_item(store: Store, partition: str, *, sk_prefix: str) -> int:
+    """Delete every live item of a table partition whose sort key starts with ``sk_prefix``; how many went."""
+    items = list(every_item(store, partition, sk_prefix=sk_prefix))
+    for item in items:
+        store.delete(Key(item["pk"], item["sk"]))
+    return len(items)

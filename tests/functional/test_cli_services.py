@@ -38,7 +38,7 @@ from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal, Scope
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.identity.accounts import _api_key_item
-from mcpbridge.oauth.tokens import token_key
+from mcpbridge.oauth.rows import token_key
 from mcpbridge.settings import Settings
 from tests.functional.test_oauth_flow import approve, query_of
 from tests.support.aws import create_aws_resources, set_fake_aws_env

@@ -13,8 +13,8 @@ import pytest
 from mcpbridge.bootstrap import Container
 from mcpbridge.client.connection import ConnectionSpec
 from mcpbridge.client.pool import ConnectionPool, PoolKey
-from mcpbridge.client.registry import WORKSPACE_SCOPE
 from mcpbridge.client.specs import connection_spec
+from mcpbridge.domain.external_services import WORKSPACE_SCOPE
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.settings import Settings
 from tests.support.everything import Everything

@@ -27,8 +27,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from mcpbridge.client import connection as connection_module
 from mcpbridge.client.connection import Connection, ConnectionSpec, OutcomeUnknown, Transport, probe
-from mcpbridge.client.registry import AdvancedConfig, AuthConfig, ExternalService
 from mcpbridge.client.specs import connection_spec
+from mcpbridge.domain.external_services import AdvancedConfig, AuthConfig, ExternalService
 from mcpbridge.errors import InvalidInput, UpstreamError
 from mcpbridge.outbound import http2
 from mcpbridge.outbound.policy import EgressPolicy

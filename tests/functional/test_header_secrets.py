@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge.bootstrap import Container
-from mcpbridge.client.registry import service_key
+from mcpbridge.client.service_items import service_key
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.clock import FakeClock

@@ -31,8 +31,8 @@ from moto import mock_aws
 from mcpbridge.bootstrap import Container
 from mcpbridge.client.connection import Connection, ConnectionSpec
 from mcpbridge.client.oauth_calls import call_with_oauth
-from mcpbridge.client.registry import ExternalService
 from mcpbridge.domain import credentials
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Scope
 from mcpbridge.domain.items import Update
 from mcpbridge.domain.secrets import SecretContext
@@ -40,7 +40,7 @@ from mcpbridge.errors import InvalidInput, OAuthRequired, UpstreamError
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.identity.accounts import _api_key_item
 from mcpbridge.oauth.attempts import state_key
-from mcpbridge.oauth.tokens import token_key
+from mcpbridge.oauth.rows import token_key
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.settings import Settings
 from tests.support.aws import create_aws_resources, set_fake_aws_env

@@ -27,8 +27,8 @@ from mcp.server.lowlevel import Server
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.client.connection import ProbeResult
-from mcpbridge.client.registry import ExternalService
 from mcpbridge.client.service_probe import probe_service
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.settings import Settings
 from tests.support.everything import handle_stateless, serve

@@ -14,8 +14,10 @@ from fastapi.testclient import TestClient
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.client.policies import ToolPolicies
-from mcpbridge.client.registry import STDIO_REFUSED, ServiceRegistry, service_key
+from mcpbridge.client.registry import ServiceRegistry
+from mcpbridge.client.service_items import service_key
 from mcpbridge.domain import credentials
+from mcpbridge.domain.external_services import STDIO_REFUSED
 from mcpbridge.domain.identity import Scope
 from mcpbridge.domain.items import Update
 from mcpbridge.domain.secrets import SEALED_PREFIX, SecretContext

@@ -38,7 +38,8 @@ from fastapi.testclient import TestClient
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.client.connection import ConnectionSpec, probe
-from mcpbridge.client.registry import ExternalService, service_key
+from mcpbridge.client.service_items import service_key
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import acting_for
 from mcpbridge.domain.items import Update
 from mcpbridge.errors import InvalidInput, MCPBridgeError

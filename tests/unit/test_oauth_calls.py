@@ -10,7 +10,7 @@ import pytest
 
 from mcpbridge.client.connection import ConnectionSpec, OutcomeUnknown
 from mcpbridge.client.oauth_calls import call_with_oauth, oauth_connection_spec
-from mcpbridge.client.registry import AdvancedConfig, AuthConfig, ExternalService
+from mcpbridge.domain.external_services import AdvancedConfig, AuthConfig, ExternalService
 from mcpbridge.errors import OAuthRequired, UpstreamError
 
 SERVICE = ExternalService(

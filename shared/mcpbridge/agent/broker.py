@@ -29,7 +29,8 @@ from anyio import to_thread
 from mcpbridge.agent.arguments import validate_arguments
 from mcpbridge.agent.calls import ID_PREFIX, ToolCall, ToolCalls
 from mcpbridge.agent.steps import OAuthGate, ToolCallSteps, event_detail, needs_oauth
-from mcpbridge.client.registry import ExternalService, ServiceRegistry
+from mcpbridge.client.registry import ServiceRegistry
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal, acting_for, timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.errors import Conflict, Forbidden, InvalidInput, NotFound, OAuthRequired

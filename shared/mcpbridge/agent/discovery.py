@@ -39,8 +39,9 @@ from typing import Any, Final, Literal, Protocol
 
 from mcpbridge.agent.profiles import AgentProfile, require_agent
 from mcpbridge.client.policies import ToolPolicies, ToolPolicy
-from mcpbridge.client.registry import ExternalService, ServiceRegistry
+from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.client.tool_catalog import CatalogView, RefreshError, ToolCatalog
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal, Scope, timestamp
 from mcpbridge.domain.items import Key
 from mcpbridge.domain.names import fold

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from anyio import to_thread
 
 from mcpbridge.client.pool import ConnectionPools, PoolKey
-from mcpbridge.client.registry import WORKSPACE_SCOPE, ExternalService, ServiceRegistry
+from mcpbridge.client.registry import ServiceRegistry
+from mcpbridge.domain.external_services import WORKSPACE_SCOPE, ExternalService
 
 if TYPE_CHECKING:
     from mcpbridge.client.connection import ConnectionSpec

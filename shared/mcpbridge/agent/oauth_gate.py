@@ -13,11 +13,12 @@ from typing import Any, TypeVar
 import anyio
 import anyio.from_thread
 
-from mcpbridge.client.registry import ExternalService
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import acting_for
 from mcpbridge.errors import MCPBridgeError
 from mcpbridge.oauth.manager import OAuthManager
-from mcpbridge.oauth.tokens import TokenStore, token_key
+from mcpbridge.oauth.rows import token_key
+from mcpbridge.oauth.tokens import TokenStore
 from mcpbridge.ports import Clock
 
 log = logging.getLogger("mcpbridge.agent")

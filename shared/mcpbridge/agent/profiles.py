@@ -33,6 +33,7 @@ from mcpbridge.domain.ids import is_id, new_id
 from mcpbridge.domain.items import Condition, Item, Key, Update
 from mcpbridge.domain.names import clean_description, clean_name
 from mcpbridge.errors import ConditionFailed, Conflict, Forbidden, InvalidInput, NotFound
+from mcpbridge.optimistic import refusing_when, update_optimistically
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
 
@@ -212,7 +213,8 @@ class AgentProfiles:
             )
         if not isinstance(mcp_services, Unset):
             changes["mcp_services"] = self._clean_services(principal.workspace_id, mcp_services)
-        for _ in range(_WRITE_ATTEMPTS):
+
+        def attempt() -> AgentProfile:
             current = _profile_of(self._item(principal.workspace_id, agent_id))
             if expected_version is not None and current.version != expected_version:
                 raise _version_conflict()
@@ -221,19 +223,15 @@ class AgentProfiles:
                 return current
             sets = {field: list(value) if field == "mcp_services" else value for field, value in effective.items()}
             sets |= {"updated_at": timestamp(self._clock.now()), "version": current.version + 1}
-            try:
+            with refusing_when(gone=_not_found, pinned=_version_conflict if expected_version is not None else None):
                 item = self._store.update(
                     agent_key(principal.workspace_id, agent_id), Update(set=sets), condition=_unchanged(current.version)
                 )
-            except ConditionFailed as lost:
-                if lost.current is None:
-                    raise _not_found() from None
-                if expected_version is not None:
-                    raise _version_conflict() from None
-                continue
             log.info("updated agent profile %s (%s)", agent_id, ", ".join(sorted(effective)))
             return _profile_of(item)
-        raise Conflict("the agent profile kept changing during the update; retry", code="agent_busy")
+
+        busy = Conflict("the agent profile kept changing during the update; retry", code="agent_busy")
+        return update_optimistically(attempt, busy=lambda: busy)
 
     def delete(self, principal: Principal, agent_id: str, *, expected_version: int | None = None) -> None:
         require_writer(principal)

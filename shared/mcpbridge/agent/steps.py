@@ -20,7 +20,7 @@ import anyio
 from mcpbridge.agent.arguments import validate_arguments
 from mcpbridge.agent.calls import WAITING, PendingKind, Status, ToolCall, ToolCalls
 from mcpbridge.agent.invoke import ToolInvoker
-from mcpbridge.client.registry import ExternalService
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.errors import Conflict, MCPBridgeError, OAuthRequired
 from mcpbridge.ports import Clock, Events, Workflow
 

@@ -23,8 +23,8 @@ from typing import Protocol, TypeVar
 import anyio
 
 from mcpbridge.client.connection import ConnectionSpec
-from mcpbridge.client.registry import ExternalService
 from mcpbridge.client.specs import connection_spec
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.errors import UpstreamError
 
 T = TypeVar("T")

@@ -15,12 +15,13 @@ import logging
 import re
 from dataclasses import dataclass
 
-from mcpbridge.client.registry import ServiceRegistry, require_reader, require_writer, scope_for
+from mcpbridge.client.registry import ServiceRegistry, require_reader, require_writer
 from mcpbridge.client.snapshots import Snapshots
+from mcpbridge.domain.external_services import scope_for
 from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.domain.items import Condition, Item, Key, Update
 from mcpbridge.errors import ConditionFailed, InvalidInput, NotFound
-from mcpbridge.paging import every_item
+from mcpbridge.paging import delete_every_item, every_item
 from mcpbridge.ports import Clock, Store
 
 log = logging.getLogger("mcpbridge.services")
@@ -45,6 +46,16 @@ class ToolPolicy:
     definition_hash: str | None = None
     """For a tool requiring approval whose definition changed: the definition approvals must now be given for."""
     definition_changed_at: str | None = None
+
+
+class PolicyRows:
+    """The tool policies of a service as rows: forgotten with their service (see ``ServiceRegistry.delete``)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def forget_service(self, workspace_id: str, service_id: str) -> None:
+        delete_every_item(self._store, f"WS#{workspace_id}", sk_prefix=f"SVCTOOL#{service_id}#")
 
 
 class ToolPolicies:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpbridge.client.connection import Connection, ConnectionSpec
-from mcpbridge.client.registry import WORKSPACE_SCOPE
+from mcpbridge.domain.external_services import WORKSPACE_SCOPE
 from mcpbridge.outbound.policy import EgressPolicy
 
 log = logging.getLogger("mcpbridge.services")

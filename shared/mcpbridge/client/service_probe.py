@@ -21,8 +21,9 @@ from anyio import to_thread
 
 from mcpbridge.client.connection import ConnectionSpec, ProbeResult, probe
 from mcpbridge.client.oauth_calls import BearerSource, call_with_oauth
-from mcpbridge.client.registry import ExternalService, ServiceRegistry
+from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.client.specs import connection_spec
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal
 from mcpbridge.errors import OAuthRequired, UpstreamError
 from mcpbridge.outbound.policy import EgressPolicy

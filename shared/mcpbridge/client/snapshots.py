@@ -51,3 +51,10 @@ class Snapshots:
         if snapshot is None:
             return None
         return frozenset(str(tool["name"]) for tool in snapshot.get("tools", []))
+
+    def forget_service(self, workspace_id: str, service_id: str) -> None:
+        """Delete every snapshot of a service in a workspace, blobs then heads (after the service is deleted)."""
+        for head in list(every_item(self._store, f"WS#{workspace_id}", sk_prefix=f"SVCCAT#{service_id}#")):
+            if head.get("snapshot_key"):
+                self._blobs().delete(head["snapshot_key"])
+            self._store.delete(Key(head["pk"], head["sk"]))

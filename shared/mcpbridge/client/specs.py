@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from anyio import to_thread
 
 from mcpbridge.client.connection import ConnectionSpec
-from mcpbridge.client.registry import ExternalService, ServiceRegistry
+from mcpbridge.client.registry import ServiceRegistry
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal
 from mcpbridge.errors import OAuthRequired
 

@@ -38,14 +38,14 @@ from typing import TYPE_CHECKING, Any
 from anyio import to_thread
 
 from mcpbridge.client.policies import ToolPolicies
-from mcpbridge.client.registry import ExternalService, ServiceRegistry, require_reader, require_writer, scope_for
+from mcpbridge.client.registry import ServiceRegistry, require_reader, require_writer
 from mcpbridge.client.snapshots import Snapshots, head_key
+from mcpbridge.domain.external_services import ExternalService, scope_for
 from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import AttrAbsent, Compare, Condition, Key, Update
 from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, OAuthRequired, UpstreamError
 from mcpbridge.outbound.policy import EgressPolicy
-from mcpbridge.paging import every_item
 from mcpbridge.ports import Blobs, Clock, Store
 
 if TYPE_CHECKING:  # the MCP client is imported on use: reading a catalog (admin API) should not pay for it
@@ -302,13 +302,6 @@ class ToolCatalog:
         except MCPBridgeError as exc:
             log.warning("could not record the failed catalog refresh of MCP service %s: %s", service.id, exc.code)
         log.info("catalog refresh of MCP service %s failed: %s", service.id, failure.code)
-
-    def forget(self, workspace_id: str, service_id: str) -> None:
-        """Delete every snapshot of a service in a workspace (after the service is deleted)."""
-        for head in list(every_item(self._store, f"WS#{workspace_id}", sk_prefix=f"SVCCAT#{service_id}#")):
-            if head.get("snapshot_key"):
-                self._blobs.delete(head["snapshot_key"])
-            self._store.delete(Key(head["pk"], head["sk"]))
 
 
 def _definition(tool: Tool, host: str) -> dict[str, Any]:

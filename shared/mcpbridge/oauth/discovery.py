@@ -35,7 +35,7 @@ from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from pydantic import ValidationError
 
-from mcpbridge.client.registry import ExternalService
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.errors import InvalidInput, MCPBridgeError, UpstreamError
 from mcpbridge.outbound.http import guarded_async_client
 from mcpbridge.outbound.json_http import get_json, require_https

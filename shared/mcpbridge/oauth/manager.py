@@ -42,7 +42,8 @@ from urllib.parse import urlencode
 import anyio
 from anyio import to_thread
 
-from mcpbridge.client.registry import ExternalService, ServiceRegistry
+from mcpbridge.client.registry import ServiceRegistry
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.ids import is_id, new_id
 from mcpbridge.errors import Conflict, InvalidInput, MCPBridgeError, NotFound, OAuthRequired, UpstreamError
@@ -51,6 +52,7 @@ from mcpbridge.oauth.discovery import JWT_BEARER, Discovery, discover
 from mcpbridge.oauth.pkce import new_pkce, new_state
 from mcpbridge.oauth.redirects import allowed_origins, callback_url, validate_frontend_redirect, with_result
 from mcpbridge.oauth.registration import ClientIdentities, ClientIdentity, ClientRegistrations
+from mcpbridge.oauth.rows import token_key
 from mcpbridge.oauth.tokens import (
     LEASE_POLL_SECONDS,
     LEASE_SECONDS,
@@ -60,7 +62,6 @@ from mcpbridge.oauth.tokens import (
     TokenRefused,
     TokenState,
     TokenStore,
-    token_key,
     token_request,
 )
 from mcpbridge.outbound.json_http import post_form, require_https

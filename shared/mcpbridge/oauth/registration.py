@@ -22,7 +22,6 @@ and the loser uses the winner's (its own stays unused at the server).
 from __future__ import annotations
 
 import base64
-import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,12 +30,14 @@ from urllib.parse import quote, urlsplit
 
 from anyio import to_thread
 
-from mcpbridge.client.registry import ExternalService, ServiceRegistry
+from mcpbridge.client.registry import ServiceRegistry
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.items import Condition, Item, Key
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.errors import ConditionFailed, Conflict, InvalidInput, UpstreamError
 from mcpbridge.oauth.discovery import Discovery
+from mcpbridge.oauth.rows import client_key
 from mcpbridge.outbound.json_http import request, require_https
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.ports import Clock, SecretBox, Store
@@ -97,10 +98,6 @@ def _method(value: Any) -> AuthMethod:
     return "none"
 
 
-def issuer_digest(issuer: str) -> str:
-    return hashlib.sha256(issuer.encode()).hexdigest()[:32]
-
-
 class ClientRegistrations:
     """The stored dynamic registrations of a workspace (blocking store and SecretBox calls)."""
 
@@ -111,7 +108,7 @@ class ClientRegistrations:
 
     @staticmethod
     def key(workspace_id: str, service_id: str, issuer: str) -> Key:
-        return Key(f"WS#{workspace_id}", f"OAUTHCLIENT#{service_id}#{issuer_digest(issuer)}")
+        return client_key(workspace_id, service_id, issuer)
 
     @staticmethod
     def _context(workspace_id: str, sk: str) -> SecretContext:

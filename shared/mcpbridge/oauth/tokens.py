@@ -41,6 +41,7 @@ from mcpbridge.domain.items import AllOf, AnyOf, AttrAbsent, Compare, Condition,
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.errors import ConditionFailed, UpstreamError
 from mcpbridge.oauth.registration import ClientIdentity
+from mcpbridge.oauth.rows import token_key
 from mcpbridge.outbound.json_http import Answer, post_form
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.ports import Clock, SecretBox, Store
@@ -59,10 +60,6 @@ Verdict = Literal["reauthorize", "drop_client", "temporary"]
 REAUTHORIZE_ERRORS = frozenset({"invalid_grant", "invalid_token", "expired_token", "bad_refresh_token"})
 CLIENT_ERRORS = frozenset({"invalid_client", "unauthorized_client"})
 _LEASE_ATTRS = ("lease_id", "lease_until")
-
-
-def token_key(workspace_id: str, service_id: str, principal_type: str, principal_id: str) -> Key:
-    return Key(f"WS#{workspace_id}", f"OAUTHTOKEN#{service_id}#{principal_type}#{principal_id}")
 
 
 def _context(workspace_id: str, service_id: str, principal_type: str, principal_id: str) -> SecretContext:

@@ -40,6 +40,7 @@ from mcpbridge.errors import (
 )
 from mcpbridge.identity.accounts import workspace_key
 from mcpbridge.knowledge.bases import KnowledgeBases
+from mcpbridge.optimistic import refusing_when, update_optimistically
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
 from mcpbridge.publishing.offered_tools import (
@@ -264,7 +265,9 @@ class EndpointService:
         if not isinstance(knowledge_base_ids, Unset):
             changes["knowledge_base_ids"] = _clean_kb_ids(knowledge_base_ids)
         bases_checked = False
-        for _ in range(_WRITE_ATTEMPTS):
+
+        def attempt() -> Endpoint:
+            nonlocal bases_checked
             current = _endpoint_of(self._item(principal.workspace_id, endpoint_id))
             if expected_version is not None and current.version != expected_version:
                 raise _version_conflict()
@@ -280,26 +283,23 @@ class EndpointService:
             if not effective:
                 return current
             effective |= {"updated_at": timestamp(self._clock.now()), "version": current.version + 1}
-            try:
+            # Changed under us: merged onto the newer version in the next round, unless the caller pinned one.
+            with refusing_when(gone=_not_found, pinned=_version_conflict if expected_version is not None else None):
                 item = self._store.update(
                     endpoint_key(current.workspace_id, current.id),
                     Update(set=effective),
                     condition=_unchanged(current.version),
                 )
-            except ConditionFailed as lost:
-                if lost.current is None:
-                    raise _not_found() from None
-                if expected_version is not None:
-                    raise _version_conflict() from None
-                continue  # changed under us: merge onto the newer version
             log.info("updated MCP endpoint %s (%s)", current.id, ", ".join(sorted(changes)))
             return _endpoint_of(item)
-        raise Conflict("the endpoint kept changing during the update; retry", code="endpoint_busy")
+
+        return update_optimistically(attempt, busy=lambda: _busy("the update"))
 
     def rotate_token(self, principal: Principal, endpoint_id: str) -> tuple[Endpoint, str]:
         """A new token (plaintext shown once); the old one stops working on its next request."""
         _require_writer(principal)
-        for _ in range(_WRITE_ATTEMPTS):
+
+        def attempt() -> tuple[Endpoint, str]:
             current = _endpoint_of(self._item(principal.workspace_id, endpoint_id))
             _require_covers(principal, current.knowledge_base_ids, current.tools)
             issued = credentials.issue(credentials.ENDPOINT_TOKEN_PREFIX)
@@ -310,38 +310,32 @@ class EndpointService:
                 "updated_at": timestamp(self._clock.now()),
                 "version": current.version + 1,
             }
-            try:
+            with refusing_when(gone=_not_found):
                 item = self._store.update(
                     endpoint_key(current.workspace_id, current.id),
                     Update(set=changes),
                     condition=_unchanged(current.version),
                 )
-            except ConditionFailed as lost:
-                if lost.current is None:
-                    raise _not_found() from None
-                continue
             log.info("rotated the token of MCP endpoint %s", current.id)
             return _endpoint_of(item), issued.plaintext
-        raise Conflict("the endpoint kept changing during the rotation; retry", code="endpoint_busy")
+
+        return update_optimistically(attempt, busy=lambda: _busy("the rotation"))
 
     def delete(self, principal: Principal, endpoint_id: str) -> None:
         """Delete now: the endpoint's token fails on its next request. The endpoint must lie within the key's
         authority, as for any other change, at the version that is deleted."""
         _require_writer(principal)
-        for _ in range(_WRITE_ATTEMPTS):
+
+        def attempt() -> None:
             current = _endpoint_of(self._item(principal.workspace_id, endpoint_id))
             _require_covers(principal, current.knowledge_base_ids, current.tools)
-            try:
+            with refusing_when(gone=_not_found):  # changed under us: the next round judges the newer version
                 self._store.delete(
                     endpoint_key(current.workspace_id, current.id), condition=_unchanged(current.version)
                 )
-            except ConditionFailed as lost:
-                if lost.current is None:
-                    raise _not_found() from None
-                continue  # changed under us: judge the newer version
-            log.info("deleted MCP endpoint %s", endpoint_id)
-            return
-        raise Conflict("the endpoint kept changing during the deletion; retry", code="endpoint_busy")
+
+        update_optimistically(attempt, busy=lambda: _busy("the deletion"))
+        log.info("deleted MCP endpoint %s", endpoint_id)
 
     # ------------------------------------------------------------------------------------------ MCP transport
 
@@ -508,6 +502,10 @@ def _shown(value: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- errors
+
+
+def _busy(what: str) -> Conflict:
+    return Conflict(f"the endpoint kept changing during {what}; retry", code="endpoint_busy")
 
 
 def _not_found() -> NotFound:

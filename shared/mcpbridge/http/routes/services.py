@@ -15,9 +15,11 @@ from anyio import to_thread
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcpbridge.client.mcp_servers_import import ImportRefusal
 from mcpbridge.client.policies import ToolPolicy
-from mcpbridge.client.registry import ExternalService, ImportRefusal, Saved, ServiceRegistry, require_writer
+from mcpbridge.client.registry import Saved, ServiceRegistry, require_writer
 from mcpbridge.client.tool_catalog import CatalogView
+from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
 from mcpbridge.http.openapi import problems
 from mcpbridge.observability import masked_url
@@ -339,7 +341,6 @@ def _keep_masked_urls(changes: dict[str, Any], current: ExternalService) -> None
 @router.delete("/{service_id}", status_code=204, responses=problems(409))
 def delete_service(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
     container.services.delete(principal, service_id)
-    container.catalog.forget(principal.workspace_id, service_id)
     return Response(status_code=204)
 
 
