@@ -6,12 +6,12 @@ tests match a Protocol without inheriting from it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from mcpbridge.domain.items import Condition, IndexName, Item, Key, Page, Update, WriteOp
-from mcpbridge.domain.knowledge import Chunk, Hit
+from mcpbridge.domain.knowledge import Chunk, Hit, IndexAnalysis
 from mcpbridge.domain.secrets import SecretContext
 
 
@@ -139,9 +139,21 @@ class SearchIndex(Protocol):
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]] | None,
         embedder_name: str | None,
+        *,
+        language: str | None = None,
     ) -> None:
         """Make ``chunks`` (and their vectors, same order, made by ``embedder_name``) the document's whole indexed
-        content. A knowledge base never mixes vectors of two embedders (ValueError)."""
+        content. A knowledge base never mixes vectors of two embedders (ValueError). ``language`` (the knowledge
+        base's) chooses the keyword analysis of an index that holds nothing yet."""
+        ...
+
+    def analysis(self, kb_id: str) -> IndexAnalysis | None:
+        """What the knowledge base's keyword index is analysed for (None when it has no index yet)."""
+        ...
+
+    def reanalyse(self, kb_id: str, language: str, progress: Callable[[int, int], None] | None = None) -> None:
+        """Re-analyse the keyword index for ``language`` (resuming one interrupted); ``progress(done, total)``
+        after each batch. Searches keep working on the current analysis until the new one is complete."""
         ...
 
     def delete_document(self, kb_id: str, document_id: str) -> None: ...

@@ -6,6 +6,7 @@ path is exercised through ``serve`` in test_serve_knowledge.py.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mcpbridge.bootstrap import Container
+from mcpbridge.domain.knowledge import IndexAnalysis, KnowledgeAccess
 from mcpbridge.http.apps import create_combined_app
+from mcpbridge.settings import Settings
 from tests.support.containers import container_on
 from tests.support.embedder import HashingEmbedder
 
@@ -449,3 +452,104 @@ def test_wiki_search_says_when_its_scan_budget_ran_out(client: TestClient) -> No
     light = client.post("/api/v1/wiki/search", json={"query": r"line 599 of"})
     assert [m["slug"] for m in light.json()] == ["note/a", "note/b"]
     assert "mcpbridge-search-truncated" not in light.headers
+
+
+# ---------------------------------------------------------------------------------------------------- languages
+
+FRENCH = "# Écurie\n\nLes chevaux mangeaient du foin dans l'écurie.\n"
+
+
+class HeldJobs:
+    """Jobs run inline, except re-analyses, which wait until the test releases them."""
+
+    def __init__(self) -> None:
+        self.run: Any = None
+        self.held: list[tuple[str, dict[str, str]]] = []
+
+    def submit(self, kind: str, payload: dict[str, str]) -> None:
+        if kind == "reanalyse_index":
+            self.held.append((kind, payload))
+        else:
+            self.run(kind, payload)
+
+    def release(self) -> None:
+        held, self.held = self.held, []
+        for kind, payload in held:
+            self.run(kind, payload)
+
+
+@pytest.fixture
+def held(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestClient, HeldJobs]]:
+    jobs = HeldJobs()
+    with container_on(backend, tmp_path, monkeypatch, jobs=jobs) as built:
+        jobs.run = built.run_job
+        with TestClient(create_combined_app(built), raise_server_exceptions=False) as test_client:
+            test_client.headers["Authorization"] = f"Bearer {built.identity.initialize().api_key}"
+            yield test_client, jobs
+
+
+def test_a_knowledge_base_language_decides_how_keyword_search_reads_it(client: TestClient) -> None:
+    created = client.post("/api/v1/knowledge-bases", json={"name": "Écuries", "language": "French"})
+    assert created.status_code == 201, created.text
+    kb = created.json()
+    assert (kb["language"], kb["reanalysis"]) == ("french", None)
+    assert make_kb(client, "Default")["language"] == "auto"
+    doc = add_doc(client, kb["id"], "Écurie", FRENCH)
+    hits = search(client, "cheval manger", mode="keyword", knowledge_base_ids=[kb["id"]]).json()["results"]
+    assert [h["document_id"] for h in hits] == [doc["id"]]
+
+
+def test_an_unknown_language_is_refused_and_changes_nothing(client: TestClient) -> None:
+    problem(client.post("/api/v1/knowledge-bases", json={"name": "x", "language": "klingon"}), 400, "invalid_language")
+    assert client.get("/api/v1/knowledge-bases").json()["total"] == 0
+    kb = make_kb(client)
+    problem(client.put(f"/api/v1/knowledge-bases/{kb['id']}", json={"language": "klingon"}), 400, "invalid_language")
+    assert client.get(f"/api/v1/knowledge-bases/{kb['id']}").json()["language"] == "auto"
+
+
+def test_changing_the_language_reanalyses_the_index_in_the_background(held: tuple[TestClient, HeldJobs]) -> None:
+    client, jobs = held
+    kb = make_kb(client)
+    doc = add_doc(client, kb["id"], "Écurie", FRENCH)
+    assert search(client, "cheval", mode="keyword").json()["results"] == []  # English rules: chevaux is not cheval
+
+    changed = client.put(f"/api/v1/knowledge-bases/{kb['id']}", json={"language": "french"})
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["language"] == "french"
+    assert changed.json()["reanalysis"] == {"language": "french", "done": 0, "total": 0}
+    assert search(client, "chevaux", mode="keyword").json()["results"], "search goes on meanwhile"
+    client.put(f"/api/v1/knowledge-bases/{kb['id']}", json={"language": "french"})
+    assert len(jobs.held) == 1, "asking again while it runs starts nothing"
+
+    jobs.release()
+    after = client.get(f"/api/v1/knowledge-bases/{kb['id']}").json()
+    assert (after["language"], after["reanalysis"]) == ("french", None)
+    assert [h["document_id"] for h in search(client, "cheval", mode="keyword").json()["results"]] == [doc["id"]]
+
+
+def test_an_index_of_an_older_release_is_reanalysed_when_first_searched(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", jobs="inline")
+    first = Container(settings)
+    access = KnowledgeAccess(first.identity.initialize().workspace_id)
+    kb = first.knowledge_bases.create(access, name="Old")
+    first.documents.create_from_text(access, kb.id, title="Walruses", content="Walruses haul out on the ice.")
+    first.close()
+    conn = sqlite3.connect(settings.indexes_dir / f"{kb.id}.sqlite3")  # what schema 1 had: surface words only
+    with conn:
+        conn.execute("DROP TABLE chunks_stems_a")
+        conn.execute("DROP TABLE chunks_stems_b")
+        conn.execute("DELETE FROM meta WHERE key IN ('analyser', 'language', 'stems', 'chunk_count')")
+        conn.execute("UPDATE meta SET value = 1 WHERE key = 'schema_version'")
+    conn.close()
+
+    upgraded = Container(settings)
+    try:
+        search = upgraded.knowledge_search
+        scope = search.scope(access)
+        # The first search still runs on the words as written, and starts the re-analysis (inline here).
+        assert search.search(scope, "walruses", mode="keyword").hits
+        assert upgraded.search_index.analysis(kb.id) == IndexAnalysis("auto", up_to_date=True)
+        assert [h.chunk.document_title for h in search.search(scope, "walrus", mode="keyword").hits] == ["Walruses"]
+        assert upgraded.knowledge_bases.get(access, kb.id).reanalysis is None
+    finally:
+        upgraded.close()

@@ -16,7 +16,7 @@ import pytest
 
 from mcpbridge.adapters.index_files import kb_index
 from mcpbridge.adapters.index_files.kb_index import KbIndexFile
-from mcpbridge.domain.knowledge import Chunk, ChunkType, Hit
+from mcpbridge.domain.knowledge import Chunk, ChunkType, Hit, IndexAnalysis
 from mcpbridge.domain.text_tokens import literal_words
 from mcpbridge.errors import Unavailable
 
@@ -730,7 +730,7 @@ def test_a_new_file_takes_the_language_of_its_first_write(tmp_path: Path) -> Non
     index = KbIndexFile(tmp_path / "kb.sqlite3")
     index.replace_document("d", document("d", "Les données des utilisateurs"), None, None, language="french")
     index.replace_document("e", document("e", "Walruses"), None, None, language="english")  # kept: french
-    assert index.analysis() == ("french", None, 0, 0)
+    assert index.analysis() == IndexAnalysis("french", up_to_date=True)
     assert ids(index.keyword("donnée")) == ["d#00000"]
     index.close()
 
@@ -747,13 +747,13 @@ def test_a_file_of_schema_1_is_searched_by_its_words_until_it_is_reanalysed(tmp_
     replica.close()
 
     index = KbIndexFile(path)
-    assert index.analysis() == (None, None, 0, 0)
+    assert index.analysis() == IndexAnalysis(None, up_to_date=False)
     assert ids(index.keyword("walrus")) == ["w#00001"]  # surface words only
     assert ids(index.keyword("the walruses")) == ["w#00000"]  # stop words are dropped all the same
     seen: list[tuple[int, int]] = []
     assert index.reanalyse("auto", progress=lambda done, total: seen.append((done, total))) is True
     assert seen[-1] == (2, 2)
-    assert index.analysis() == ("auto", None, 0, 0)
+    assert index.analysis() == IndexAnalysis("auto", up_to_date=True)
     assert sorted(ids(index.keyword("walrus"))) == ["w#00000", "w#00001"]
     assert index.reanalyse("auto") is False
     index.close()
@@ -769,7 +769,7 @@ def test_a_reanalysis_goes_by_batches_and_keeps_the_writes_made_meanwhile(
     index.replace_document("a", document("a", "Walruses one.", "Walruses two.", "Walruses three."), None, None)
     index.replace_document("b", document("b", "Données uniques."), None, None)
     progress: list[tuple[int, int]] = []
-    during: list[tuple[str | None, str | None, int, int]] = []
+    during: list[IndexAnalysis] = []
 
     def meanwhile(done: int, total: int) -> None:
         progress.append((done, total))
@@ -780,9 +780,9 @@ def test_a_reanalysis_goes_by_batches_and_keeps_the_writes_made_meanwhile(
             index.delete_document("b")
 
     assert index.reanalyse("french", progress=meanwhile) is True
-    assert during == [("auto", "french", 2, 4)]
+    assert during == [IndexAnalysis("auto", True, "french", 2, 4)]
     assert progress[-1] == (3, 3)  # b was deleted meanwhile
-    assert index.analysis() == ("french", None, 0, 0)
+    assert index.analysis() == IndexAnalysis("french", up_to_date=True)
     assert ids(index.keyword("donnée")) == ["c#00000"]
     assert sorted(ids(index.keyword("walruses"))) == ["a#00000", "a#00001", "a#00002"]
 
@@ -796,7 +796,7 @@ def test_an_interrupted_reanalysis_resumes(index: KbIndexFile, monkeypatch: pyte
 
     with pytest.raises(RuntimeError):
         index.reanalyse("french", progress=crash)
-    assert index.analysis() == ("auto", "french", 1, 3)
+    assert index.analysis() == IndexAnalysis("auto", True, "french", 1, 3)
     seen: list[int] = []
     assert index.reanalyse("french", progress=lambda done, total: seen.append(done)) is True
     assert seen == [2, 3, 3]

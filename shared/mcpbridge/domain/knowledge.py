@@ -85,6 +85,16 @@ class KnowledgeAccess:
 
 
 @dataclass(frozen=True)
+class Reanalysis:
+    """A re-analysis of a knowledge base's keyword index under way (after its language or the analyser changed)."""
+
+    language: str
+    done: int
+    """Chunks analysed so far (of ``total``; both 0 until the job has started)."""
+    total: int
+
+
+@dataclass(frozen=True)
 class KnowledgeBase:
     id: str
     workspace_id: str
@@ -94,6 +104,27 @@ class KnowledgeBase:
     wiki_page_count: int
     created_at: str
     updated_at: str
+    language: str = "auto"
+    """How keyword search analyses the text (``text_tokens.LANGUAGES``): stems and stop words of that language."""
+    reanalysis: Reanalysis | None = None
+
+
+@dataclass(frozen=True)
+class IndexAnalysis:
+    """What a knowledge base's keyword index holds, as the search index reports it."""
+
+    language: str | None
+    """The language its terms are analysed for; None when they never were (an index of an older release, searched
+    by its words as written until it is re-analysed)."""
+    up_to_date: bool
+    """Analysed by this release's analyser for ``language``."""
+    reanalysing: str | None = None
+    done: int = 0
+    total: int = 0
+
+    def needs_reanalysis(self, language: str) -> bool:
+        """Whether the index must be re-analysed to serve ``language`` (and no re-analysis for it is under way)."""
+        return self.reanalysing != language and not (self.language == language and self.up_to_date)
 
 
 ParseStatus = Literal["pending", "processing", "completed", "failed"]

@@ -15,10 +15,27 @@ from mcpbridge.observability import masked_url
 Capability = Literal["keyword", "semantic", "wiki"]
 
 
+LANGUAGE_HELP = (
+    "How keyword search analyses the text: auto (the default: English stems and stop words for words outside "
+    "CJK, bigrams for CJK), none (words as written) or a Snowball language (french, german, spanish, russian...). "
+    "Changing it re-analyses the index in the background."
+)
+
+
+class ReanalysisOut(BaseModel):
+    language: str
+    done: int = Field(description="Chunks re-analysed so far.")
+    total: int = Field(description="Chunks to re-analyse (0 until the job has started).")
+
+
 class KnowledgeBaseOut(BaseModel):
     id: str
     name: str
     description: str
+    language: str = Field(description=LANGUAGE_HELP)
+    reanalysis: ReanalysisOut | None = Field(
+        description="The keyword index being re-analysed in the background (searches keep working), or null."
+    )
     capabilities: list[Capability]
     document_count: int
     wiki_page_count: int
@@ -31,6 +48,8 @@ class KnowledgeBaseOut(BaseModel):
             id=kb.id,
             name=kb.name,
             description=kb.description,
+            language=kb.language,
+            reanalysis=None if kb.reanalysis is None else ReanalysisOut(**vars(kb.reanalysis)),
             capabilities=capabilities(kb, semantic=semantic),
             document_count=kb.document_count,
             wiki_page_count=kb.wiki_page_count,

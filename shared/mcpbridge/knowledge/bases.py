@@ -1,19 +1,26 @@
 """Knowledge bases of a workspace: create, list, get, update, delete; names unique case-insensitively.
 
-WS#<ws> / KB#<kb>                 the knowledge base (document_count and wiki_page_count kept by transactions)
+WS#<ws> / KB#<kb>                 the knowledge base (document_count and wiki_page_count kept by transactions;
+                                  language; reanalysing + reanalysis_done/_total while its index is re-analysed)
 WS#<ws> / KBNAME#<casefolded>     name guard: a conditional put makes the name unique in the workspace
+
+A knowledge base's ``language`` decides how keyword search analyses its text (stems, stop words). Changing it, or
+finding its index analysed by an older release, starts a ``reanalyse_index`` job; searches keep working meanwhile,
+and the knowledge base shows the job's progress until it is done.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import new_id
-from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Update
-from mcpbridge.domain.knowledge import KnowledgeAccess, KnowledgeBase
+from mcpbridge.domain.items import AllOf, Compare, Condition, Item, ItemExists, Key, Patch, Put, Remove, Update
+from mcpbridge.domain.knowledge import KnowledgeAccess, KnowledgeBase, Reanalysis
 from mcpbridge.domain.names import clean_description, clean_name, fold
-from mcpbridge.errors import ConditionFailed, Conflict, NotFound
+from mcpbridge.domain.text_tokens import DEFAULT_LANGUAGE, LANGUAGES
+from mcpbridge.errors import ConditionFailed, Conflict, InvalidInput, NotFound
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Jobs, Store
 
@@ -26,6 +33,16 @@ def _name_key(workspace_id: str, name: str) -> Key:
     return Key(f"WS#{workspace_id}", f"KBNAME#{fold(name)}")
 
 
+def clean_language(language: str) -> str:
+    language = language.strip().lower()
+    if language not in LANGUAGES:
+        raise InvalidInput(
+            f"unknown language {language[:40]!r}: use auto, none or one of {', '.join(LANGUAGES[2:])}",
+            code="invalid_language",
+        )
+    return language
+
+
 class KnowledgeBases:
     """Knowledge bases, always seen through a ``KnowledgeAccess`` (a KB outside it does not exist for the caller)."""
 
@@ -34,8 +51,10 @@ class KnowledgeBases:
         self._clock = clock
         self._jobs = jobs
 
-    def create(self, access: KnowledgeAccess, *, name: str, description: str = "") -> KnowledgeBase:
-        name, description = clean_name(name), clean_description(description)
+    def create(
+        self, access: KnowledgeAccess, *, name: str, description: str = "", language: str = DEFAULT_LANGUAGE
+    ) -> KnowledgeBase:
+        name, description, language = clean_name(name), clean_description(description), clean_language(language)
         now = timestamp(self._clock.now())
         kb_id = new_id("kb")
         item: Item = {
@@ -44,6 +63,7 @@ class KnowledgeBases:
             "workspace_id": access.workspace_id,
             "name": name,
             "description": description,
+            "language": language,
             "document_count": 0,
             "wiki_page_count": 0,
             "created_at": now,
@@ -96,12 +116,21 @@ class KnowledgeBases:
         return list(chosen.values())
 
     def update(
-        self, access: KnowledgeAccess, kb_id: str, *, name: str | None = None, description: str | None = None
+        self,
+        access: KnowledgeAccess,
+        kb_id: str,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        language: str | None = None,
     ) -> KnowledgeBase:
+        """Change the name, description and/or language; a new language re-analyses the index in the background."""
         current = self.get(access, kb_id)
         changes: dict[str, object] = {"updated_at": timestamp(self._clock.now())}
         if description is not None:
             changes["description"] = clean_description(description)
+        if language is not None:
+            changes["language"] = clean_language(language)
         ops: list[Put | Patch | Remove] = []
         if name is not None:
             new_name = clean_name(name)
@@ -123,7 +152,42 @@ class KnowledgeBases:
             if lost.condition == "kb_name_unique":
                 raise Conflict(f"a knowledge base named {name!r} already exists", code="kb_name_taken") from None
             raise NotFound(f"knowledge base {kb_id!r} was not found", code="kb_not_found") from None
+        if language is not None and changes["language"] != current.language:
+            self.request_reanalysis(access.workspace_id, kb_id, str(changes["language"]))
         return self.get(access, kb_id)
+
+    def request_reanalysis(self, workspace_id: str, kb_id: str, language: str) -> bool:
+        """Start a re-analysis of the index for ``language`` unless one for it is already under way (returns
+        whether one was started)."""
+        key = kb_key(workspace_id, kb_id)
+        fresh = Condition("kb_reanalysis_new", AllOf((ItemExists(), Compare("reanalysing", "<>", language))))
+        changes = {"reanalysing": language, "reanalysis_done": 0, "reanalysis_total": 0}
+        try:
+            self._store.update(key, Update(set=changes), condition=fresh)
+        except ConditionFailed:
+            return False
+        self._jobs.submit(
+            "reanalyse_index", {"workspace_id": workspace_id, "knowledge_base_id": kb_id, "language": language}
+        )
+        return True
+
+    def record_reanalysis(self, workspace_id: str, kb_id: str, language: str, done: int, total: int) -> None:
+        """The progress of the re-analysis for ``language`` (ignored once another one replaced it)."""
+        mine = Condition.equals("kb_reanalysis_mine", "reanalysing", language)
+        changes = {"reanalysis_done": done, "reanalysis_total": total}
+        with contextlib.suppress(ConditionFailed):
+            self._store.update(kb_key(workspace_id, kb_id), Update(set=changes), condition=mine)
+
+    def finish_reanalysis(self, workspace_id: str, kb_id: str, language: str) -> None:
+        mine = Condition.equals("kb_reanalysis_mine", "reanalysing", language)
+        gone = Update(remove=["reanalysing", "reanalysis_done", "reanalysis_total"])
+        with contextlib.suppress(ConditionFailed):
+            self._store.update(kb_key(workspace_id, kb_id), gone, condition=mine)
+
+    def language_of(self, workspace_id: str, kb_id: str) -> str | None:
+        """The knowledge base's language, for jobs (None when it no longer exists)."""
+        item = self._store.get(kb_key(workspace_id, kb_id))
+        return None if item is None else str(item.get("language") or DEFAULT_LANGUAGE)
 
     def delete(self, access: KnowledgeAccess, kb_id: str) -> None:
         """Remove the knowledge base now; its documents, pages and index are cleaned up by a job."""
@@ -143,6 +207,7 @@ class KnowledgeBases:
 
 
 def _kb_of(item: Item) -> KnowledgeBase:
+    reanalysing = item.get("reanalysing")
     return KnowledgeBase(
         id=item["id"],
         workspace_id=item["workspace_id"],
@@ -152,4 +217,8 @@ def _kb_of(item: Item) -> KnowledgeBase:
         wiki_page_count=int(item.get("wiki_page_count", 0)),
         created_at=item["created_at"],
         updated_at=item["updated_at"],
+        language=str(item.get("language") or DEFAULT_LANGUAGE),
+        reanalysis=None
+        if reanalysing is None
+        else Reanalysis(str(reanalysing), int(item.get("reanalysis_done", 0)), int(item.get("reanalysis_total", 0))),
     )

@@ -339,7 +339,11 @@ class Documents:
                 blob_key(workspace_id, document_id, version, "text"), text.encode(), content_type="text/markdown"
             )
             embedder_name = self._embedder.name if self._embedder is not None and vectors is not None else None
-            self._index.replace_document(document.knowledge_base_id, document_id, chunks, vectors, embedder_name)
+            language = self._bases.language_of(workspace_id, document.knowledge_base_id)
+            self._index.replace_document(
+                document.knowledge_base_id, document_id, chunks, vectors, embedder_name, language=language
+            )
+            self._reanalyse_if_stale(workspace_id, document.knowledge_base_id, language)
         except MCPBridgeError as exc:
             self._finish(key, version, failed=exc.message)
             return
@@ -408,6 +412,24 @@ class Documents:
                 Update(set=changes, remove=["gsi2pk", "gsi2sk"]),
                 condition=Condition.equals("document_version", "version", version),
             )
+
+    def _reanalyse_if_stale(self, workspace_id: str, kb_id: str, language: str | None) -> None:
+        """An index analysed for another language, or by an older release, is re-analysed in the background."""
+        analysis = self._index.analysis(kb_id)
+        if language is not None and analysis is not None and analysis.needs_reanalysis(language):
+            self._bases.request_reanalysis(workspace_id, kb_id, language)
+
+    def run_reanalysis(self, workspace_id: str, kb_id: str, language: str) -> None:
+        """Re-analyse a knowledge base's keyword index for ``language``, recording progress on the knowledge base;
+        nothing when its language changed since (the newer job does it) or it was deleted. Safe to run twice."""
+        if self._bases.language_of(workspace_id, kb_id) != language:
+            return
+
+        def progress(done: int, total: int) -> None:
+            self._bases.record_reanalysis(workspace_id, kb_id, language, done, total)
+
+        self._index.reanalyse(kb_id, language, progress)
+        self._bases.finish_reanalysis(workspace_id, kb_id, language)
 
     def resume_pending(self) -> int:
         """Submit a job for every document still waiting for indexing (after a restart). Returns how many."""

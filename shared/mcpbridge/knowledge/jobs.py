@@ -14,6 +14,8 @@ def run_job(documents: Documents, kind: str, payload: dict[str, str]) -> None:
     """Carry out one job; an unknown kind is logged and dropped (a message from a newer release, say)."""
     if kind == "index_document":
         documents.run_indexing(payload["workspace_id"], payload["document_id"], int(payload["version"]))
+    elif kind == "reanalyse_index":
+        documents.run_reanalysis(payload["workspace_id"], payload["knowledge_base_id"], payload["language"])
     elif kind == "purge_knowledge_base":
         documents.purge_knowledge_base(payload["workspace_id"], payload["knowledge_base_id"])
     else:

@@ -75,6 +75,7 @@ class KnowledgeSearch:
         self._documents = documents
         self._index = index
         self._embedder = embedder
+        self._analysis_checked: set[str] = set()
 
     @property
     def semantic_available(self) -> bool:
@@ -134,7 +135,19 @@ class KnowledgeSearch:
         return SearchOutcome(reciprocal_rank_fusion([keyword, semantic], limit=limit), "hybrid", notices)
 
     def _keyword(self, scope: Scope, query: str, limit: int) -> list[Hit]:
+        self._check_analysis(scope)
         return self._index.keyword(scope.kb_ids, query, document_ids=scope.document_ids, limit=limit)
+
+    def _check_analysis(self, scope: Scope) -> None:
+        """Once per knowledge base and process: an index analysed for another language or by an older release (a
+        file made before this release was installed) is re-analysed in the background; search goes on meanwhile."""
+        for kb in scope.knowledge_bases:
+            if kb.id in self._analysis_checked or kb.reanalysis is not None:
+                continue
+            analysis = self._index.analysis(kb.id)
+            if analysis is not None and analysis.needs_reanalysis(kb.language):
+                self._bases.request_reanalysis(kb.workspace_id, kb.id, kb.language)
+            self._analysis_checked.add(kb.id)
 
     def _semantic(self, scope: Scope, vector: Sequence[float], limit: int) -> list[Hit]:
         if not _usable(vector):

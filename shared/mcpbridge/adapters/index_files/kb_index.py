@@ -61,7 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mcpbridge.adapters.sqlite_wal import switch_to_wal
-from mcpbridge.domain.knowledge import CHUNK_TYPES, Chunk, ChunkType, Hit
+from mcpbridge.domain.knowledge import CHUNK_TYPES, Chunk, ChunkType, Hit, IndexAnalysis
 from mcpbridge.domain.text_tokens import Analyser, analyser_for, is_cjk, search_tokens
 from mcpbridge.errors import Unavailable
 
@@ -256,15 +256,15 @@ class KbIndexFile:
 
     # ------------------------------------------------------------------------------------------ analysis
 
-    def analysis(self) -> tuple[str | None, str | None, int, int]:
-        """(language the keyword terms are analysed for, None before the file's first analysis; language of the
-        re-analysis under way or None; chunks it has done; chunks it has to do)."""
+    def analysis(self) -> IndexAnalysis:
+        """The language the keyword terms are analysed for, and the re-analysis under way with its progress."""
         with self._reading() as held:
             state = _analysis(held.conn)
+            up_to_date = state.current is not None and state.current.id == state.recorded_id
             if state.target is None:
-                return state.language, None, 0, 0
+                return IndexAnalysis(state.language, up_to_date)
             done, total = _reanalysis_progress(held.conn, state)
-            return state.language, state.target.language, done, total
+            return IndexAnalysis(state.language, up_to_date, state.target.language, done, total)
 
     def reanalyse(self, language: str, *, progress: Callable[[int, int], None] | None = None) -> bool:
         """Analyse every chunk's text for ``language`` into the spare terms table, ``REANALYSIS_BATCH`` chunks per

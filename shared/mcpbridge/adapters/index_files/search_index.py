@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from mcpbridge.adapters.index_files.kb_index import KbIndexFile
-from mcpbridge.domain.knowledge import Chunk, Hit
+from mcpbridge.domain.knowledge import Chunk, Hit, IndexAnalysis
 
 _T = TypeVar("_T")
 
@@ -111,9 +111,22 @@ class FileSearchIndex:
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]] | None,
         embedder_name: str | None,
+        *,
+        language: str | None = None,
     ) -> None:
         with self._files.writing(kb_id) as index:
-            index.replace_document(document_id, chunks, vectors, embedder_name)
+            index.replace_document(document_id, chunks, vectors, embedder_name, language=language)
+
+    def analysis(self, kb_id: str) -> IndexAnalysis | None:
+        return self._read(kb_id, lambda i: i.analysis(), None)
+
+    def reanalyse(self, kb_id: str, language: str, progress: Callable[[int, int], None] | None = None) -> None:
+        with self._files.reading(kb_id) as current:
+            if current is None or not current.analysis().needs_reanalysis(language):
+                return
+        # One writing block: on S3 the whole re-analysis is one new version, published when it is complete.
+        with self._files.writing(kb_id) as index:
+            index.reanalyse(language, progress=progress)
 
     def delete_document(self, kb_id: str, document_id: str) -> None:
         with self._files.reading(kb_id) as current:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpbridge.errors import Forbidden
 from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
 from mcpbridge.http.openapi import problems
-from mcpbridge.http.views import AskOut, ChunkOut, KnowledgeBaseOut
+from mcpbridge.http.views import LANGUAGE_HELP, AskOut, ChunkOut, KnowledgeBaseOut
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 
 router = APIRouter(prefix="/api/v1", tags=["knowledge"])
@@ -22,6 +22,7 @@ class KnowledgeBaseIn(BaseModel):
 
     name: str = Field(min_length=1, max_length=255)
     description: str = Field(default="", max_length=2000)
+    language: str = Field(default="auto", max_length=40, description=LANGUAGE_HELP)
 
 
 class KnowledgeBasePatch(BaseModel):
@@ -29,6 +30,7 @@ class KnowledgeBasePatch(BaseModel):
 
     name: str | None = Field(default=None, min_length=1, max_length=255)
     description: str | None = Field(default=None, max_length=2000)
+    language: str | None = Field(default=None, max_length=40, description=LANGUAGE_HELP)
 
 
 class KnowledgeBaseList(BaseModel):
@@ -51,7 +53,7 @@ def create_knowledge_base(
     access = knowledge_write_access(principal, "manage_knowledge")
     if access.knowledge_base_ids is not None:
         raise Forbidden("a key limited to some knowledge bases cannot create one", code="scope_exceeded")
-    kb = container.knowledge_bases.create(access, name=body.name, description=body.description)
+    kb = container.knowledge_bases.create(access, name=body.name, description=body.description, language=body.language)
     return KnowledgeBaseOut.of(kb, semantic=container.embedder is not None)
 
 
@@ -68,7 +70,9 @@ def update_knowledge_base(
     kb_id: str, body: KnowledgeBasePatch, principal: CurrentPrincipal, container: ContainerDep
 ) -> KnowledgeBaseOut:
     access = knowledge_write_access(principal, "manage_knowledge")
-    kb = container.knowledge_bases.update(access, kb_id, name=body.name, description=body.description)
+    kb = container.knowledge_bases.update(
+        access, kb_id, name=body.name, description=body.description, language=body.language
+    )
     return KnowledgeBaseOut.of(kb, semantic=container.embedder is not None)
 
 
