@@ -1,45 +1,21 @@
 #!/usr/bin/env bash
 # Build the CoreLayer for `sam build` (Metadata BuildMethod: makefile -> `make build-CoreLayer`).
 #
-# Usage: infra/build-layer.sh ARTIFACTS_DIR
+# Usage: infra/build-layer.sh ARTIFACTS_DIR [--arch arm64|x86_64] [--python 3.13] [--glibc 2.28]
 #
 # Installs the mcpbridge distribution (shared/mcpbridge) and its runtime dependencies, pinned by
-# requirements/constraints.txt, as Linux arm64 CPython 3.13 wheels into ARTIFACTS_DIR/python - the directory
-# Lambda puts on sys.path for a layer. Dev tools (the `dev` extra) are not installed. Works on any host OS and
-# architecture: pip selects manylinux2014_aarch64 wheels and never compiles anything for the host.
-# Set PYTHON to choose the interpreter that runs pip (default: python3).
+# requirements/constraints.txt, as wheels for the target into ARTIFACTS_DIR/python - the directory Lambda puts on
+# sys.path for a layer. The default target is the template's: CPython 3.13 on arm64, manylinux wheels that need at
+# most glibc 2.28 (LAYER_ARCH, LAYER_PYTHON and LAYER_GLIBC override it, as do the options). Dev tools (the `dev`
+# extra) are not installed. Works on any host OS and architecture: nothing is compiled for the build host. A
+# dependency with no wheel for the target fails the build and is named. Set PYTHON to choose the interpreter that
+# runs pip (default: python3). See infra/build_artifacts.py.
 set -euo pipefail
 
-if [[ $# -ne 1 || -z "$1" ]]; then
-    echo "usage: $0 ARTIFACTS_DIR" >&2
+if [[ $# -lt 1 || -z "$1" ]]; then
+    echo "usage: $0 ARTIFACTS_DIR [--arch arm64|x86_64] [--python 3.13] [--glibc 2.28]" >&2
     exit 2
 fi
 
-mkdir -p "$1"
-artifacts_dir="$(cd "$1" && pwd)"
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$repo_root"
-
-if [[ ! -f requirements/constraints.txt ]]; then
-    echo "build-layer: requirements/constraints.txt is missing (run from the repository root)" >&2
-    exit 1
-fi
-
-"${PYTHON:-python3}" -m pip install \
-    --disable-pip-version-check \
-    --no-input \
-    --no-warn-conflicts \
-    --no-warn-script-location \
-    --no-compile \
-    --target "$artifacts_dir/python" \
-    --platform manylinux2014_aarch64 \
-    --implementation cp \
-    --python-version 3.13 \
-    --only-binary=:all: \
-    -c requirements/constraints.txt \
-    .
-
-# (--no-warn-conflicts: with --target, pip would compare against the build host's environment, which is irrelevant.)
-# Byte code is written by the Lambda runtime itself; console scripts point at the build host's interpreter.
-find "$artifacts_dir/python" -type d -name __pycache__ -prune -exec rm -rf {} +
-rm -rf "$artifacts_dir/python/bin"
+exec "${PYTHON:-python3}" "$repo_root/infra/build_artifacts.py" layer "$@"
