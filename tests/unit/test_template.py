@@ -15,6 +15,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from mcpbridge import errors
 from mcpbridge.domain.items import INDEX_KEYS, KEY_ATTRS, TTL_ATTR
 from mcpbridge.settings import Settings
 from tests.support.aws import (
@@ -26,6 +27,7 @@ from tests.support.aws import (
     table_create_kwargs,
     ttl_attribute,
 )
+from tests.support.build_script import build_script
 
 TEMPLATE = load_template()
 RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
@@ -41,6 +43,14 @@ STATE_MACHINE_ROLE = "ToolCallsStateMachineRole"
 JOB_SUBMITTERS = {"AdminApiFunction", "McpEndpointFunction"}
 RUNTIME = "python3.13"
 GLOBAL_ENV: dict[str, Any] = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+# Where the records of the indexer's failed asynchronous invocations go.
+FAILED_JOBS_QUEUE = "IndexerFailedJobsQueue"
+ALARMS = {name: r["Properties"] for name, r in RESOURCES.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+
+
+def _non_alarms() -> list[tuple[str, dict[str, Any]]]:
+    """The resources other than alarms (which reference what they watch, and grant nothing)."""
+    return [(name, r) for name, r in RESOURCES.items() if r["Type"] != "AWS::CloudWatch::Alarm"]
 
 
 def function_property(name: str, prop: str) -> Any:
@@ -179,7 +189,6 @@ def test_function_runtime_and_architecture(name: str) -> None:
     assert function_property(name, "Architectures") == ["arm64"]
     assert function_property(name, "Layers") == [{"Ref": "CoreLayer"}]
     assert function_property(name, "AutoPublishAlias") == "live"
-    assert function_property(name, "SnapStart") == {"ApplyOn": "PublishedVersions"}
     if name in HTTP_FUNCTIONS:
         # API Gateway HTTP APIs give up on an integration after 30 s.
         assert function_property(name, "Timeout") < 30
@@ -195,8 +204,67 @@ def test_indexer_is_invoked_asynchronously_with_bounded_retries() -> None:
     assert function_property(INDEXER, "EventInvokeConfig") == {
         "MaximumRetryAttempts": 2,
         "MaximumEventAgeInSeconds": 3600,
+        "DestinationConfig": {
+            "OnFailure": {"Type": "SQS", "Destination": {"Fn::GetAtt": [FAILED_JOBS_QUEUE, "Arn"]}},
+        },
     }
     assert Path(REPO_ROOT, function_property(INDEXER, "CodeUri")) == REPO_ROOT / "functions" / "indexer"
+
+
+def test_snapstart_only_where_callers_wait_for_a_cold_start() -> None:
+    # Set per function, never in Globals: the indexer must not inherit it (it caps /tmp at 512 MB).
+    assert "SnapStart" not in TEMPLATE["Globals"]["Function"]
+    for name in FUNCTIONS:
+        snapstart = function_property(name, "SnapStart")
+        if name in HTTP_FUNCTIONS:
+            assert snapstart == {"ApplyOn": {"Ref": "ApiSnapStart"}}, name
+        else:
+            # Nobody waits on the indexer; the tool-call steps are built at the first invocation, after a restore.
+            assert snapstart is None, name
+    parameter = TEMPLATE["Parameters"]["ApiSnapStart"]
+    assert (parameter["Default"], parameter["AllowedValues"]) == ("PublishedVersions", ["PublishedVersions", "None"])
+
+
+def test_indexer_has_room_in_tmp_for_index_files() -> None:
+    # Lambda's most: a job copies a knowledge base's index file and writes the next version beside it.
+    assert function_property(INDEXER, "EphemeralStorage") == {"Size": 10240}
+    for name in FUNCTIONS:
+        storage = (function_property(name, "EphemeralStorage") or {"Size": 512})["Size"]
+        snapstart = (function_property(name, "SnapStart") or {}).get("ApplyOn", "None")
+        # SnapStart refuses ephemeral storage above 512 MB.
+        assert storage <= 512 or snapstart == "None", name
+
+
+def test_reserved_concurrency_is_a_parameter() -> None:
+    parameters = TEMPLATE["Parameters"]
+    no_reservation = {"Ref": "AWS::NoValue"}
+    expected = dict.fromkeys(HTTP_FUNCTIONS, ("ReservesApiConcurrency", "ApiReservedConcurrency"))
+    expected[INDEXER] = ("ReservesIndexerConcurrency", "IndexerReservedConcurrency")
+    for name in FUNCTIONS:
+        reserved = function_property(name, "ReservedConcurrentExecutions")
+        if name not in expected:
+            assert reserved is None, name  # Step Functions retries throttled steps; nothing to reserve
+            continue
+        condition, parameter = expected[name]
+        assert reserved == {"Fn::If": [condition, {"Ref": parameter}, no_reservation]}, name
+        # -1 means none: 0 would stop the function altogether.
+        assert TEMPLATE["Conditions"][condition] == {"Fn::Not": [{"Fn::Equals": [{"Ref": parameter}, -1]}]}
+        assert parameters[parameter]["MinValue"] == -1
+    assert parameters["ApiReservedConcurrency"]["Default"] == -1
+    assert parameters["IndexerReservedConcurrency"]["Default"] == 5
+
+
+def test_http_api_is_throttled() -> None:
+    settings = RESOURCES["HttpApi"]["Properties"]["DefaultRouteSettings"]
+    assert settings == {
+        "ThrottlingRateLimit": {"Ref": "ApiThrottlingRateLimit"},
+        "ThrottlingBurstLimit": {"Ref": "ApiThrottlingBurstLimit"},
+    }
+    parameters = TEMPLATE["Parameters"]
+    assert (parameters["ApiThrottlingRateLimit"]["Default"], parameters["ApiThrottlingBurstLimit"]["Default"]) == (
+        100,
+        200,
+    )
 
 
 def test_only_the_http_functions_are_behind_the_api() -> None:
@@ -211,8 +279,9 @@ def test_only_the_http_functions_are_behind_the_api() -> None:
     assert not any(r["Type"] == "AWS::Lambda::Permission" and _references(r, INDEXER) for r in RESOURCES.values())
     assert not _references(RESOURCES["HttpApi"], INDEXER)
     assert not _references(TEMPLATE["Globals"], INDEXER)
-    # Only the job submitters (their environment) and their roles (the invoke permission) name the indexer.
-    referrers = {name for name, r in RESOURCES.items() if name != INDEXER and _references(r, INDEXER)}
+    # Only the job submitters (their environment) and their roles (the invoke permission) name the indexer (and
+    # the alarms that read its metrics, which grant nothing).
+    referrers = {name for name, r in _non_alarms() if name != INDEXER and _references(r, INDEXER)}
     assert referrers == JOB_SUBMITTERS | {_role_of(name) for name in JOB_SUBMITTERS}
 
 
@@ -222,7 +291,24 @@ def test_layer_matches_the_functions() -> None:
     assert layer["Properties"]["CompatibleRuntimes"] == [RUNTIME]
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
     assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": "arm64"}
-    assert (REPO_ROOT / "infra" / "build-layer.sh").is_file()
+    assert layer["Properties"]["ContentUri"] == "."
+    # sam build runs `make build-CoreLayer` in ContentUri; the target builds the layer with the build script.
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^build-CoreLayer:\n\tbash infra/build-layer\.sh \"\$\(ARTIFACTS_DIR\)\"$", makefile, re.M)
+    assert 'build_artifacts.py" layer' in (REPO_ROOT / "infra" / "build-layer.sh").read_text(encoding="utf-8")
+
+
+def test_build_script_targets_the_template() -> None:
+    script = build_script()
+    # What `make build-CoreLayer` builds when sam calls it (no overrides) is what the functions run on.
+    assert (script.DEFAULT_ARCH, "python" + script.DEFAULT_PYTHON) == ("arm64", RUNTIME)
+    target = script.template_target(TEMPLATE)
+    assert (target.arch, target.python, target.glibc) == ("arm64", "3.13", script.DEFAULT_GLIBC)
+    # Amazon Linux 2023 (the python3.12+ runtimes) has glibc 2.34: wheels may need up to that, and every
+    # dependency has manylinux_2_28 aarch64 wheels (numpy and google-re2 have no manylinux2014 ones).
+    assert target.platforms()[0] == "manylinux_2_28_aarch64"
+    assert "manylinux2014_aarch64" in target.platforms()
+    assert script.UNZIPPED_LIMIT == 262_144_000  # Lambda: 250 MB unzipped, layers included
 
 
 def _references(value: Any, name: str) -> bool:
@@ -275,7 +361,7 @@ def test_function_environment(name: str) -> None:
     # The API depends on the functions; a function referencing the API would be a circular dependency.
     assert not _references(env, "HttpApi")
     if name in JOB_SUBMITTERS:
-        # The alias ARN: the jobs run the published (SnapStart) version under the alias's EventInvokeConfig.
+        # The alias ARN: the jobs run the published version under the alias's EventInvokeConfig.
         assert env["MCPBRIDGE_INDEXER_FUNCTION"] == {"Ref": f"{INDEXER}.Alias"}
     else:
         assert "MCPBRIDGE_INDEXER_FUNCTION" not in env
@@ -319,16 +405,34 @@ def test_parameters() -> None:
         "EmbeddingOnBedrock": {"Fn::Equals": [{"Ref": "EmbeddingProvider"}, "bedrock"]},
         "LlmOnBedrock": {"Fn::Equals": [{"Ref": "LlmProvider"}, "bedrock"]},
         "ResumesAgentCallbacks": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AgentStateMachineArns"}, ""]}]},
+        "NotifiesAlarms": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]},
+        "ReservesApiConcurrency": {"Fn::Not": [{"Fn::Equals": [{"Ref": "ApiReservedConcurrency"}, -1]}]},
+        "ReservesIndexerConcurrency": {"Fn::Not": [{"Fn::Equals": [{"Ref": "IndexerReservedConcurrency"}, -1]}]},
     }
+    # Every parameter says what it is for and has a default: a first deploy needs no answers.
+    for name, parameter in parameters.items():
+        assert parameter.get("Description"), name
+        assert "Default" in parameter, name
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_function_logs_to_its_own_log_group(name: str) -> None:
     group = function_property(name, "LoggingConfig")["LogGroup"]["Ref"]
     assert RESOURCES[group]["Type"] == "AWS::Logs::LogGroup"
-    assert RESOURCES[group]["Properties"]["RetentionInDays"] == 30
+    assert RESOURCES[group]["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
     others = {function_property(other, "LoggingConfig")["LogGroup"]["Ref"] for other in FUNCTIONS if other != name}
     assert group not in others
+
+
+def test_every_log_group_keeps_logs_as_long_as_the_parameter_says() -> None:
+    groups = {name: r for name, r in RESOURCES.items() if r["Type"] == "AWS::Logs::LogGroup"}
+    assert "HttpApiAccessLogGroup" in groups
+    for name, group in groups.items():
+        assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}, name
+    parameter = TEMPLATE["Parameters"]["LogRetentionDays"]
+    assert parameter["Default"] == 30
+    assert 30 in parameter["AllowedValues"]
+    assert 3653 in parameter["AllowedValues"]
 
 
 # ------------------------------------------------------------------------------------------------ IAM
@@ -583,7 +687,7 @@ def test_state_machine_resource() -> None:
     assert MACHINE_PROPS["Type"] == "STANDARD"  # waits of up to a year, exactly-once steps, a history to inspect
     assert MACHINE_PROPS["Name"] == MACHINE_NAME
     assert MACHINE_PROPS["DefinitionUri"] == "infra/tool_call_state_machine.asl.json"
-    # The live alias: the tasks run the published (SnapStart) version.
+    # The live alias: the tasks run the published version.
     assert MACHINE_PROPS["DefinitionSubstitutions"] == {
         "ToolCallsFunctionArn": {"Ref": f"{TOOL_CALLS}.Alias"},
         "Partition": {"Ref": "AWS::Partition"},
@@ -674,12 +778,48 @@ def test_state_machine_flow() -> None:
     for name in TASK_STATES:
         state = states[name]
         assert state["Type"] == "Task", name
-        # Retries are for Lambda's own service errors only, never for what a step raised or a timeout.
-        for retrier in state.get("Retry", []):
-            assert set(retrier["ErrorEquals"]) <= LAMBDA_SERVICE_ERRORS, name
-            assert retrier["MaxAttempts"] <= 3, name
         if name not in ("Invoke", "Finish"):
             assert state["Catch"][-1] == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Finish"}
+
+
+def _subclasses(cls: type) -> Iterator[type]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+# The error names under which the steps' transient failures reach the state machine: Lambda reports an unhandled
+# exception by its class name (see mcpbridge.agent.lambda_steps), and ErrorEquals matches names exactly.
+TRANSIENT_ERRORS = {cls.__name__ for cls in _subclasses(errors.MCPBridgeError) if cls.retryable}
+
+
+def test_transient_errors_are_the_retryable_ones() -> None:
+    assert {"RateLimited", "UpstreamError", "Unavailable"} == TRANSIENT_ERRORS
+
+
+def test_every_task_retries_transient_errors_except_a_call_that_may_have_run() -> None:
+    states: dict[str, Any] = asl_definition()["States"]
+    for name in TASK_STATES:
+        retriers = states[name]["Retry"]
+        retried = [set(retrier["ErrorEquals"]) for retrier in retriers]
+        for retrier in retriers:
+            # Bounded: a wait task's attempts each restart its timeout; a step that gives up goes to Finish.
+            assert retrier["MaxAttempts"] <= 3, name
+            assert retrier.get("MaxDelaySeconds", retrier["IntervalSeconds"]) <= 30, name
+            # Never a timeout (a wait that ran out is an outcome) nor a catch-all.
+            assert not set(retrier["ErrorEquals"]) & {"States.ALL", "States.Timeout", "States.TaskFailed"}, name
+        if name == "Invoke":
+            # An upstream call is never replayed: only a throttled invocation (Lambda ran nothing) is tried again.
+            # Lambda's other service errors may hide a response lost after the call, and the product's transient
+            # errors may be raised after the request went out.
+            assert retried == [{"Lambda.TooManyRequestsException"}], name
+        else:
+            # Every other step reads the call's record and decides afresh: safe to run again.
+            assert retried == [LAMBDA_SERVICE_ERRORS, TRANSIENT_ERRORS], name
+    # The Catch of Finish needs a step that records the failure on the call (not there yet): a Finish that fails
+    # after its retries fails the execution, which ToolCallsFailedAlarm reports.
+    assert "Catch" not in states["Finish"]
+    assert _alarms_on("AWS/States", "ExecutionsFailed", {"StateMachineArn": {"Ref": STATE_MACHINE}})
 
 
 def test_state_machine_tasks_outlast_the_function() -> None:
@@ -714,7 +854,7 @@ def test_only_the_state_machine_invokes_the_tool_call_function() -> None:
     assert invoke["Resource"] == [{"Fn::GetAtt": [TOOL_CALLS, "Arn"]}, {"Fn::Sub": "${" + TOOL_CALLS + ".Arn}:*"}]
     # No other role, resource policy or event source reaches the function.
     assert not any(r["Type"] == "AWS::Lambda::Permission" and _references(r, TOOL_CALLS) for r in RESOURCES.values())
-    referrers = {name for name, r in RESOURCES.items() if name != TOOL_CALLS and _references(r, TOOL_CALLS)}
+    referrers = {name for name, r in _non_alarms() if name != TOOL_CALLS and _references(r, TOOL_CALLS)}
     assert referrers == {STATE_MACHINE, STATE_MACHINE_ROLE}
 
 
@@ -886,3 +1026,160 @@ def test_every_route_of_every_surface_reaches_its_function() -> None:
                 concrete = route.path.replace("{", "").replace("}", "").replace(":path", "")
                 for method in route.methods:
                     assert _gateway_match(method, concrete) == function, (surface, method, route.path)
+
+
+# ------------------------------------------------------------------------------------------------ failures, alarms
+
+# Event sources through which Lambda invokes a function asynchronously (SAM event types).
+ASYNC_EVENT_TYPES = {
+    "S3",
+    "SNS",
+    "EventBridgeRule",
+    "CloudWatchEvent",
+    "Schedule",
+    "ScheduleV2",
+    "IoTRule",
+    "CloudWatchLogs",
+}
+
+
+def _asynchronously_invoked() -> set[str]:
+    """Functions something invokes with InvocationType Event: the code's job submitters (the functions named by a
+    ``MCPBRIDGE_*_FUNCTION`` variable: LambdaJobs invokes them with ``Event``) and async event sources."""
+    invoked = set()
+    for name in FUNCTIONS:
+        for variable, value in function_environment(name).items():
+            if variable.endswith("_FUNCTION"):
+                invoked |= {target for target in FUNCTIONS if _references(value, target)}
+        events = function_property(name, "Events") or {}
+        if any(event["Type"] in ASYNC_EVENT_TYPES for event in events.values()):
+            invoked.add(name)
+    return invoked
+
+
+def test_every_asynchronous_invocation_has_a_failure_destination() -> None:
+    invoked = _asynchronously_invoked()
+    assert invoked == {INDEXER}
+    for name in invoked:
+        config = function_property(name, "EventInvokeConfig")
+        assert config["MaximumRetryAttempts"] <= 2, name
+        on_failure = config["DestinationConfig"]["OnFailure"]
+        assert on_failure["Type"] == "SQS", name
+        queue_name = on_failure["Destination"]["Fn::GetAtt"][0]
+        assert on_failure["Destination"] == {"Fn::GetAtt": [queue_name, "Arn"]}
+        queue = RESOURCES[queue_name]
+        assert queue["Type"] == "AWS::SQS::Queue"
+        # Encrypted at rest, and kept long enough to be read after a weekend (SQS keeps 14 days at most).
+        assert queue["Properties"]["SqsManagedSseEnabled"] is True
+        assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+        # Lambda sends the record with the function's own role; nobody else may.
+        senders = [
+            path.split("/")[2]
+            for path, statement in _statements(TEMPLATE)
+            if statement.get("Effect") == "Allow"
+            and any(str(a).startswith("sqs:") for a in _as_list(statement.get("Action", [])))
+        ]
+        assert senders == [_role_of(name)]
+        (send,) = [s for s in _role_statements(name) if any(str(a).startswith("sqs:") for a in _as_list(s["Action"]))]
+        assert (send["Action"], send["Resource"]) == ("sqs:SendMessage", {"Fn::GetAtt": [queue_name, "Arn"]})
+        # A record that arrives is seen (queue depth), and so is one that could not be delivered.
+        assert _alarms_on(
+            "AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": {"Fn::GetAtt": [queue_name, "QueueName"]}}
+        )
+        assert _alarms_on("AWS/Lambda", "DestinationDeliveryFailures", {"FunctionName": {"Ref": name}})
+    # The queue refuses plain HTTP, like the bucket.
+    policy = RESOURCES[f"{FAILED_JOBS_QUEUE}Policy"]["Properties"]
+    assert policy["Queues"] == [{"Ref": FAILED_JOBS_QUEUE}]
+    (deny,) = policy["PolicyDocument"]["Statement"]
+    assert (deny["Effect"], deny["Condition"]) == ("Deny", {"Bool": {"aws:SecureTransport": "false"}})
+
+
+def test_bucket_expires_the_versions_of_deleted_and_replaced_objects() -> None:
+    rules = {rule["Id"]: rule for rule in RESOURCES["Bucket"]["Properties"]["LifecycleConfiguration"]["Rules"]}
+    assert all(rule["Status"] == "Enabled" for rule in rules.values())
+    # The whole bucket (documents/, catalogs/, and anything stored later): a deleted document's source and text, or
+    # a replaced version, expire after the retention; the delete markers left alone then go too.
+    everything = rules["ExpireNoncurrentVersions"]
+    assert "Prefix" not in everything
+    assert "TagFilters" not in everything
+    assert everything["NoncurrentVersionExpiration"] == {"NoncurrentDays": {"Ref": "NoncurrentVersionRetentionDays"}}
+    assert everything["ExpiredObjectDeleteMarker"] is True
+    assert TEMPLATE["Parameters"]["NoncurrentVersionRetentionDays"]["Default"] == 30
+    # Index files are rewritten on every indexing run: their old versions go sooner (the earlier expiry wins).
+    indexes = rules["ExpireOldIndexVersions"]
+    assert (indexes["Prefix"], indexes["NoncurrentVersionExpiration"]) == ("indexes/", {"NoncurrentDays": 7})
+    assert indexes["ExpiredObjectDeleteMarker"] is True
+    assert rules["AbortIncompleteMultipartUploads"]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+
+
+def _dimensions(alarm: Mapping[str, Any]) -> dict[str, Any]:
+    return {d["Name"]: d["Value"] for d in alarm.get("Dimensions", [])}
+
+
+def _alarms_on(namespace: str, metric: str, dimensions: Mapping[str, Any]) -> list[str]:
+    return [
+        name
+        for name, alarm in ALARMS.items()
+        if (alarm.get("Namespace"), alarm.get("MetricName")) == (namespace, metric)
+        and _dimensions(alarm) == dict(dimensions)
+    ]
+
+
+def test_every_alarm_notifies_the_topic_when_there_is_one() -> None:
+    notify = {"Fn::If": ["NotifiesAlarms", [{"Ref": "AlarmTopicArn"}], _NO_VALUE]}
+    assert ALARMS
+    names = []
+    for name, alarm in ALARMS.items():
+        assert alarm["AlarmActions"] == notify, name
+        assert alarm["OKActions"] == notify, name
+        assert alarm["TreatMissingData"] == "notBreaching", name  # no traffic is not a failure
+        assert alarm["AlarmDescription"], name
+        assert alarm["EvaluationPeriods"] >= alarm["DatapointsToAlarm"] >= 1, name
+        names.append(alarm["AlarmName"]["Fn::Sub"])
+    assert all(name.startswith("${AWS::StackName}-") for name in names)
+    assert len(set(names)) == len(names)
+    assert TEMPLATE["Parameters"]["AlarmTopicArn"]["Default"] == ""
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_every_function_has_error_and_throttle_alarms(name: str) -> None:
+    for metric in ("Errors", "Throttles"):
+        (alarm,) = _alarms_on("AWS/Lambda", metric, {"FunctionName": {"Ref": name}})
+        assert (ALARMS[alarm]["Statistic"], ALARMS[alarm]["Threshold"]) == ("Sum", 1), alarm
+        assert ALARMS[alarm]["ComparisonOperator"] == "GreaterThanOrEqualToThreshold", alarm
+
+
+def test_stack_alarms_exist() -> None:
+    expected = [
+        ("AWS/ApiGateway", "5xx", (("ApiId", {"Ref": "HttpApi"}),)),
+        (
+            "AWS/SQS",
+            "ApproximateNumberOfMessagesVisible",
+            (("QueueName", {"Fn::GetAtt": [FAILED_JOBS_QUEUE, "QueueName"]}),),
+        ),
+        ("AWS/Lambda", "DestinationDeliveryFailures", (("FunctionName", {"Ref": INDEXER}),)),
+        ("AWS/Lambda", "AsyncEventAge", (("FunctionName", {"Ref": INDEXER}),)),
+        ("AWS/States", "ExecutionsFailed", (("StateMachineArn", {"Ref": STATE_MACHINE}),)),
+        ("mcpbridge", "IndexingBacklog", (("service", {"Ref": "AWS::StackName"}),)),
+    ]
+    for namespace, metric, dimensions in expected:
+        assert len(_alarms_on(namespace, metric, dict(dimensions))) == 1, (namespace, metric)
+    per_function = 2 * len(FUNCTIONS)
+    assert len(ALARMS) == per_function + len(expected)
+    # Every alarm watches something of this stack.
+    for name, alarm in ALARMS.items():
+        for value in _dimensions(alarm).values():
+            referenced = value.get("Ref") or value.get("Fn::GetAtt", [None])[0]
+            assert referenced in RESOURCES or referenced == "AWS::StackName", name
+
+
+def test_indexing_backlog_alarm_reads_the_metric_the_code_emits() -> None:
+    # Powertools Metrics (EMF) takes its namespace and the "service" dimension from these variables.
+    assert GLOBAL_ENV["POWERTOOLS_METRICS_NAMESPACE"] == "mcpbridge"
+    assert GLOBAL_ENV["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}  # one set of metrics per stack
+    (name,) = _alarms_on("mcpbridge", "IndexingBacklog", {"service": GLOBAL_ENV["POWERTOOLS_SERVICE_NAME"]})
+    alarm = ALARMS[name]
+    assert alarm["Namespace"] == GLOBAL_ENV["POWERTOOLS_METRICS_NAMESPACE"]
+    assert (alarm["Statistic"], alarm["Threshold"]) == ("Maximum", {"Ref": "IndexingBacklogThreshold"})
+    assert alarm["Period"] * alarm["EvaluationPeriods"] == 900  # a backlog that lasts, not a burst
+    assert TEMPLATE["Parameters"]["IndexingBacklogThreshold"]["Default"] == 100
