@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from mcpbridge.agent.broker import ToolCallBroker
     from mcpbridge.agent.calls import ToolCall, ToolCalls
     from mcpbridge.agent.discovery import AgentCatalog
-    from mcpbridge.agent.invoke import OAuthRunner
     from mcpbridge.agent.profiles import AgentProfiles
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.client.policies import ToolPolicies
@@ -399,7 +398,7 @@ class Container:
         return ToolCallSteps(
             self.tool_call_records,
             self.clock,
-            ToolInvoker(self.services, self.connections, self._oauth_runner()),
+            ToolInvoker(self.services, self.connections, self.oauth),
             lambda: self.workflow,
             self.events,
             self._recheck_call,
@@ -447,14 +446,6 @@ class Container:
         from mcpbridge.oauth.tokens import TokenStore
 
         return ManagerOAuthGate(self.oauth, TokenStore(self.store, self.clock, self.secrets), self.clock)
-
-    def _oauth_runner(self) -> OAuthRunner:
-        from mcpbridge.client.oauth_calls import call_with_oauth
-
-        async def run(service: ExternalService, workspace_id: str, user_id: str, operation: Any) -> Any:
-            return await call_with_oauth(self.oauth, service, workspace_id, "user", user_id, operation)
-
-        return run
 
     async def _refresh_catalog_for(self, call: ToolCall, service: ExternalService) -> None:
         from mcpbridge.domain.identity import acting_for

@@ -148,3 +148,19 @@ def test_a_refused_post_on_a_legacy_sse_session_is_a_401_at_once() -> None:
         finally:
             legacy.close()
     assert legacy.methods.count("tools/call") == 2, "the refused call never ran"
+
+
+def test_a_catalog_refresh_refused_with_a_valid_looking_token_refreshes_once_and_succeeds(
+    api: Api, server: OAuthTestServer
+) -> None:
+    """The catalog reaches OAuth services through the same connection auth as tool calls: a 401 there also gets
+    one forced refresh and one resend (it used to fail the refresh with upstream_unauthorized)."""
+    service_id = api.create_service(server)
+    api.complete(service_id)
+    assert api.client.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh").status_code == 200
+    refreshes = server.token_requests["refresh_token"]
+    server.expire_access_tokens()
+    again = api.client.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh")
+    assert again.status_code == 200, again.text
+    assert "whoami" in {tool["name"] for tool in again.json()["data"]["tools"]}
+    assert server.token_requests["refresh_token"] - refreshes == 1

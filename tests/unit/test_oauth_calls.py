@@ -1,4 +1,6 @@
-"""The per-operation rule for OAuth services: bearer first, one forced refresh and one retry on a 401, nothing else."""
+"""The rule for OAuth services, held by the connection's auth (``BearerAuth``): the bearer on every request, one forced
+refresh and one resend on a 401, nothing else; and ``call_with_oauth`` refusing a principal without a token before any
+connection. Exercised at the HTTP seam (an ``httpx2`` mock transport), as the SDK's transports use it."""
 
 from __future__ import annotations
 
@@ -6,10 +8,12 @@ import dataclasses
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
-from mcpbridge.client.connection import ConnectionSpec, OutcomeUnknown
-from mcpbridge.client.oauth_calls import call_with_oauth, oauth_connection_spec
+from mcpbridge.client.connection import ConnectionSpec, HttpFacts
+from mcpbridge.client.oauth_calls import call_with_oauth
+from mcpbridge.client.specs import oauth_connection_spec
 from mcpbridge.domain.external_services import AdvancedConfig, AuthConfig, ExternalService
 from mcpbridge.errors import OAuthRequired, UpstreamError
 
@@ -58,92 +62,117 @@ class Tokens:
         return self.current
 
 
-class Operation:
-    def __init__(self, *failures: Exception) -> None:
-        self.failures = list(failures)
-        self.specs: list[ConnectionSpec] = []
+class Upstream:
+    """An HTTP server, answering each request with the next status of ``answers`` (then 200), and keeping what was
+    sent; or raising ``failure`` (a transport error) instead."""
 
-    async def __call__(self, spec: ConnectionSpec) -> str:
-        self.specs.append(spec)
-        if self.failures:
-            raise self.failures.pop(0)
-        return "done"
+    def __init__(self, *answers: int, failure: Exception | None = None) -> None:
+        self.answers = list(answers)
+        self.failure = failure
+        self.sent: list[str | None] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.sent.append(request.headers.get("authorization"))
+        if self.failure is not None:
+            raise self.failure
+        return httpx2.Response(self.answers.pop(0) if self.answers else 200, json={"ok": True})
 
 
-def unauthorized() -> UpstreamError:
-    return UpstreamError("refused (HTTP 401)", code="upstream_unauthorized", details={"status": 401})
+def send(tokens: Tokens, upstream: Upstream, service: ExternalService = PLAIN, *, until: float | None = None) -> Any:
+    """One request through the connection's auth, as an operation's request; returns (status, the operation's facts)."""
 
-
-def run(tokens: Tokens, operation: Operation, service: ExternalService = PLAIN) -> str:
-    async def main() -> str:
-        return await call_with_oauth(tokens, service, "ws_1", "user", "usr_1", operation)
+    async def main() -> tuple[int, HttpFacts]:
+        spec = oauth_connection_spec(
+            service, tokens, "ws_1", "user", "usr_1", until=None if until is None else anyio.current_time() + until
+        )
+        facts = HttpFacts()
+        transport = httpx2.MockTransport(upstream)
+        async with httpx2.AsyncClient(transport=transport, headers=spec.headers, auth=spec.auth) as http:
+            with facts.recording():
+                response = await http.post(spec.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        return response.status_code, facts
 
     return anyio.run(main)
 
 
 def test_the_spec_carries_the_bearer_and_custom_headers_on_top() -> None:
-    spec = oauth_connection_spec(PLAIN, "abc")
-    assert spec.headers == {"Authorization": "Bearer abc", "X-Trace": "on"}
+    tokens = Tokens()
+    spec = oauth_connection_spec(PLAIN, tokens, "ws_1", "user", "usr_1")
+    assert spec.headers == {"X-Trace": "on"}, "no token in the spec: the auth adds it per request"
     assert (spec.url, spec.transport, spec.timeout) == (PLAIN.url, "http-streamable", 12.0)
     assert (spec.retry_count, spec.retry_delay) == (2, 0.5)
-    overridden = oauth_connection_spec(SERVICE, "abc")
-    assert overridden.headers["Authorization"] == "Bearer admin-override", "custom headers win, as for other auth"
-    assert "abc" not in repr(spec)
+    upstream = Upstream()
+    assert send(tokens, upstream)[0] == 200
+    assert upstream.sent == ["Bearer token-1"]
+    overridden = Upstream()
+    send(Tokens(), overridden, SERVICE)
+    assert overridden.sent == ["Bearer admin-override"], "custom headers win, as for other auth"
+    assert "token-1" not in repr(spec)
 
 
 def test_success_needs_no_refresh() -> None:
-    tokens, operation = Tokens(), Operation()
-    assert run(tokens, operation) == "done"
+    tokens, upstream = Tokens(), Upstream()
+    assert send(tokens, upstream)[0] == 200
     assert [c[0] for c in tokens.calls] == ["bearer_for"]
     assert tokens.calls[0][1] == ("ws_1", "svc_1", "user", "usr_1")
-    assert len(operation.specs) == 1
+    assert len(upstream.sent) == 1
 
 
 def test_a_401_gets_exactly_one_forced_refresh_and_one_retry() -> None:
-    tokens, operation = Tokens(), Operation(unauthorized())
-    assert run(tokens, operation) == "done"
+    tokens, upstream = Tokens(), Upstream(401)
+    assert send(tokens, upstream)[0] == 200
     assert tokens.calls[1] == ("force_refresh", "token-1"), "the refused token is named"
-    assert [s.headers["Authorization"] for s in operation.specs] == ["Bearer token-1", "Bearer token-2"]
+    assert upstream.sent == ["Bearer token-1", "Bearer token-2"]
 
 
 def test_a_second_401_is_passed_on() -> None:
-    tokens, operation = Tokens(), Operation(unauthorized(), unauthorized())
-    with pytest.raises(UpstreamError) as failed:
-        run(tokens, operation)
-    assert failed.value.code == "upstream_unauthorized"
-    assert len(operation.specs) == 2
+    tokens, upstream = Tokens(), Upstream(401, 401)
+    status, facts = send(tokens, upstream)
+    assert status == 401
+    assert facts.refusal is None, "a refused fresh token is the server's answer, not a missing one"
+    assert len(upstream.sent) == 2
     assert [c[0] for c in tokens.calls] == ["bearer_for", "force_refresh"]
 
 
-@pytest.mark.parametrize(
-    "failure",
-    [
-        OutcomeUnknown("the answer was lost"),
-        UpstreamError("refused (HTTP 403)", code="upstream_forbidden"),
-        UpstreamError("unreachable", code="upstream_unreachable"),
-        RuntimeError("bug"),
-    ],
-)
-def test_nothing_else_is_retried(failure: Exception) -> None:
-    tokens, operation = Tokens(), Operation(failure)
-    with pytest.raises(type(failure)):
-        run(tokens, operation)
-    assert len(operation.specs) == 1
+@pytest.mark.parametrize("status", [403, 404, 500, 503])
+def test_nothing_else_is_retried(status: int) -> None:
+    tokens, upstream = Tokens(), Upstream(status)
+    assert send(tokens, upstream)[0] == status
+    assert len(upstream.sent) == 1
+    assert [c[0] for c in tokens.calls] == ["bearer_for"]
+
+
+def test_a_request_that_never_got_an_answer_is_not_resent() -> None:
+    tokens, upstream = Tokens(), Upstream(failure=httpx2.ReadTimeout("the answer was lost"))
+    with pytest.raises(httpx2.ReadTimeout):
+        send(tokens, upstream)
+    assert len(upstream.sent) == 1
     assert [c[0] for c in tokens.calls] == ["bearer_for"]
 
 
 def test_no_token_means_no_connection() -> None:
-    tokens, operation = Tokens(missing=True), Operation()
+    tokens, connected = Tokens(missing=True), []
+
+    async def operation(spec: ConnectionSpec) -> str:
+        connected.append(spec)
+        return "done"
+
     with pytest.raises(OAuthRequired):
-        run(tokens, operation)
-    assert operation.specs == []
+        anyio.run(call_with_oauth, tokens, PLAIN, "ws_1", "user", "usr_1", operation)
+    assert connected == []
+    # And a token that disappears between that check and a request: sent without one, the refusal noted.
+    upstream = Upstream(401)
+    status, facts = send(tokens, upstream)
+    assert (status, upstream.sent) == (401, [None])
+    assert isinstance(facts.refusal, OAuthRequired)
 
 
 def test_a_refused_refresh_ends_the_call() -> None:
-    tokens, operation = Tokens(refusal=OAuthRequired("re-authorize")), Operation(unauthorized())
-    with pytest.raises(OAuthRequired):
-        run(tokens, operation)
-    assert len(operation.specs) == 1
+    tokens, upstream = Tokens(refusal=OAuthRequired("re-authorize")), Upstream(401)
+    status, facts = send(tokens, upstream)
+    assert status == 401
+    assert isinstance(facts.refusal, OAuthRequired)
+    assert len(upstream.sent) == 1
 
 
 class SlowTokens(Tokens):
@@ -158,16 +187,12 @@ class SlowTokens(Tokens):
 
 
 def test_a_refresh_that_does_not_end_by_until_is_a_retryable_failure() -> None:
-    tokens, operation = SlowTokens(), Operation(unauthorized())
-
-    async def main() -> UpstreamError:
-        until = anyio.current_time() + 0.2
-        with anyio.fail_after(30), pytest.raises(UpstreamError) as raised:
-            await call_with_oauth(tokens, PLAIN, "ws_1", "user", "usr_1", operation, until=until)
-        return raised.value
-
-    error = anyio.run(main)
+    tokens, upstream = SlowTokens(), Upstream(401)
+    status, facts = send(tokens, upstream, until=0.2)
+    error = facts.refusal
+    assert status == 401
+    assert isinstance(error, UpstreamError)
     assert (error.code, error.retryable) == ("oauth_refresh_failed", True)
     assert 0 < error.details["timeout_seconds"] <= 0.2
     assert f"within {error.details['timeout_seconds']:g} s" in error.message
-    assert len(operation.specs) == 1, "no retry without a new token"
+    assert len(upstream.sent) == 1, "no retry without a new token"

@@ -59,6 +59,7 @@ __all__ = [
     "OutcomeUnknown",
     "ProbeResult",
     "Transport",
+    "note_refusal",
     "open_session",
     "probe",
 ]
@@ -104,7 +105,9 @@ class ConnectionSpec:
     """How to reach one external MCP server.
 
     ``headers`` are sent on every request, already layered by the caller (auth strategy header, then custom
-    headers); they are left out of ``repr`` (they carry secrets). ``timeout`` is the one deadline of each operation
+    headers); they are left out of ``repr`` (they carry secrets). ``auth``, for OAuth services, adds the principal's
+    bearer to each request and refreshes it once on a 401 (:class:`~mcpbridge.client.bearer_auth.BearerAuth`).
+    ``timeout`` is the one deadline of each operation
     (establishing the connection with all its attempts, a whole listing, a call); ``initialize_timeout`` bounds one
     connect + handshake attempt and is capped at 60 s.
 
@@ -122,6 +125,7 @@ class ConnectionSpec:
     initialize_timeout: float = INITIALIZE_TIMEOUT_CAP
     retry_count: int = 0
     retry_delay: float = 0.0
+    auth: httpx2.Auth | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -194,6 +198,8 @@ class HttpFacts:
     * ``server_errors``: the JSON-RPC error codes the server itself sent in answer to its POSTs (a JSON body or an
       event of an event-stream answer). The SDK makes up ``-32000`` when a connection or an answer stream ends
       without the answer; a ``-32000`` the server was seen sending is the server's own error.
+    * ``refusal``: why no credentials could be sent or renewed (the bearer auth notes it rather than raising inside the
+      HTTP layer, see :func:`note_refusal`); a 401 then is that refusal (``OAuthRequired`` most often).
     * ``session_rejected``: set when the server refused a request's MCP session, so nothing ran: HTTP 404 on a
       request carrying ``Mcp-Session-Id`` (the spec's signal), or a 400/404 whose body says the session is unknown
       (stateful TypeScript servers answer ``400 No valid session ID``; legacy SSE servers ``404 Session not found``).
@@ -202,6 +208,7 @@ class HttpFacts:
     auth_status: int | None = None
     post_status: int | None = None
     server_errors: set[int] = field(default_factory=set)
+    refusal: MCPBridgeError | None = None
     session_rejected: anyio.Event = field(default_factory=anyio.Event)
     refused: anyio.Event = field(default_factory=anyio.Event)
 
@@ -213,6 +220,13 @@ class HttpFacts:
             yield self
         finally:
             _FACTS.reset(token)
+
+
+def note_refusal(refusal: MCPBridgeError) -> None:
+    """For the HTTP layer's auth: the operation whose request this is could not get (or renew) its credentials."""
+    facts = _FACTS.get()
+    if facts is not None:
+        facts.refusal = refusal
 
 
 async def _on_response(response: httpx2.Response) -> None:
@@ -337,7 +351,9 @@ async def open_session(
     async with contextlib.AsyncExitStack() as stack:
         transport: Any
         if spec.transport == "http-streamable":
-            http = guarded_async_client2(policy, timeout=_timeouts(spec), headers=spec.headers, event_hooks=hooks)
+            http = guarded_async_client2(
+                policy, timeout=_timeouts(spec), headers=spec.headers, auth=spec.auth, event_hooks=hooks
+            )
             await stack.enter_async_context(http)
             transport = streamable_http_client(spec.url, http_client=http)
         else:
@@ -357,6 +373,7 @@ async def open_session(
                 timeout=spec.timeout,
                 sse_read_timeout=max(spec.timeout, SSE_READ_TIMEOUT),
                 httpx_client_factory=factory,
+                auth=spec.auth,
             )
         client = Client(
             transport,
@@ -460,6 +477,8 @@ def _translate(
     if status is None and facts is not None and not sent and facts.post_status in RETRYABLE_HANDSHAKE_STATUSES:
         # The handshake's POST was answered 502/503/504 (the SDK reports it as a bare JSON-RPC error).
         status = facts.post_status
+    if status == 401 and facts is not None and facts.refusal is not None:
+        return facts.refusal  # no credentials could be sent or renewed: that is the reason, not the 401
     if status == 401:
         return UpstreamError(
             f"{host} refused the credentials (HTTP 401)", code="upstream_unauthorized", details={"status": 401}

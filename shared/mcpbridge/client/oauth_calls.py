@@ -1,7 +1,9 @@
-"""The per-operation rule for OAuth services: get the bearer (refreshed first when due), connect with it, run the
-operation; on ``upstream_unauthorized`` exactly one forced refresh and one retry; nothing else is retried here.
+"""Operations on OAuth services for one principal. The spec (:func:`~mcpbridge.client.specs.oauth_connection_spec`)
+carries a :class:`~mcpbridge.client.bearer_auth.BearerAuth`, which adds the principal's token to every request and
+on a 401 makes exactly one forced refresh and one resend; nothing else is retried here, and no caller handles a
+token.
 
-A 401 means the server refused the credentials before running anything, so repeating the operation with a new
+A 401 means the server refused the credentials before running anything, so sending the request again with a new
 token cannot run it twice. Any other failure (``outcome_unknown`` above all) is passed on untouched. A second 401
 after the refresh is passed on as well: the fresh token is refused too, so repeating would not help.
 
@@ -16,43 +18,18 @@ Works with any ``async (ConnectionSpec) -> T`` operation, e.g.::
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import anyio
 
+from mcpbridge.client.bearer_auth import BearerSource
 from mcpbridge.client.connection import ConnectionSpec
-from mcpbridge.client.specs import connection_spec
+from mcpbridge.client.specs import oauth_connection_spec
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.errors import UpstreamError
 
 T = TypeVar("T")
-
-
-class BearerSource(Protocol):
-    """Where bearer tokens come from (:class:`mcpbridge.oauth.manager.OAuthManager`)."""
-
-    async def bearer_for(
-        self, workspace_id: str, service: ExternalService, principal_type: str, principal_id: str
-    ) -> str: ...
-
-    async def force_refresh(
-        self,
-        workspace_id: str,
-        service: ExternalService,
-        principal_type: str,
-        principal_id: str,
-        *,
-        rejected: str | None = None,
-    ) -> str: ...
-
-
-def oauth_connection_spec(service: ExternalService, bearer: str) -> ConnectionSpec:
-    """The service's connection spec with ``Authorization: Bearer``; custom headers still layered on top (as
-    :func:`~mcpbridge.client.specs.connection_spec` does for the other strategies)."""
-    base = connection_spec(service, {})
-    return dataclasses.replace(base, headers={"Authorization": f"Bearer {bearer}", **service.headers})
 
 
 async def call_with_oauth(
@@ -67,25 +44,14 @@ async def call_with_oauth(
 ) -> T:
     """Run ``operation`` against an OAuth service for one principal (see the module docstring).
 
-    Several operations refused at once each call ``force_refresh`` with the token they sent: one refreshes under
-    the lease, the others get the token it stored. With ``until`` (on anyio's clock, a synchronous request's
-    budget), getting or refreshing a token ends by then (else ``UpstreamError`` ``oauth_refresh_failed``, retryable;
-    ``operation`` keeps to the same end by itself, see :func:`mcpbridge.client.connection.probe`).
-
-    Raises :class:`~mcpbridge.errors.OAuthRequired` when the principal has no usable token (before any connection,
-    or when the forced refresh is refused), and whatever ``operation`` raises otherwise."""
-    bearer = await _by(until, service, tokens.bearer_for(workspace_id, service, principal_type, principal_id))
-    try:
-        return await operation(oauth_connection_spec(service, bearer))
-    except UpstreamError as exc:
-        if exc.code != "upstream_unauthorized":
-            raise
-    renewed = await _by(
-        until,
-        service,
-        tokens.force_refresh(workspace_id, service, principal_type, principal_id, rejected=bearer),
+    The principal's token is looked up first, so a principal without one is told so (``OAuthRequired``) before any
+    connection. With ``until`` (on anyio's clock, a synchronous request's budget), getting or refreshing a token ends
+    by then (else ``UpstreamError`` ``oauth_refresh_failed``, retryable; ``operation`` keeps to the same end by
+    itself, see :func:`mcpbridge.client.connection.probe`)."""
+    await _by(until, service, tokens.bearer_for(workspace_id, service, principal_type, principal_id))
+    return await operation(
+        oauth_connection_spec(service, tokens, workspace_id, principal_type, principal_id, until=until)
     )
-    return await operation(oauth_connection_spec(service, renewed))
 
 
 async def _by(until: float | None, service: ExternalService, getting: Awaitable[str]) -> str:

@@ -19,8 +19,9 @@ from collections.abc import Callable
 import anyio
 from anyio import to_thread
 
+from mcpbridge.client.bearer_auth import BearerSource
 from mcpbridge.client.connection import ConnectionSpec, ProbeResult, probe
-from mcpbridge.client.oauth_calls import BearerSource, call_with_oauth
+from mcpbridge.client.oauth_calls import call_with_oauth
 from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.client.specs import connection_spec
 from mcpbridge.domain.external_services import ExternalService

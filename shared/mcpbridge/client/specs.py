@@ -1,20 +1,19 @@
-"""How a registered service becomes a connection: exactly one auth strategy, custom headers layered on top."""
+"""How a registered service becomes a connection: exactly one auth strategy, custom headers layered on top. For an
+OAuth service the strategy is the principal's bearer, as the connection's auth (``client/bearer_auth``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 from anyio import to_thread
 
+from mcpbridge.client.bearer_auth import BearerAuth, BearerSource
 from mcpbridge.client.connection import ConnectionSpec
 from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal
 from mcpbridge.errors import OAuthRequired
-
-if TYPE_CHECKING:
-    from mcpbridge.client.oauth_calls import BearerSource
 
 
 def auth_headers(service: ExternalService, secrets: Mapping[str, str]) -> dict[str, str]:
@@ -50,10 +49,26 @@ def connection_spec(service: ExternalService, secrets: Mapping[str, str]) -> Con
     )
 
 
+def oauth_connection_spec(
+    service: ExternalService,
+    tokens: BearerSource,
+    workspace_id: str,
+    principal_type: str,
+    principal_id: str,
+    *,
+    until: float | None = None,
+) -> ConnectionSpec:
+    """The service's connection spec with the principal's bearer as the connection's auth; custom headers still
+    layered on top (an ``Authorization`` custom header wins, as over the other strategies). ``until``: see
+    :class:`~mcpbridge.client.bearer_auth.BearerAuth`."""
+    auth = BearerAuth(tokens, workspace_id, service, principal_type, principal_id, until=until)
+    return dataclasses.replace(connection_spec(service, {}), auth=auth)
+
+
 class SpecSource:
     """Connection specs of services as a principal sees them: the service's stored secrets opened (a blocking
-    SecretBox call, run off the event loop), or for an OAuth service the principal's own token (refreshed when
-    due; :class:`~mcpbridge.errors.OAuthRequired` when the principal has none)."""
+    SecretBox call, run off the event loop), or for an OAuth service the principal's own bearer as the connection's
+    auth (:class:`~mcpbridge.errors.OAuthRequired` at once when the principal has no token)."""
 
     def __init__(self, registry: ServiceRegistry, oauth: Callable[[], BearerSource] | None = None) -> None:
         self._registry = registry
@@ -63,9 +78,14 @@ class SpecSource:
         if service.auth.auth_type == "oauth":
             if self._oauth is None:
                 raise OAuthRequired(f"{service.name} uses OAuth, which is not configured here", code="oauth_required")
-            from mcpbridge.client.oauth_calls import oauth_connection_spec
-
-            bearer = await self._oauth().bearer_for(principal.workspace_id, service, "user", principal.user_id)
-            return oauth_connection_spec(service, bearer)
+            tokens = self._oauth()
+            await tokens.bearer_for(principal.workspace_id, service, "user", principal.user_id)  # none: refused now
+            return oauth_connection_spec(
+                tokens=tokens,
+                service=service,
+                workspace_id=principal.workspace_id,
+                principal_type="user",
+                principal_id=principal.user_id,
+            )
         secrets = await to_thread.run_sync(self._registry.connection_secrets, service)
         return connection_spec(service, secrets)
