@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mcpbridge.adapters.index_files import kb_index
+from mcpbridge.adapters.index_files import kb_index, vector_matrix
 from mcpbridge.adapters.index_files.kb_index import KbIndexFile
 from mcpbridge.domain.knowledge import Chunk, ChunkType, Hit, IndexAnalysis
 from mcpbridge.domain.text_tokens import literal_words
@@ -454,15 +454,22 @@ def test_invalid_vectors_are_refused(
     assert index.count("d") == 0
 
 
-def test_vectors_are_loaded_once_per_generation(index: KbIndexFile, monkeypatch: pytest.MonkeyPatch) -> None:
+def _counting_loads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     loads: list[int] = []
-    load = kb_index._load_vectors
+    load = vector_matrix.load
 
-    def counting(conn: sqlite3.Connection, key: tuple[str, int]) -> kb_index._Vectors:
+    def counting(conn: sqlite3.Connection, key: tuple[str, int], dimension: int) -> vector_matrix.VectorSnapshot:
         loads.append(key[1])
-        return load(conn, key)
+        return load(conn, key, dimension)
 
-    monkeypatch.setattr(kb_index, "_load_vectors", counting)
+    monkeypatch.setattr(vector_matrix, "load", counting)
+    return loads
+
+
+def test_vectors_are_loaded_once_and_then_kept_up_to_date_by_writes(
+    index: KbIndexFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads = _counting_loads(monkeypatch)
     index.replace_document("a", document("a", "x"), [[1.0, 0.0]], EMBEDDER)
     for _ in range(3):
         index.semantic([1.0, 0.0])
@@ -470,7 +477,56 @@ def test_vectors_are_loaded_once_per_generation(index: KbIndexFile, monkeypatch:
 
     index.replace_document("b", document("b", "y"), [[0.0, 1.0]], EMBEDDER)
     assert ids(index.semantic([0.0, 1.0], limit=1)) == ["b#00000"]
+    index.delete_document("a")
+    assert ids(index.semantic([1.0, 0.0])) == ["b#00000"]
+    assert loads == [1], "a write of this instance changes the loaded vectors instead of loading them again"
+
+
+def test_a_write_by_another_instance_loads_the_vectors_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    loads = _counting_loads(monkeypatch)
+    reader, writer = KbIndexFile(tmp_path / "kb.sqlite3"), KbIndexFile(tmp_path / "kb.sqlite3")
+    reader.replace_document("a", document("a", "x"), [[1.0, 0.0]], EMBEDDER)
+    assert ids(reader.semantic([0.0, 1.0])) == ["a#00000"]
+    writer.replace_document("b", document("b", "y"), [[0.0, 1.0]], EMBEDDER)
+    assert ids(reader.semantic([0.0, 1.0])) == ["b#00000", "a#00000"]
     assert loads == [1, 2]
+    reader.close()
+    writer.close()
+
+
+@pytest.mark.parametrize(("segments", "dead_share"), [(16, 0.25), (2, 0.25), (16, 0.0), (1, 1.0)])
+def test_vectors_changed_by_many_writes_rank_as_vectors_loaded_from_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, segments: int, dead_share: float
+) -> None:
+    monkeypatch.setattr(vector_matrix, "MAX_SEGMENTS", segments)
+    monkeypatch.setattr(vector_matrix, "DEAD_SHARE_MAX", dead_share)
+    rng = np.random.default_rng(3)
+    path = tmp_path / "kb.sqlite3"
+    index = KbIndexFile(path)
+    index.replace_document("seed", document("seed", "s"), [[1.0, 0.0, 0.0, 0.0]], EMBEDDER)
+    index.semantic([1.0, 0.0, 0.0, 0.0])  # loaded: from here on, writes change the snapshot
+    names = [f"d{n}" for n in range(8)]
+    for step in range(60):
+        name = names[int(rng.integers(len(names)))]
+        if step % 7 == 3:
+            index.delete_document(name)
+            continue
+        size = int(rng.integers(1, 4))
+        index.replace_document(
+            name,
+            document(name, *[f"{name} {i}" for i in range(size)]),
+            rng.standard_normal((size, 4)).tolist(),
+            EMBEDDER,
+        )
+    fresh = KbIndexFile(path)
+    for query in rng.standard_normal((10, 4)).tolist():
+        kept, loaded = index.semantic(query, limit=30), fresh.semantic(query, limit=30)
+        assert ids(kept) == ids(loaded)
+        assert [h.score for h in kept] == pytest.approx([h.score for h in loaded], abs=1e-6)
+        only = ["d1", "d4", "seed"]
+        assert ids(index.semantic(query, document_ids=only)) == ids(fresh.semantic(query, document_ids=only))
+    index.close()
+    fresh.close()
 
 
 def test_a_caller_vector_is_not_modified(index: KbIndexFile) -> None:

@@ -15,7 +15,9 @@
 Keyword search tokenises in Python (``domain.text_tokens``: words, accents folded, CJK bigrams, Snowball stems) and
 stores the terms with FTS5's ``ascii`` tokenizer, which splits on ASCII punctuation and space only and keeps every
 non-ASCII character inside its token: a term written is a term indexed, whatever SQLite's Unicode tables say.
-Semantic search is a cosine over all the file's vectors with numpy, on a matrix cached per file generation.
+Semantic search is a cosine over all the file's vectors with numpy, on a matrix kept in memory
+(``vector_matrix``): loaded once, then changed by this instance's own writes rather than loaded again; a write by
+another process or instance (a generation this instance did not make) loads it again.
 
 The query plan: the query's terms without stop words; each term's chunk count (document frequency) read from the
 vocabulary; terms no chunk holds dropped, the rarest ``QUERY_TERMS_MAX`` kept. Chunks holding every kept term come
@@ -60,6 +62,8 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from mcpbridge.adapters.index_files import vector_matrix
+from mcpbridge.adapters.index_files.vector_matrix import VectorSnapshot
 from mcpbridge.adapters.sqlite_wal import switch_to_wal
 from mcpbridge.domain.knowledge import CHUNK_TYPES, Chunk, ChunkType, Hit, IndexAnalysis
 from mcpbridge.domain.text_tokens import Analyser, analyser_for, is_cjk, search_tokens
@@ -121,16 +125,6 @@ class _Connection:
 
 
 @dataclass(frozen=True)
-class _Vectors:
-    """The file's vectors at one generation: unit rows grouped by document, in reading order."""
-
-    key: tuple[str, int]
-    matrix: _Matrix
-    rowids: npt.NDArray[np.int64]
-    spans: dict[str, tuple[int, int]]
-
-
-@dataclass(frozen=True)
 class _Plan:
     every: list[str]
     """The phrases of the first tier (all kept terms, rarest first)."""
@@ -179,7 +173,10 @@ class KbIndexFile:
         self._lock = threading.Lock()
         self._idle: list[_Connection] = []  # most recently returned last
         self._epoch = 0
-        self._vectors_cache: _Vectors | None = None
+        self._vectors_cache: VectorSnapshot | None = None
+        self._vectors_before: VectorSnapshot | None = None  # the one before, for reads that started before
+        self._write_lock = threading.Lock()  # in-process writers publish vector snapshots in commit order
+        self._pending_vectors: VectorSnapshot | None = None
 
     @property
     def path(self) -> Path:
@@ -212,9 +209,10 @@ class KbIndexFile:
             raise ValueError(f"chunks of document {document_id!r} belong to several knowledge bases")
         wanted = analyser_for(language)
         terms = [" ".join(search_tokens(chunk.text)) for chunk in chunks]
-        with self._writing() as conn:
+        with self._write_lock, self._writing() as conn:
             if kb_ids:
                 _claim(conn, "knowledge_base_id", next(iter(kb_ids)), "knowledge base")
+            before = _vector_key(conn)
             removed = _delete_rows(conn, document_id)
             state = _analysis(conn)
             if state.current is None and _chunk_count(conn) == 0:
@@ -245,14 +243,22 @@ class KbIndexFile:
                 )
             _count_chunks(conn, len(chunks) - removed)
             _bump_generation(conn)
+            # Published below, once committed: the snapshot of the state this write made.
+            added = [rowids[chunk.id] for chunk in chunks]
+            matrix = None if blobs is None else np.asarray(vectors, dtype=np.float32)
+            if (old := self._snapshot_at(before)) is not None:
+                self._publish_vectors(before, old.changed(_next(before), document_id, added, matrix))
 
     def delete_document(self, document_id: str) -> None:
         """Remove the document's chunks, terms and vectors; a document that is not there changes nothing."""
-        with self._writing() as conn:
+        with self._write_lock, self._writing() as conn:
+            before = _vector_key(conn)
             removed = _delete_rows(conn, document_id)
             if removed:
                 _count_chunks(conn, -removed)
                 _bump_generation(conn)
+                if (old := self._snapshot_at(before)) is not None:
+                    self._publish_vectors(before, old.changed(_next(before), document_id, [], None))
 
     # ------------------------------------------------------------------------------------------ analysis
 
@@ -273,7 +279,7 @@ class KbIndexFile:
         starts over. ``progress(done, total)`` is called after each batch. Returns whether anything changed (False
         when the file is already analysed for ``language`` by this version of the analyser)."""
         target = analyser_for(language)
-        with self._writing() as conn:
+        with self._write_lock, self._writing() as conn:
             state = _analysis(conn)
             if state.target is None and state.recorded_id == target.id:
                 return False
@@ -283,7 +289,7 @@ class KbIndexFile:
                 until = conn.execute("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()[0]
                 _set_meta(conn, {"analysing": target.language, "analysing_rowid": 0, "analysing_until": until})
         while True:
-            with self._writing() as conn:
+            with self._write_lock, self._writing() as conn:
                 state = _analysis(conn)
                 if state.target is None or state.target.id != target.id:
                     raise Unavailable("another re-analysis took over this index", code="search_index_busy")
@@ -304,7 +310,10 @@ class KbIndexFile:
                     _set_meta(conn, {"stems": state.spare, "analyser": target.id, "language": target.language})
                     conn.execute("DELETE FROM meta WHERE key IN ('analysing', 'analysing_rowid', 'analysing_until')")
                     conn.execute(f"DELETE FROM {old}")  # noqa: S608 - a fixed table
+                    before = _vector_key(conn)
                     _bump_generation(conn)
+                    if (snapshot := self._snapshot_at(before)) is not None:
+                        self._publish_vectors(before, snapshot.moved_to(_next(before)))
             if progress is not None:
                 progress(done, total)
             if not batch:
@@ -404,28 +413,26 @@ class KbIndexFile:
             return []
         with self._reading() as held:
             cached = self._vectors(held)
-            if cached.matrix.shape[0] == 0:
+            if cached.live == 0:
                 return []
-            if query.shape[0] != cached.matrix.shape[1]:
+            if query.shape[0] != cached.dimension:
                 raise ValueError(
                     f"the query vector has {query.shape[0]} dimensions; this index holds "
-                    f"{cached.matrix.shape[1]}-dimension vectors"
+                    f"{cached.dimension}-dimension vectors"
                 )
             query = query / np.float32(norm)
             if documents is None:
-                rows: npt.NDArray[np.int64] | None = None
-                scores = cached.matrix @ query
+                rowids_of = cached.rowids
+                scores = cached.scores(query)
             else:
-                spans = [cached.spans[d] for d in documents if d in cached.spans]
-                if not spans:
+                rowids_of, scores = cached.document_scores(documents, query)
+                if scores.shape[0] == 0:
                     return []
-                rows = np.concatenate([np.arange(start, stop, dtype=np.int64) for start, stop in spans])
-                scores = cached.matrix[rows] @ query
-            k = min(limit, scores.shape[0])
+            live = cached.live if documents is None else int(scores.shape[0])
+            k = min(limit, live)
             top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
-            top = top[np.argsort(-scores[top], kind="stable")]
-            picked = top if rows is None else rows[top]
-            rowids = [int(r) for r in cached.rowids[picked]]
+            top = top[np.argsort(-scores[top], kind="stable")][:k]
+            rowids = [int(r) for r in rowids_of[top]]
             found = self._chunks_by_rowid(held, rowids)
             return [Hit(found[r], float(s)) for r, s in zip(rowids, scores[top], strict=True) if r in found]
 
@@ -496,7 +503,7 @@ class KbIndexFile:
         """Close the connections; calls still running finish first, on theirs. A later call opens the file again."""
         with self._lock:
             self._epoch += 1
-            self._vectors_cache = None
+            self._vectors_cache = self._vectors_before = None
             idle, self._idle = self._idle, []
         for held in idle:
             held.conn.close()
@@ -602,12 +609,18 @@ class KbIndexFile:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
                 raise Unavailable(f"the search index is busy: {exc}", code="search_index_busy") from exc
+            self._pending_vectors = None
             try:
                 yield conn
             except BaseException:
+                self._pending_vectors = None
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            pending = self._take_pending_vectors()
+            if pending is not None:
+                with self._lock:
+                    self._vectors_before, self._vectors_cache = self._vectors_cache, pending
 
     def _ranked(
         self, held: _Connection, table: str, expression: str, documents: str | None, limit: int
@@ -660,20 +673,39 @@ class KbIndexFile:
             type=cast(ChunkType, type_),
         )
 
-    def _vectors(self, held: _Connection) -> _Vectors:
-        """The vectors of the file's current generation, loaded once per generation and shared by the threads."""
-        meta = dict(held.conn.execute("SELECT key, value FROM meta WHERE key IN ('file_id', 'generation')").fetchall())
-        key = (str(meta.get("file_id")), int(meta.get("generation") or 0))
-        cached = self._vectors_cache
-        if cached is not None and cached.key == key:
-            return cached
-        with self._lock:
-            cached = self._vectors_cache
+    def _vectors(self, held: _Connection) -> VectorSnapshot:
+        """The vectors of the generation this read sees: the snapshot a write of this instance published, the one
+        before it (for a read that started before that write), or, after a write by another process or instance,
+        the file's vectors loaded again."""
+        key = _vector_key(held.conn)
+        for cached in (self._vectors_cache, self._vectors_before):
             if cached is not None and cached.key == key:
                 return cached
-            cached = _load_vectors(held.conn, key)
-            self._vectors_cache = cached
-            return cached
+        with self._lock:
+            for cached in (self._vectors_cache, self._vectors_before):
+                if cached is not None and cached.key == key:
+                    return cached
+            dimension = int(_meta(held.conn, "dimension") or 0)
+            loaded = vector_matrix.load(held.conn, key, dimension)
+            latest = self._vectors_cache
+            if latest is None or latest.key[0] != key[0] or latest.key[1] < key[1]:
+                self._vectors_before, self._vectors_cache = latest, loaded
+            return loaded
+
+    def _publish_vectors(self, before: tuple[str, int], changed: VectorSnapshot | None) -> None:
+        """Inside a write transaction that moves the file from generation ``before``: ``changed`` (the vectors it
+        leaves) becomes the current snapshot once the transaction commits."""
+        self._pending_vectors = changed
+
+    def _take_pending_vectors(self) -> VectorSnapshot | None:
+        pending, self._pending_vectors = self._pending_vectors, None
+        return pending
+
+    def _snapshot_at(self, key: tuple[str, int]) -> VectorSnapshot | None:
+        """The current snapshot when it is the one of ``key`` (a write changes it only then; otherwise the next
+        search loads the file's vectors again)."""
+        cached = self._vectors_cache
+        return cached if cached is not None and cached.key == key else None
 
 
 # ---------------------------------------------------------------------------------------------- file helpers
@@ -831,22 +863,13 @@ def _bump_generation(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
 
 
-def _load_vectors(conn: sqlite3.Connection, key: tuple[str, int]) -> _Vectors:
-    rows = conn.execute(
-        "SELECT c.document_id, v.rowid, v.vector FROM vectors AS v JOIN chunks AS c ON c.rowid = v.rowid "
-        "ORDER BY c.document_id, c.seq"
-    ).fetchall()
-    dimension = int(_meta(conn, "dimension") or 0)
-    if not rows:
-        return _Vectors(key, np.zeros((0, dimension), dtype=np.float32), np.zeros(0, dtype=np.int64), {})
-    matrix = np.frombuffer(b"".join(row[2] for row in rows), dtype="<f4").reshape(len(rows), -1).astype(np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix /= np.maximum(norms, np.float32(1e-12))
-    spans: dict[str, tuple[int, int]] = {}
-    for i, row in enumerate(rows):
-        start, _ = spans.get(row[0], (i, i))
-        spans[row[0]] = (start, i + 1)
-    return _Vectors(key, matrix, np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows)), spans)
+def _vector_key(conn: sqlite3.Connection) -> tuple[str, int]:
+    meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('file_id', 'generation')").fetchall())
+    return (str(meta.get("file_id")), int(meta.get("generation") or 0))
+
+
+def _next(key: tuple[str, int]) -> tuple[str, int]:
+    return (key[0], key[1] + 1)
 
 
 # ---------------------------------------------------------------------------------------------- value helpers
