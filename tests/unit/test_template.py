@@ -108,6 +108,8 @@ def test_outputs_reference_the_resources() -> None:
     assert outputs["ApiUrl"]["Value"] == {"Fn::Sub": "https://${HttpApi}.execute-api.${AWS::Region}.amazonaws.com"}
     assert outputs["TableName"]["Value"] == {"Ref": "Table"}
     assert outputs["SecretsKeyId"]["Value"] == {"Ref": "SecretsKey"}
+    assert outputs["SecretsKeyArn"]["Value"] == {"Fn::GetAtt": ["SecretsKey", "Arn"]}
+    assert outputs["IndexerFailedJobsQueueUrl"]["Value"] == {"Ref": FAILED_JOBS_QUEUE}
     assert outputs["BucketName"]["Value"] == {"Ref": "Bucket"}
     assert outputs["ToolCallsStateMachineArn"]["Value"] == {"Ref": STATE_MACHINE}
 
