@@ -294,6 +294,7 @@ def test_tool_call_step_reports_a_missing_call_by_error_name(
     assert [invocation.get("errorType") for invocation in invocations] == ["NotFound"] * 2 + ["InvalidInput"] * 2
 
 
+@pytest.mark.timeout(600)  # pip resolves the whole set for the target before it can fail
 def test_a_dependency_without_a_wheel_for_the_target_fails_the_build(tmp_path: Path) -> None:
     # numpy and google-re2 publish aarch64 wheels for glibc 2.27/2.28 only: a target that allows no more than
     # manylinux2014 (glibc 2.17) cannot have them, and the build says so by name instead of installing less.
