@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
     from mcpbridge.knowledge.wiki import Wiki
-    from mcpbridge.oauth.manager import OAuthManager
+    from mcpbridge.oauth.service_oauth import ServiceOAuth
     from mcpbridge.outbound.policy import EgressPolicy
     from mcpbridge.publishing.endpoints import EndpointService
     from mcpbridge.publishing.rate_limit import RateLimiter
@@ -320,12 +320,12 @@ class Container:
         return Answerer(self.store, self.clock, self.knowledge_search, self.llm)
 
     @cached_property
-    def oauth(self) -> OAuthManager:
+    def oauth(self) -> ServiceOAuth:
         """OAuth for external services (authorize, callback, tokens); listeners are added by whoever needs them."""
-        from mcpbridge.oauth.manager import OAuthManager
+        from mcpbridge.oauth.service_oauth import ServiceOAuth
 
         settings = self.settings
-        manager = OAuthManager(
+        manager = ServiceOAuth(
             store=self.store,
             clock=self.clock,
             secrets=self.secrets,
@@ -442,10 +442,10 @@ class Container:
 
     @cached_property
     def _oauth_gate(self) -> OAuthGate:
-        from mcpbridge.agent.oauth_gate import ManagerOAuthGate
+        from mcpbridge.agent.oauth_gate import ServiceOAuthGate
         from mcpbridge.oauth.tokens import TokenStore
 
-        return ManagerOAuthGate(self.oauth, TokenStore(self.store, self.clock, self.secrets), self.clock)
+        return ServiceOAuthGate(self.oauth, TokenStore(self.store, self.clock, self.secrets), self.clock)
 
     async def _refresh_catalog_for(self, call: ToolCall, service: ExternalService) -> None:
         from mcpbridge.domain.identity import acting_for

@@ -40,7 +40,7 @@ from mcpbridge.settings import Settings
 
 if TYPE_CHECKING:
     from mcpbridge.domain.external_services import ExternalService
-    from mcpbridge.oauth.manager import AuthorizationStart, OAuthStatus
+    from mcpbridge.oauth.authorization import AuthorizationStart, OAuthStatus
 
 
 def _settings(args: argparse.Namespace) -> Settings:

@@ -12,10 +12,10 @@ would do, with mcpbridge's real pieces:
    ``localhost`` and ``127.0.0.1`` on the SSRF allowlist, since the suite serves plain http on loopback);
 2. the URL registered as an ``oauth`` service of the default workspace (with the scenario's pre-registered
    ``client_id`` and ``client_secret`` when the context has them);
-3. :meth:`OAuthManager.start_authorization` for the admin user (discovery, client registration, PKCE, state);
+3. :meth:`ServiceOAuth.start_authorization` for the admin user (discovery, client registration, PKCE, state);
 4. the browser, played headlessly: one GET of the authorization URL; the suite's server approves at once and
    redirects to mcpbridge's redirect URI with ``code`` and ``state``; that redirect is not followed (nothing listens
-   there) but handed to :meth:`OAuthManager.complete_callback`, exactly as mcpbridge's callback route would;
+   there) but handed to :meth:`ServiceOAuth.complete_callback`, exactly as mcpbridge's callback route would;
 5. :func:`~mcpbridge.client.oauth_calls.call_with_oauth` with a real :class:`~mcpbridge.client.connection.Connection`:
    list the tools and call the first one.
 
@@ -43,7 +43,7 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.client.connection import Connection, ConnectionSpec
 from mcpbridge.client.oauth_calls import call_with_oauth
 from mcpbridge.errors import MCPBridgeError
-from mcpbridge.oauth.manager import USER
+from mcpbridge.oauth.rules import USER
 from mcpbridge.settings import Settings
 
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"

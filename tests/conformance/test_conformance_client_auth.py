@@ -3,7 +3,7 @@
 
 For each scenario the suite starts its own authorization server and an MCP server protected by it, then runs
 ``tests/conformance/oauth_client.py <server-url>`` (with this venv's python), which drives mcpbridge's real pieces:
-a temporary embedded Container, the URL registered as an ``oauth`` service, ``OAuthManager.start_authorization``,
+a temporary embedded Container, the URL registered as an ``oauth`` service, ``ServiceOAuth.start_authorization``,
 the authorization URL followed headlessly (the suite's server approves at once), ``complete_callback`` with the
 redirect's query, then ``call_with_oauth`` + ``Connection`` to list the tools and call one. The suite judges what
 its servers saw: discovery paths, registration, PKCE, the ``resource`` parameter, scopes, token-endpoint

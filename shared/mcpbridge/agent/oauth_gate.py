@@ -1,4 +1,4 @@
-"""What agent tool calls need from the OAuth layer, over :class:`~mcpbridge.oauth.manager.OAuthManager`.
+"""What agent tool calls need from the OAuth layer, over :class:`~mcpbridge.oauth.service_oauth.ServiceOAuth`.
 
 Called from blocking code (worker threads of a request, workflow threads, Lambda tasks): the manager's coroutines
 run on the request's loop when there is one, else on a loop of their own.
@@ -16,8 +16,8 @@ import anyio.from_thread
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import acting_for
 from mcpbridge.errors import MCPBridgeError
-from mcpbridge.oauth.manager import OAuthManager
 from mcpbridge.oauth.rows import token_key
+from mcpbridge.oauth.service_oauth import ServiceOAuth
 from mcpbridge.oauth.tokens import TokenStore
 from mcpbridge.ports import Clock
 
@@ -36,8 +36,8 @@ def run_blocking(function: Callable[..., Coroutine[Any, Any, T]], *args: Any) ->
         return anyio.run(function, *args)
 
 
-class ManagerOAuthGate:
-    def __init__(self, manager: OAuthManager, tokens: TokenStore, clock: Clock) -> None:
+class ServiceOAuthGate:
+    def __init__(self, manager: ServiceOAuth, tokens: TokenStore, clock: Clock) -> None:
         self._manager = manager
         self._tokens = tokens
         self._clock = clock

@@ -14,7 +14,7 @@ Item:
                             sealed under SecretContext(ws, "oauth_token", "<service>#<type>#<id>")
         expires_at          TTL: only for a token without refresh token, at its real expiry (it cannot outlive it)
 
-Refresh rules (applied by :class:`mcpbridge.oauth.manager.OAuthManager`):
+Refresh rules (applied by :class:`mcpbridge.oauth.refresh.Bearers`):
 
 * due 30 s before ``access_expires_at`` when a refresh token exists; a token without one lives to its real expiry;
 * the refresher first takes the lease with a conditional update (the item exists, its ``generation`` is the one it

@@ -25,7 +25,7 @@ from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
 from mcpbridge.http.openapi import problems
 
 if TYPE_CHECKING:
-    from mcpbridge.oauth.manager import OAuthStatus
+    from mcpbridge.oauth.authorization import OAuthStatus
 
 router = APIRouter(prefix="/api/v1/mcp-services", tags=["mcp-services"])
 
