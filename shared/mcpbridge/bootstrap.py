@@ -20,16 +20,15 @@ if TYPE_CHECKING:
     import boto3
 
     from mcpbridge.agent.broker import ToolCallBroker
-    from mcpbridge.agent.calls import ToolCall, ToolCalls
+    from mcpbridge.agent.calls import ToolCalls
     from mcpbridge.agent.discovery import AgentCatalog
     from mcpbridge.agent.profiles import AgentProfiles
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
+    from mcpbridge.agent.tool_resolution import ToolResolution
     from mcpbridge.client.policies import ToolPolicies
     from mcpbridge.client.pool import ConnectionPools
     from mcpbridge.client.registry import ServiceRegistry
     from mcpbridge.client.tool_catalog import ToolCatalog
-    from mcpbridge.domain.external_services import ExternalService
-    from mcpbridge.domain.identity import Principal
     from mcpbridge.knowledge.answers import Answerer
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.documents import Documents
@@ -352,20 +351,18 @@ class Container:
             frontend_urls=settings.frontend_urls,
             client_metadata_url=settings.oauth_client_metadata_url,
         )
-        manager.on_token_stored(self._oauth_token_stored)
-        manager.on_token_removed(self._oauth_token_removed)
+        # A user's token changed or went: their cached connections close (only if this process opened any), and
+        # their calls waiting for the token resume (the broker is built on demand, in whichever function stored it).
+        manager.on_token_stored(self._forget_connections_of)
+        manager.on_token_stored(lambda *principal: self.tool_calls.on_token_stored(*principal))
+        manager.on_token_removed(self._forget_connections_of)
         return manager
 
-    def _oauth_token_stored(self, workspace_id: str, service_id: str, principal_type: str, principal_id: str) -> None:
-        """A user's token changed: their cached connections go, and their calls waiting for it resume."""
-        self._oauth_token_removed(workspace_id, service_id, principal_type, principal_id)
-        self.tool_calls.on_token_stored(workspace_id, service_id, principal_type, principal_id)
-
-    def _oauth_token_removed(self, workspace_id: str, service_id: str, principal_type: str, principal_id: str) -> None:
-        from mcpbridge.client.pool import PoolKey
-
+    def _forget_connections_of(
+        self, workspace_id: str, service_id: str, principal_type: str, principal_id: str
+    ) -> None:
         if "connections" in self.__dict__:
-            self.connections.forget(PoolKey(service_id, f"{principal_type}:{principal_id}"))
+            self.connections.forget_principal(service_id, principal_type, principal_id)
 
     # -- agent tool calls ---------------------------------------------------------------------------------------
 
@@ -403,59 +400,43 @@ class Container:
         return ToolCalls(self.store, self.clock, self.secrets)
 
     @cached_property
+    def tool_resolution(self) -> ToolResolution:
+        from mcpbridge.agent.tool_resolution import ToolResolution
+
+        return ToolResolution(self.store, self.services, self.agent_catalog, self.agent_profiles, self.catalog)
+
+    @cached_property
     def tool_call_steps(self) -> ToolCallSteps:
         from mcpbridge.agent.invoke import ToolInvoker
-        from mcpbridge.agent.results import shape_result
         from mcpbridge.agent.steps import ToolCallSteps
 
-        def shape(service_name: str, result: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-            shaped = shape_result(service_name, result)
-            return shaped.for_agent, shaped.for_storage
-
+        invoker = ToolInvoker(self.services, self.connections, self.oauth)
         return ToolCallSteps(
             self.tool_call_records,
             self.clock,
-            ToolInvoker(self.services, self.connections, self.oauth),
+            invoker,
             lambda: self.workflow,
             self.events,
-            self._recheck_call,
-            shape,
+            self.tool_resolution,
             self._oauth_gate,
-            find_service=self.services.find,
-            refresh_catalog=self._refresh_catalog_for,
         )
 
     @cached_property
     def tool_calls(self) -> ToolCallBroker:
         from mcpbridge.agent.broker import ToolCallBroker
 
-        def resolve_tool(principal: Principal, agent_id: str | None, tool_ref: str) -> Any:
-            return self.agent_catalog.resolve(principal, self.agent_profiles.resolve(principal, agent_id), tool_ref)
-
-        broker = ToolCallBroker(
+        return ToolCallBroker(
             self.tool_call_records,
             self.clock,
             self.services,
             self.tool_call_steps,
             lambda: self.workflow,
             self.events,
-            resolve_tool,
-            self.tool_policies.policy_for,
-            self.agent_profiles.resolve,
-            self._named_by_ref,
+            self.tool_resolution,
+            self.tool_policies,
             self._oauth_gate,
             callbacks_supported=self._uses_step_functions,
         )
-        return broker
-
-    def _recheck_call(self, call: ToolCall) -> tuple[ExternalService, Any]:
-        """The checks of a call again, as its owner (the workflow has no API key): service, selection, policy,
-        definition."""
-        from mcpbridge.domain.identity import acting_for
-
-        owner = acting_for(call.workspace_id, call.owner_user_id, call.item.get("submitted_by_api_key", ""))
-        resolved = self.agent_catalog.resolve(owner, self.agent_profiles.resolve(owner, call.agent_id), call.tool_ref)
-        return resolved.service, resolved.definition
 
     @cached_property
     def _oauth_gate(self) -> OAuthGate:
@@ -463,18 +444,6 @@ class Container:
         from mcpbridge.oauth.tokens import TokenStore
 
         return ServiceOAuthGate(self.oauth, TokenStore(self.store, self.clock, self.secrets), self.clock)
-
-    async def _refresh_catalog_for(self, call: ToolCall, service: ExternalService) -> None:
-        from mcpbridge.domain.identity import acting_for
-
-        await self.catalog.refresh_for(acting_for(call.workspace_id, call.owner_user_id), service)
-
-    def _named_by_ref(self, workspace_id: str, tool_ref: str) -> tuple[str, str] | None:
-        from mcpbridge.agent.discovery import tool_ref_key
-        from mcpbridge.domain.tool_names import is_tool_ref
-
-        record = self.store.get(tool_ref_key(workspace_id, tool_ref)) if is_tool_ref(tool_ref) else None
-        return None if record is None else (str(record["service_id"]), str(record["tool_name"]))
 
     def preload(self) -> None:
         """Import the backend's adapter modules now (no client, no I/O), so a SnapStart snapshot holds them and

@@ -22,7 +22,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from anyio import to_thread
 
@@ -35,6 +35,11 @@ from mcpbridge.domain.identity import Principal, acting_for, timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.errors import Conflict, Forbidden, InvalidInput, NotFound, OAuthRequired
 from mcpbridge.ports import CallStart, Clock, Events, Workflow
+
+if TYPE_CHECKING:
+    from mcpbridge.agent.discovery import ResolvedTool
+    from mcpbridge.agent.profiles import AgentProfile
+    from mcpbridge.client.policies import ToolPolicy
 
 log = logging.getLogger("mcpbridge.agent")
 
@@ -77,6 +82,22 @@ class Submitted:
     """For a call that ran at once: its result with images (the stored one has them redacted)."""
 
 
+class ToolLookup(Protocol):
+    """How a call finds its tool (:class:`~mcpbridge.agent.tool_resolution.ToolResolution`)."""
+
+    def profile(self, principal: Principal, agent_id: str | None) -> AgentProfile: ...
+
+    def resolve(self, principal: Principal, agent_id: str | None, tool_ref: str) -> ResolvedTool: ...
+
+    def named_by_ref(self, workspace_id: str, tool_ref: str) -> tuple[str, str] | None: ...
+
+
+class PolicyReader(Protocol):
+    """The per-tool policy a call is judged by (:class:`~mcpbridge.client.policies.ToolPolicies`)."""
+
+    def policy_for(self, workspace_id: str, service_id: str, tool_name: str) -> ToolPolicy: ...
+
+
 class ToolCallBroker:
     def __init__(
         self,
@@ -86,24 +107,21 @@ class ToolCallBroker:
         steps: ToolCallSteps,
         workflow: Callable[[], Workflow],
         events: Events,
-        resolve_tool: Callable[[Principal, str | None, str], Any],
-        policy_for: Callable[[str, str, str], Any],
-        profile_for: Callable[[Principal, str | None], Any],
-        named_by_ref: Callable[[str, str], tuple[str, str] | None],
+        tools: ToolLookup,
+        policies: PolicyReader,
         oauth: OAuthGate | None,
         *,
         callbacks_supported: bool,
     ) -> None:
+        """``workflow`` is asked for on use (the embedded workflow runs the steps this broker starts)."""
         self._calls = calls
         self._clock = clock
         self._registry = registry
         self._steps = steps
         self._workflow = workflow
         self._events = events
-        self._resolve_tool = resolve_tool
-        self._policy_for = policy_for
-        self._profile_for = profile_for
-        self._named_by_ref = named_by_ref
+        self._tools = tools
+        self._policies = policies
         self._oauth = oauth
         self._callbacks_supported = callbacks_supported
 
@@ -174,14 +192,14 @@ class ToolCallBroker:
         base_url: str | None,
     ) -> _Draft:
         user_id = self._acting_user(principal, acting_user_id)
-        profile = self._profile_for(principal, agent_id)
+        profile = self._tools.profile(principal, agent_id)
         try:
-            resolved = self._resolve_tool(principal, agent_id, tool_ref)
+            resolved = self._tools.resolve(principal, agent_id, tool_ref)
         except OAuthRequired:
             # The user has never authorized this OAuth service, so there is no catalog of it for them yet: the
             # reference still names the tool; the call waits for the authorization, and the schema and arguments
             # are checked before it runs.
-            named = self._named_by_ref(principal.workspace_id, tool_ref)
+            named = self._tools.named_by_ref(principal.workspace_id, tool_ref)
             if named is None:
                 raise
             service = self._registry.find(principal.workspace_id, named[0])
@@ -235,7 +253,7 @@ class ToolCallBroker:
 
     def _approval_required(self, workspace_id: str, service_id: str, tool_name: str) -> bool:
         try:
-            return bool(self._policy_for(workspace_id, service_id, tool_name).require_approval)
+            return bool(self._policies.policy_for(workspace_id, service_id, tool_name).require_approval)
         except Exception:  # fail closed: a policy we cannot read means a person must approve
             log.warning("tool policy of %s unreadable: approval required", service_id)
             return True
@@ -331,7 +349,7 @@ class ToolCallBroker:
                     raise InvalidInput("modified_args must be a JSON object (not null)", code="invalid_modified_args")
                 # Checked as the call's owner sees the tool, whoever approves.
                 owner = acting_for(call.workspace_id, call.owner_user_id)
-                resolved = self._resolve_tool(owner, call.agent_id, call.tool_ref)
+                resolved = self._tools.resolve(owner, call.agent_id, call.tool_ref)
                 validate_arguments(resolved.input_schema, modified_args)
                 sets["arguments"] = modified_args
                 approval["modified_args"] = True

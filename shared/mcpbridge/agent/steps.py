@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -20,6 +20,7 @@ import anyio
 from mcpbridge.agent.arguments import validate_arguments
 from mcpbridge.agent.calls import WAITING, PendingKind, Status, ToolCall, ToolCalls
 from mcpbridge.agent.invoke import ToolInvoker
+from mcpbridge.agent.results import shape_result
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.errors import Conflict, MCPBridgeError, OAuthRequired
 from mcpbridge.ports import Clock, Events, Workflow
@@ -52,13 +53,20 @@ def needs_oauth(gate: OAuthGate | None, workspace_id: str, service: ExternalServ
     return gate is None or not gate.usable(workspace_id, service, user_id)
 
 
-Recheck = Callable[[ToolCall], tuple[ExternalService, Mapping[str, Any]]]
-"""Re-run the checks of a call before it runs: the service still enabled and selected, the tool still enabled,
-its definition unchanged. Returns the service and the tool's definition; raises a 4xx error otherwise."""
+class CallChecks(Protocol):
+    """What the steps need to check a call again before it runs (:class:`~mcpbridge.agent.tool_resolution.
+    ToolResolution`)."""
 
-Shaper = Callable[[str, Mapping[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
-"""``(service_name, result) -> (for the agent, for storage)``: both marked as untrusted data with images checked;
-the stored one has image data redacted."""
+    def recheck(self, call: ToolCall) -> tuple[ExternalService, Mapping[str, Any]]:
+        """The service still enabled and selected, the tool still enabled, its definition unchanged: the service
+        and the tool's definition; a 4xx error otherwise."""
+        ...
+
+    def service_of(self, call: ToolCall) -> ExternalService: ...
+
+    async def refresh_catalog(self, call: ToolCall, service: ExternalService) -> None:
+        """The owner's first catalog of an OAuth service."""
+        ...
 
 
 class ToolCallSteps:
@@ -69,23 +77,17 @@ class ToolCallSteps:
         invoker: ToolInvoker,
         workflow: Callable[[], Workflow],
         events: Events,
-        recheck: Recheck,
-        shape: Shaper,
+        checks: CallChecks,
         oauth: OAuthGate | None = None,
-        *,
-        find_service: Callable[[str, str], ExternalService] | None = None,
-        refresh_catalog: Callable[[ToolCall, ExternalService], Awaitable[None]] | None = None,
     ) -> None:
+        """``workflow`` is asked for on use: the embedded workflow runs these very steps."""
         self._calls = calls
         self._clock = clock
         self._invoker = invoker
         self._workflow = workflow
         self._events = events
-        self._recheck = recheck
-        self._shape = shape
+        self._checks = checks
         self._oauth = oauth
-        self._find_service = find_service
-        self._refresh_catalog = refresh_catalog
 
     # -- prepare ------------------------------------------------------------------------------------------------
 
@@ -115,13 +117,10 @@ class ToolCallSteps:
     def _after_approval(self, call: ToolCall) -> Next:
         """An approved call may still need the user's OAuth authorization (two separate pauses)."""
         try:
-            service, _ = self._recheck(call)
-        except OAuthRequired as needs_auth:
+            service, _ = self._checks.recheck(call)
+        except OAuthRequired:
             # No catalog of this OAuth service for the user yet: authorize first, check the tool afterwards.
-            if self._find_service is None:
-                self._fail(call, needs_auth, leaving=["approved"])
-                return "finish"
-            service = self._find_service(call.workspace_id, call.service_id)
+            service = self._checks.service_of(call)
         except MCPBridgeError as refused:
             self._fail(call, refused, leaving=["approved"])
             return "finish"
@@ -206,13 +205,11 @@ class ToolCallSteps:
         """The checks again, right before running. A call submitted before the user had ever authorized its OAuth
         service gets the user's first catalog pulled now, and its arguments checked against it."""
         try:
-            service, definition = await anyio.to_thread.run_sync(self._recheck, call)
+            service, definition = await anyio.to_thread.run_sync(self._checks.recheck, call)
         except OAuthRequired:
-            if self._refresh_catalog is None or self._find_service is None:
-                raise
-            service = await anyio.to_thread.run_sync(self._find_service, call.workspace_id, call.service_id)
-            await self._refresh_catalog(call, service)
-            service, definition = await anyio.to_thread.run_sync(self._recheck, call)
+            service = await anyio.to_thread.run_sync(self._checks.service_of, call)
+            await self._checks.refresh_catalog(call, service)
+            service, definition = await anyio.to_thread.run_sync(self._checks.recheck, call)
         if not call.item.get("arguments_checked", True):
             validate_arguments(definition.get("inputSchema") or {}, call.arguments)
         return service, definition
@@ -233,7 +230,8 @@ class ToolCallSteps:
         except MCPBridgeError as failed:  # refused before anything ran upstream
             status, sets = "failed", {"error": _error(failed.code, failed.message)}
         else:
-            for_agent, stored = self._shape(service.name, result)
+            shaped = shape_result(service.name, result)
+            for_agent, stored = shaped.for_agent, shaped.for_storage
             status, sets = "completed", {"result": stored}
         moved = await anyio.to_thread.run_sync(lambda: self._calls.move(call, status, sets=sets))
         return moved, for_agent

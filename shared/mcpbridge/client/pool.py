@@ -260,6 +260,10 @@ class ConnectionPools:
             pools = list(self._pools.values())
         return sum(pool.forget_service(service_id) for pool in pools)
 
+    def forget_principal(self, service_id: str, principal_type: str, principal_id: str) -> int:
+        """Close one principal's cached connections to a service (their OAuth token changed or went)."""
+        return self.forget(PoolKey(service_id, f"{principal_type}:{principal_id}"))
+
     def forget(self, key: PoolKey) -> int:
         with self._lock:
             pools = list(self._pools.values())

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 log = logging.getLogger("mcpbridge.oauth")
 
-TokenListener = Callable[[str, str, str, str], Awaitable[None] | None]
-"""``listener(workspace_id, service_id, principal_type, principal_id)``."""
+TokenListener = Callable[[str, str, str, str], object]
+"""``listener(workspace_id, service_id, principal_type, principal_id)``; what it returns is ignored (awaited first
+when it is awaitable)."""
 
 
 class TokenEvents:
