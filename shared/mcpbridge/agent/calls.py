@@ -58,6 +58,8 @@ Status = Literal[
     "uncertain",
 ]
 PendingKind = Literal["approval", "oauth"]
+Next = Literal["approval", "oauth", "invoke", "finish"]
+"""What a call's workflow does next, as the ``prepare`` step answers."""
 WAITING: Final[dict[PendingKind, Status]] = {"approval": "awaiting_approval", "oauth": "awaiting_oauth"}
 TERMINAL: Final[frozenset[str]] = frozenset({"completed", "failed", "rejected", "cancelled", "uncertain"})
 

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, get_args
 
+from mcpbridge.agent.calls import Next, PendingKind
 from mcpbridge.errors import InvalidInput, MCPBridgeError
 
 if TYPE_CHECKING:
@@ -36,11 +37,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcpbridge.agent.lambda_steps")
 
 StepName = Literal["prepare", "await", "timeout", "invoke", "finish"]
-PauseKind = Literal["approval", "oauth"]
-Next = Literal["approval", "oauth", "invoke", "finish"]
 
 STEPS: Final[tuple[str, ...]] = get_args(StepName)
-KINDS: Final[tuple[str, ...]] = get_args(PauseKind)
+KINDS: Final[tuple[str, ...]] = get_args(PendingKind)
 NEXT_STEPS: Final[tuple[str, ...]] = get_args(Next)
 FINISH_OMITS: Final[tuple[str, ...]] = ("result",)
 """Keys of the outcome that stay out of the execution's output (see the module's docstring)."""
@@ -53,9 +52,9 @@ class Steps(Protocol):
 
     def prepare(self, call_id: str, workspace_id: str) -> Mapping[str, Any]: ...
 
-    def await_resolution(self, call_id: str, workspace_id: str, kind: PauseKind, task_token: str) -> None: ...
+    def await_resolution(self, call_id: str, workspace_id: str, kind: PendingKind, task_token: str) -> None: ...
 
-    def timeout(self, call_id: str, workspace_id: str, kind: PauseKind) -> Mapping[str, Any]: ...
+    def timeout(self, call_id: str, workspace_id: str, kind: PendingKind) -> Mapping[str, Any]: ...
 
     def invoke(self, call_id: str, workspace_id: str) -> Mapping[str, Any]: ...
 
@@ -122,7 +121,7 @@ def _field(event: Mapping[str, Any], name: str) -> str:
     return value
 
 
-def _kind(event: Mapping[str, Any]) -> PauseKind:
+def _kind(event: Mapping[str, Any]) -> PendingKind:
     kind = _field(event, "kind")
     if kind == "approval":
         return "approval"

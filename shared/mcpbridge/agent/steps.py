@@ -13,12 +13,12 @@ import functools
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import anyio
 
 from mcpbridge.agent.arguments import validate_arguments
-from mcpbridge.agent.calls import WAITING, PendingKind, Status, ToolCall, ToolCalls
+from mcpbridge.agent.calls import WAITING, Next, PendingKind, Status, ToolCall, ToolCalls
 from mcpbridge.agent.invoke import ToolInvoker
 from mcpbridge.agent.results import shape_result
 from mcpbridge.domain.external_services import ExternalService
@@ -27,7 +27,6 @@ from mcpbridge.ports import Clock, Events, Workflow
 
 log = logging.getLogger("mcpbridge.agent")
 
-Next = Literal["approval", "oauth", "invoke", "finish"]
 TIMEOUT_REASONS: dict[PendingKind, str] = {"approval": "approval timeout", "oauth": "authorization timeout"}
 
 

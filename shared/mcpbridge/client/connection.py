@@ -31,7 +31,7 @@ import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 import anyio
@@ -43,6 +43,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Implementation, Resource, ServerCapabilities, Tool
 
+from mcpbridge.domain.external_services import Transport
 from mcpbridge.errors import InvalidInput, MCPBridgeError, UpstreamError
 from mcpbridge.outbound.http2 import guarded_async_client2
 from mcpbridge.outbound.policy import EgressPolicy
@@ -64,7 +65,6 @@ __all__ = [
     "probe",
 ]
 
-Transport = Literal["sse", "http-streamable"]
 TRANSPORTS: tuple[str, ...] = ("sse", "http-streamable")
 STDIO_DISABLED = "stdio transport is disabled for security reasons"
 INITIALIZE_TIMEOUT_CAP = 60.0
