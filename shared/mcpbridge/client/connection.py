@@ -32,18 +32,20 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 import anyio
 import anyio.to_thread
 import httpx2
 from mcp import Client
+from mcp.client.auth.utils import build_protected_resource_metadata_discovery_urls
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Implementation, Resource, ServerCapabilities, Tool
 
 from mcpbridge.domain.external_services import Transport
+from mcpbridge.domain.www_authenticate import auth_param
 from mcpbridge.errors import InvalidInput, MCPBridgeError, UpstreamError
 from mcpbridge.outbound.http2 import guarded_async_client2
 from mcpbridge.outbound.policy import EgressPolicy
@@ -1002,7 +1004,6 @@ class ProbeResult:
     resources_error: MCPBridgeError | None = None
 
 
-_RESOURCE_METADATA = re.compile(r'resource_metadata\s*=\s*"?([^",\s]+)"?', re.IGNORECASE)
 
 
 async def probe(
@@ -1070,11 +1071,10 @@ async def _oauth_metadata(spec: ConnectionSpec, policy: EgressPolicy, until: flo
                 )
                 if answer.status_code != 401:
                     return None
-                challenge = answer.headers.get("www-authenticate", "")
-                match = _RESOURCE_METADATA.search(challenge)
-                if match is not None:
-                    return match.group(1)
-                for candidate in _well_known_urls(spec.url):
+                hint = auth_param(answer.headers.get("www-authenticate", ""), "resource_metadata")
+                if hint:
+                    return hint
+                for candidate in build_protected_resource_metadata_discovery_urls(None, spec.url):
                     try:
                         document = await http.get(candidate, headers={"accept": "application/json"})
                     except (httpx2.HTTPError, MCPBridgeError):
@@ -1084,18 +1084,6 @@ async def _oauth_metadata(spec: ConnectionSpec, policy: EgressPolicy, until: flo
         except (httpx2.HTTPError, MCPBridgeError, TimeoutError):
             return None
     return None
-
-
-def _well_known_urls(url: str) -> list[str]:
-    parts = urlsplit(url)
-    path = parts.path.rstrip("/")
-    candidates = []
-    if path:
-        candidates.append(
-            urlunsplit((parts.scheme, parts.netloc, "/.well-known/oauth-protected-resource" + path, "", ""))
-        )
-    candidates.append(urlunsplit((parts.scheme, parts.netloc, "/.well-known/oauth-protected-resource", "", "")))
-    return candidates
 
 
 def _is_metadata(response: httpx2.Response) -> bool:

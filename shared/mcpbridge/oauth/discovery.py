@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -36,6 +35,7 @@ from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_serv
 from pydantic import ValidationError
 
 from mcpbridge.domain.external_services import ExternalService
+from mcpbridge.domain.www_authenticate import auth_param
 from mcpbridge.errors import InvalidInput, MCPBridgeError, UpstreamError
 from mcpbridge.outbound.http import guarded_async_client
 from mcpbridge.outbound.json_http import get_json, require_https
@@ -44,7 +44,6 @@ from mcpbridge.outbound.policy import EgressPolicy
 log = logging.getLogger("mcpbridge.oauth")
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
-_AUTH_PARAM = r'{name}\s*=\s*(?:"([^"]*)"|([^\s,]+))'
 
 
 @dataclass(frozen=True)
@@ -71,14 +70,6 @@ class Discovery:
 
 def _failed(message: str, code: str = "oauth_discovery_failed") -> UpstreamError:
     return UpstreamError(message, code=code)
-
-
-def auth_param(challenge: str, name: str) -> str | None:
-    """One parameter of a ``WWW-Authenticate`` challenge (quoted or not)."""
-    match = re.search(_AUTH_PARAM.format(name=re.escape(name)), challenge, re.IGNORECASE)
-    if match is None:
-        return None
-    return match.group(1) if match.group(1) is not None else match.group(2)
 
 
 async def _challenge(service: ExternalService, policy: EgressPolicy, timeout: float) -> tuple[str | None, str | None]:
