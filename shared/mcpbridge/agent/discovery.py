@@ -265,10 +265,10 @@ class AgentCatalog:
             service = entry.service
             if not service.enabled or entry.view.snapshot is None or (wanted and service.id != wanted):
                 continue
-            policies = self._policies_of(principal, service)
+            policies = self._policies.of_service(_reader(principal), service.id)
             for tool in entry.tools:
-                policy = policies.get(tool["name"])
-                if policy is not None and not policy.enabled:
+                policy = policies.of(tool["name"])
+                if not policy.enabled:
                     continue
                 definition = tool["definition"]
                 description = definition.get("description") or ""
@@ -282,7 +282,7 @@ class AgentCatalog:
                         name=tool["name"],
                         title=definition.get("title"),
                         description=description_prefix(service.name) + _shorten(description),
-                        require_approval=policy.require_approval if policy else False,
+                        require_approval=policy.require_approval,
                         stale=entry.view.stale,
                     )
                 )
@@ -401,11 +401,8 @@ class AgentCatalog:
             )
         return service
 
-    def _policies_of(self, principal: Principal, service: ExternalService) -> dict[str, ToolPolicy]:
-        return {p.tool_name: p for p in self._policies.list(_reader(principal), service.id)}
-
     def _disabled_names(self, principal: Principal, service: ExternalService) -> set[str]:
-        return {name for name, p in self._policies_of(principal, service).items() if not p.enabled}
+        return self._policies.of_service(_reader(principal), service.id).disabled()
 
     def _record_ref(self, workspace_id: str, ref: str, service_id: str, tool_name: str) -> None:
         now = self._clock.now()

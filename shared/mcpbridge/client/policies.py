@@ -13,6 +13,7 @@ import builtins
 import difflib
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mcpbridge.client.registry import ServiceRegistry, require_reader, require_writer
@@ -48,6 +49,20 @@ class ToolPolicy:
     definition_changed_at: str | None = None
 
 
+class ServicePolicies:
+    """The stored policies of one service, by tool; a tool without a row gets the defaults (enabled, no approval)."""
+
+    def __init__(self, service_id: str, policies: Iterable[ToolPolicy]) -> None:
+        self._service_id = service_id
+        self._by_tool = {p.tool_name: p for p in policies}
+
+    def of(self, tool_name: str) -> ToolPolicy:
+        return self._by_tool.get(tool_name) or ToolPolicy(self._service_id, tool_name)
+
+    def disabled(self) -> set[str]:
+        return {name for name, policy in self._by_tool.items() if not policy.enabled}
+
+
 class PolicyRows:
     """The tool policies of a service as rows: forgotten with their service (see ``ServiceRegistry.delete``)."""
 
@@ -73,6 +88,11 @@ class ToolPolicies:
         service = self._registry.get(principal, service_id)
         items = every_item(self._store, f"WS#{principal.workspace_id}", sk_prefix=f"SVCTOOL#{service.id}#")
         return [_policy_of(item) for item in items]
+
+    def of_service(self, principal: Principal, service_id: str) -> ServicePolicies:
+        """Every tool's policy for a service, as the catalog and the agents show them."""
+        service = self._registry.get(principal, service_id)
+        return ServicePolicies(service.id, self.list(principal, service.id))
 
     def set(
         self,

@@ -15,6 +15,7 @@ was applied. Closing the session may take up to a second more.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import anyio
 from anyio import to_thread
@@ -29,7 +30,7 @@ from mcpbridge.domain.identity import Principal
 from mcpbridge.errors import OAuthRequired, UpstreamError
 from mcpbridge.outbound.policy import EgressPolicy
 
-__all__ = ["TEST_BUDGET", "probe_service"]
+__all__ = ["TEST_BUDGET", "Verdict", "probe_service", "verdict"]
 
 TEST_BUDGET = 20.0
 """Seconds the whole connection test may spend upstream: inside API Gateway's 29 s, with room for the store and KMS
@@ -94,4 +95,33 @@ async def _without_token(service: ExternalService, policy: EgressPolicy, until: 
             code="oauth_required",
             details={"status": 401},
         ),
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a connection test concludes: ``success`` is false only when the connection, the handshake or the tool
+    listing failed, or when the server declared resources it then could not list."""
+
+    success: bool
+    message: str
+    error_code: str | None
+    warnings: tuple[str, ...]
+
+
+def verdict(service: ExternalService, result: ProbeResult) -> Verdict:
+    warnings: list[str] = []
+    declared_resources = result.capabilities is not None and result.capabilities.resources is not None
+    resources_failed = result.resources_error is not None
+    if resources_failed and not declared_resources:
+        warnings.append("the server lists no resources")
+    success = result.ok and not (resources_failed and declared_resources)
+    error = result.error or (result.resources_error if declared_resources else None)
+    if result.oauth_required and service.auth.auth_type != "oauth":
+        warnings.append("the server asks for OAuth: set auth_type to oauth and authorize it")
+    return Verdict(
+        success=success,
+        message="connected" if success else (error.message if error else "the test failed"),
+        error_code=None if success or error is None else error.code,
+        warnings=tuple(warnings),
     )

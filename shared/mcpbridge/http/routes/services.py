@@ -414,7 +414,7 @@ class ConnectionTestOut(BaseModel):
 @router.post("/{service_id}/test")
 async def test_service(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ConnectionTestOut:
     # The MCP client is imported on use: the admin API's cold start should not pay for it.
-    from mcpbridge.client.service_probe import probe_service
+    from mcpbridge.client.service_probe import probe_service, verdict
 
     def find() -> ExternalService:
         require_writer(principal)
@@ -425,19 +425,11 @@ async def test_service(service_id: str, principal: CurrentPrincipal, container: 
     result = await probe_service(
         service, principal, registry=container.services, policy=container.egress, tokens=lambda: container.oauth
     )
-    warnings: list[str] = []
-    declared_resources = result.capabilities is not None and result.capabilities.resources is not None
-    resources_failed = result.resources_error is not None
-    if resources_failed and not declared_resources:
-        warnings.append("the server lists no resources")
-    success = result.ok and not (resources_failed and declared_resources)
-    error = result.error or (result.resources_error if declared_resources else None)
-    if result.oauth_required and service.auth.auth_type != "oauth":
-        warnings.append("the server asks for OAuth: set auth_type to oauth and authorize it")
+    concluded = verdict(service, result)
     return ConnectionTestOut(
-        success=success,
-        message="connected" if success else (error.message if error else "the test failed"),
-        error_code=None if success or error is None else error.code,
+        success=concluded.success,
+        message=concluded.message,
+        error_code=concluded.error_code,
         oauth_required=result.oauth_required,
         protocol_version=result.protocol_version,
         server_name=result.server_info.name if result.server_info else None,
@@ -446,7 +438,7 @@ async def test_service(service_id: str, principal: CurrentPrincipal, container: 
             TestedTool(name=t.name, description=t.description, input_schema=dict(t.input_schema)) for t in result.tools
         ],
         resources=[TestedResource(uri=str(r.uri), name=r.name, mime_type=r.mime_type) for r in result.resources],
-        warnings=warnings,
+        warnings=list(concluded.warnings),
     )
 
 
@@ -550,13 +542,12 @@ async def refresh_metadata(service_id: str, principal: CurrentPrincipal, contain
 async def list_service_tools(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ServiceToolList:
     """The catalog's tools with the workspace's policies; the first call pulls the catalog when there is none."""
     view = await container.catalog.current(principal, service_id)
-    policies = await to_thread.run_sync(container.tool_policies.list, principal, service_id)
-    by_name = {p.tool_name: p for p in policies}
+    policies = await to_thread.run_sync(container.tool_policies.of_service, principal, service_id)
     snapshot = view.snapshot or {}
     items = []
     for tool in snapshot.get("tools", []):
         definition = tool["definition"]
-        policy = by_name.get(tool["name"])
+        policy = policies.of(tool["name"])
         items.append(
             ServiceTool(
                 name=tool["name"],
@@ -567,8 +558,8 @@ async def list_service_tools(service_id: str, principal: CurrentPrincipal, conta
                 annotations=definition.get("annotations"),
                 definition_hash=tool["definition_hash"],
                 changed=tool["changed"],
-                enabled=policy.enabled if policy else True,
-                require_approval=policy.require_approval if policy else False,
+                enabled=policy.enabled,
+                require_approval=policy.require_approval,
             )
         )
     return ServiceToolList(items=items, synced_at=snapshot.get("synced_at"), stale=view.stale)
