@@ -553,3 +553,62 @@ def test_an_index_of_an_older_release_is_reanalysed_when_first_searched(tmp_path
         assert upgraded.knowledge_bases.get(access, kb.id).reanalysis is None
     finally:
         upgraded.close()
+
+
+# ---------------------------------------------------------------------------------------------------- relevance
+
+
+@pytest.fixture
+def keyword_only(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    settings = {"jobs": "inline"}
+    with (
+        container_on(backend, tmp_path, monkeypatch, settings=settings, embedder=None) as built,
+        TestClient(create_combined_app(built), raise_server_exceptions=False) as test_client,
+    ):
+        test_client.headers["Authorization"] = f"Bearer {built.identity.initialize().api_key}"
+        yield test_client
+
+
+FAQ = """# Frequently asked questions
+
+## What is this site?
+
+This is the help centre. Here you can find what people ask us most often, and how to do what they ask.
+
+## How do I do what I want to do?
+
+Tell us what you want and what you did, and when it was, and what happened then.
+"""
+
+
+def test_an_answer_says_when_nothing_relevant_is_found(keyword_only: TestClient) -> None:
+    client = keyword_only
+    kb = make_kb(client)
+    add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    add_doc(client, kb["id"], "FAQ", FAQ)
+    asked = client.post("/api/v1/knowledge/ask", json={"question": "What is the capital of France?"}).json()
+    assert asked["references"] == []
+    assert "nothing relevant found" in asked["answer"].lower()
+    # Stop words neither rank the FAQ above the right section nor make it relevant.
+    secrets = client.post("/api/v1/knowledge/ask", json={"question": "How do I seal the secrets?"}).json()
+    assert [r["document_title"] for r in secrets["references"]][:1] == ["Deployment guide"]
+    assert "Secrets are sealed" in secrets["references"][0]["excerpt"]
+    weak = search(client, "sealed pineapples in Lisbon harbour", mode="keyword").json()
+    assert weak["results"], "the closest matches are still shown..."
+    assert any("nothing relevant found" in n for n in weak["notices"]), "... and said to be only that"
+
+
+def test_a_follow_up_uses_the_earlier_turn_only_when_it_relates_to_it(keyword_only: TestClient) -> None:
+    client = keyword_only
+    kb = make_kb(client)
+    add_doc(client, kb["id"], "Deployment guide", GUIDE)
+    first = client.post("/api/v1/knowledge/ask", json={"question": "How are secrets sealed?"}).json()
+    session = first["session_id"]
+    follow = client.post("/api/v1/knowledge/ask", json={"question": "and the rotation?", "session_id": session}).json()
+    assert any("Rotation of the data key" in r["excerpt"] for r in follow["references"])
+    assert not any("answered on its own" in n for n in follow["notices"])
+    unrelated = client.post(
+        "/api/v1/knowledge/ask", json={"question": "What is the capital of France?", "session_id": session}
+    ).json()
+    assert unrelated["references"] == [], "the earlier question about secrets does not leak into this one"
+    assert any("answered on its own" in n for n in unrelated["notices"])

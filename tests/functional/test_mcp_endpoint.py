@@ -117,7 +117,7 @@ def test_tools_search_read_grep_ask_over_both_eras(hub: Hub, mode: str) -> None:
                 ("search_knowledge", {"query": "seal colony", "mode": "keyword", "limit": 3}),
                 ("grep_chunks", {"pattern": r"colony\s+number\s+7"}),
                 ("list_documents", {"knowledge_base_id": "FIELD NOTES"}),
-                ("ask", {"question": "Where do walruses live?"}),
+                ("ask", {"question": "Where do walruses and seals share the ice?"}),
             ],
         )
     )

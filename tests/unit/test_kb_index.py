@@ -857,3 +857,41 @@ def test_an_interrupted_reanalysis_resumes(index: KbIndexFile, monkeypatch: pyte
     assert index.reanalyse("french", progress=lambda done, total: seen.append(done)) is True
     assert seen == [2, 3, 3]
     assert len(index.keyword("donnée")) == 3
+
+
+# ---------------------------------------------------------------------------------------------- relevance
+
+
+def test_keyword_hits_say_how_much_of_the_query_they_hold(index: KbIndexFile) -> None:
+    index.replace_document(
+        "w",
+        document("w", "Walruses use their tusks to haul out.", "Seals dive for fish.", "Mortgage rates and interest."),
+        None,
+        None,
+    )
+    index.replace_document("filler", document("filler", *[f"Notes on topic {n}." for n in range(30)]), None, None)
+    [full] = index.keyword("what do walruses use their tusks for?")
+    assert full.relevance == 1.0
+    assert full.relevant
+    [partial] = index.keyword("walrus habitat migration range")  # one of four terms, the others unknown here
+    assert partial.chunk.id == "w#00000"
+    assert partial.relevance is not None
+    assert not partial.relevant
+    assert index.keyword("What is the capital of France?") == []  # no word of it is in the knowledge base
+    assert [h.relevant for h in index.keyword("mortgage interest")] == [True]
+
+
+def test_semantic_hits_say_how_far_they_stand_above_the_rest(index: KbIndexFile) -> None:
+    rng = np.random.default_rng(11)
+    vectors = rng.standard_normal((40, 16))
+    index.replace_document("d", document("d", *[f"chunk {i}" for i in range(40)]), vectors.tolist(), EMBEDDER)
+    [match] = index.semantic(vectors[7].tolist(), limit=1)
+    assert match.chunk.id == "d#00007"
+    assert match.relevant
+    unrelated = index.semantic(rng.standard_normal(16).tolist(), limit=3)
+    assert unrelated
+    assert not any(hit.relevant for hit in unrelated)
+    small = KbIndexFile(index.path.with_name("small.sqlite3"))
+    small.replace_document("s", document("s", "one", "two"), vectors[:2].tolist(), EMBEDDER)
+    assert all(hit.relevance is None for hit in small.semantic(vectors[0].tolist()))  # too few chunks to tell
+    small.close()

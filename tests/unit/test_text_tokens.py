@@ -206,3 +206,21 @@ def test_every_analyser_has_an_id_that_names_its_rules() -> None:
     assert set(SNOWBALL_LANGUAGES) >= {"english", "french", "german", "russian"}
     with pytest.raises(ValueError, match="unknown language"):
         Analyser("klingon")
+
+
+@pytest.mark.parametrize(
+    ("question", "previous", "follows"),
+    [
+        ("and on Windows?", "How do I install it on Linux?", True),
+        ("What about the refresh token?", "How long does an access token last?", True),
+        ("Does it support Windows?", "How do I install mcpbridge?", True),
+        ("How do walruses dive?", "What do walruses eat?", True),
+        ("那它的过期时间呢？", "会话怎么保存？", True),
+        ("What is the capital of France?", "How are secrets sealed?", False),
+        ("How do I bake sourdough bread at home?", "How do walruses feed?", False),
+    ],
+)
+def test_a_follow_up_relates_to_the_question_before_it(question: str, previous: str, follows: bool) -> None:
+    from mcpbridge.knowledge.answers import follows_on
+
+    assert follows_on(question, previous) is follows

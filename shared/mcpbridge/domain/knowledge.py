@@ -56,6 +56,18 @@ class Hit:
 
     chunk: Chunk
     score: float
+    relevance: float | None = None
+    """How well the chunk answers the query, from 0 to 1, comparable across methods: RELEVANCE_FLOOR and above is
+    an answer, below it only the closest thing found. Keyword: the share of the query's weight (each term by its
+    inverse document frequency, terms no chunk holds included) that the chunk holds. Semantic: how far its cosine
+    stands above the cosines of the other chunks searched. None: not known (counts as relevant)."""
+
+    @property
+    def relevant(self) -> bool:
+        return self.relevance is None or self.relevance >= RELEVANCE_FLOOR
+
+
+RELEVANCE_FLOOR = 0.5
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,18 @@
 """Answering questions from knowledge bases: retrieval, then a language model or an extractive quick answer.
 
-With no language model configured the answer is extractive (the best passages, cited) and says so. Sessions keep
-the last turns so a follow-up question can continue. A session is bound to what started it: the owner, the
-credential (API key or endpoint) and that credential's knowledge-base scope at the time. A continuation that differs
-in any of them is refused as an unknown session, so an earlier turn (an answer drawn from knowledge bases the caller
-may not reach) never reaches a caller with a narrower scope.
+With no language model configured the answer is extractive (the best passages, cited) and says so. Only passages
+at or above the relevance floor (``Hit.relevant``) count as an answer: when none is, the extractive answer says that
+nothing relevant was found, and a language model is given no passage (it is told to say it does not know).
+
+Sessions keep the last turns so a follow-up question can continue, but an earlier turn is used only when the
+follow-up relates to it: it starts like a continuation ("and", "what about"), refers back ("it", "that", "它",
+"这个"), or shares a word (by its stem, stop words aside) with the question before; otherwise it is a new question,
+searched and answered on its own, and the model does not see the earlier turns.
+
+A session is bound to what started it: the owner, the credential (API key or endpoint) and that credential's
+knowledge-base scope at the time. A continuation that differs in any of them is refused as an unknown session, so an
+earlier turn (an answer drawn from knowledge bases the caller may not reach) never reaches a caller with a narrower
+scope.
 
     WS#<ws> / SESSION#<id>     {owner, credential, kb_scope, turns: [{question, answer}], expires_at}
 """
@@ -18,6 +26,7 @@ from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import AllOf, Compare, Condition, ItemAbsent, Key, Update, all_of
 from mcpbridge.domain.knowledge import Hit, KnowledgeAccess
+from mcpbridge.domain.text_tokens import analyser_for, search_tokens
 from mcpbridge.errors import ConditionFailed, InvalidInput, NotFound
 from mcpbridge.knowledge.search import KnowledgeSearch
 from mcpbridge.ports import ChatMessage, Clock, Llm, Store
@@ -92,16 +101,20 @@ class Answerer:
         binding = _Binding(owner, credential, _kb_scope(access))
         turns = self._turns(access, binding, session_id) if session_id else []
         scope = self._search.scope(access, knowledge_base_ids)
-        # A follow-up ("and on Windows?") is searched together with the question it follows.
-        query = f"{turns[-1]['question']} {question}" if turns else question
+        # A follow-up ("and on Windows?") is searched together with the question it follows; a new question alone.
+        earlier = turns if turns and follows_on(question, turns[-1]["question"]) else []
+        query = f"{earlier[-1]['question']} {question}" if earlier else question
         outcome = self._search.search(scope, query, mode="hybrid", limit=PASSAGES)
-        references = [_reference(n, hit) for n, hit in enumerate(outcome.hits, start=1)]
+        hits = [hit for hit in outcome.hits if hit.relevant]
+        references = [_reference(n, hit) for n, hit in enumerate(hits, start=1)]
         notices = list(outcome.notices)
+        if turns and not earlier:
+            notices.append("this question does not follow on from the earlier ones: it was answered on its own")
         if self._llm is not None:
-            text = self._llm.complete(SYSTEM_PROMPT, self._messages(turns, question, outcome.hits), max_tokens=1024)
+            text = self._llm.complete(SYSTEM_PROMPT, self._messages(earlier, question, hits), max_tokens=1024)
             mode: Literal["llm", "extractive"] = "llm"
         else:
-            text = _extractive(references)
+            text = _extractive(references, searched=bool(outcome.hits))
             mode = "extractive"
             notices.append("no language model configured: this is an extractive answer (the best passages, cited)")
         session_id = self._remember(access, binding, session_id, question, text)
@@ -192,10 +205,40 @@ def _reference(n: int, hit: Hit) -> Reference:
     )
 
 
-def _extractive(references: list[Reference]) -> str:
+def _extractive(references: list[Reference], *, searched: bool) -> str:
     if not references:
-        return "Extractive answer: no passage in the knowledge bases matches this question."
+        if searched:
+            return (
+                "Extractive answer: nothing relevant found. The knowledge bases hold no passage that answers this "
+                "question (the closest ones fall below the relevance floor)."
+            )
+        return "Extractive answer: nothing relevant found: no passage in the knowledge bases matches this question."
     lines = ["Extractive answer (no language model is configured); the most relevant passages:"]
     for ref in references[:EXTRACTIVE_PASSAGES]:
         lines.append(f"[{ref.n}] {ref.document_title}, lines {ref.start_line}-{ref.end_line}: {ref.excerpt}")
     return "\n".join(lines)
+
+
+# A follow-up that starts like one, or (when it is short) refers back to what came before; English and Chinese.
+_CONTINUATIONS = ("and", "or", "but", "also", "then", "what about", "how about", "same for", "还有", "那么")
+_BACK_REFERENCES = frozenset(("it", "its", "this", "that", "these", "those", "they", "them", "their", "same"))
+_CJK_BACK_REFERENCES = ("它", "这个", "那个", "这些", "那些", "上面", "刚才", "呢")
+_SHORT_WORDS = 8
+
+
+def follows_on(question: str, previous: str) -> bool:
+    """Whether ``question`` continues the conversation of ``previous`` (see the module docstring)."""
+    analyser = analyser_for(None)
+    words = search_tokens(question)
+    text = " ".join(words)
+    if any(text == c or text.startswith(c + " ") for c in _CONTINUATIONS if c.isascii()):
+        return True
+    folded = question.strip()
+    if any(folded.startswith(c) for c in _CONTINUATIONS if not c.isascii()):
+        return True
+    short = len(words) <= _SHORT_WORDS
+    if short and (any(w in _BACK_REFERENCES for w in words) or any(c in folded for c in _CJK_BACK_REFERENCES)):
+        return True
+    mine = {t for t in analyser.query_terms(question) if not analyser.is_stop_word(t)}
+    theirs = {t for t in analyser.query_terms(previous) if not analyser.is_stop_word(t)}
+    return bool(mine & theirs)

@@ -30,6 +30,7 @@ LIMIT_MAX = 30
 GREP_CANDIDATES = 30
 QUERY_MAX_CHARS = 2000
 NO_EMBEDDER = "no embedding provider configured"
+NOTHING_RELEVANT = "nothing relevant found: no result reaches the relevance floor, these are only the closest matches"
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,14 @@ class KnowledgeSearch:
     def search(
         self, scope: Scope, query: str, *, mode: SearchMode = "hybrid", limit: int = LIMIT_DEFAULT
     ) -> SearchOutcome:
+        """The best chunks for ``query``; when none of them reaches the relevance floor (``Hit.relevant``), a notice
+        says they are only the closest matches."""
+        outcome = self._search(scope, query, mode=mode, limit=limit)
+        if outcome.hits and not any(hit.relevant for hit in outcome.hits):
+            outcome.notices.append(NOTHING_RELEVANT)
+        return outcome
+
+    def _search(self, scope: Scope, query: str, *, mode: SearchMode, limit: int) -> SearchOutcome:
         query = _clean_query(query)
         limit = LIMIT_DEFAULT if limit < 1 else min(limit, LIMIT_MAX)
         if mode == "keyword":

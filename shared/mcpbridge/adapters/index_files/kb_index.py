@@ -75,6 +75,12 @@ BUSY_TIMEOUT_SECONDS = 30.0
 IDLE_CONNECTIONS = 4
 QUERY_TERMS_MAX = 12
 REANALYSIS_BATCH = 500
+# Relevance (``Hit.relevance``, 0.5 = the floor): a keyword hit holding a quarter of the query's weight, a semantic
+# hit standing 3.6 standard deviations above the mean cosine. Chosen on tests/bench/search_quality: they refuse 9 of
+# its 10 questions without an answer and keep most right answers (see tests/bench/README.md).
+KEYWORD_COVERAGE_FLOOR = 0.25
+SEMANTIC_STANDING = 3.6
+SEMANTIC_MIN_CHUNKS = 20
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
@@ -130,6 +136,10 @@ class _Plan:
     """The phrases of the first tier (all kept terms, rarest first)."""
     some: list[str]
     """The phrases the second tier matches any of."""
+    weights: dict[str, float]
+    """Every query term (kept or not) → its inverse document frequency, for the relevance of a hit."""
+    kept: list[str]
+    """The terms of ``every``."""
 
 
 @dataclass(frozen=True)
@@ -351,29 +361,41 @@ class KbIndexFile:
             if not plan.every:
                 return []
             every = self._ranked(held, table, " AND ".join(plan.every), documents, limit)
-            hits = [Hit(chunk, 1.0 + _squash(score)) for chunk, score in every]
+            weight = sum(plan.weights.values()) * 2 * KEYWORD_COVERAGE_FLOOR
+            kept = min(sum(plan.weights[t] for t in plan.kept) / weight, 1.0)
+            hits = [Hit(chunk, 1.0 + _squash(score), kept) for chunk, score in every]
             if len(plan.every) > 1 and len(hits) < limit:
                 seen = {hit.chunk.id for hit in hits}
                 some = self._ranked(held, table, " OR ".join(plan.some), documents, limit + len(seen))
-                hits += [Hit(chunk, _squash(score)) for chunk, score in some if chunk.id not in seen]
+                more = [(chunk, score) for chunk, score in some if chunk.id not in seen][: limit - len(hits)]
+                hits += [
+                    Hit(chunk, _squash(score), min(_coverage(chunk.text, plan.weights, analyser) / weight, 1.0))
+                    for chunk, score in more
+                ]
         return hits[:limit]
 
     def _plan(self, held: _Connection, table: str, terms: list[str], limit: int) -> _Plan:
         """Which phrases the two tiers match (see the module docstring)."""
         total = _chunk_count(held.conn)
-        counted: list[tuple[int, str]] = []
+        counted: list[tuple[int, str, str]] = []
+        frequency: dict[str, int] = {}
         for term in terms:
             prefix = is_cjk(term) and len(term) == 1
             # A prefix term's count is not in the vocabulary; it is a lone CJK character: count it as rare.
-            df = 1 if prefix else self._document_frequency(held, table, term)
+            df = frequency[term] = 1 if prefix else self._document_frequency(held, table, term)
             if df:
-                counted.append((df, _phrase(term, prefix=prefix)))
+                counted.append((df, term, _phrase(term, prefix=prefix)))
         counted.sort(key=lambda item: item[0])
         counted = counted[:QUERY_TERMS_MAX]
-        some = [phrase for df, phrase in counted if df * 2 <= total]
-        if sum(df for df, phrase in counted if df * 2 <= total) < limit:
-            some = [phrase for _, phrase in counted]
-        return _Plan(every=[phrase for _, phrase in counted], some=some)
+        some = [phrase for df, _, phrase in counted if df * 2 <= total]
+        if sum(df for df, _, _ in counted if df * 2 <= total) < limit:
+            some = [phrase for _, _, phrase in counted]
+        return _Plan(
+            every=[phrase for _, _, phrase in counted],
+            some=some,
+            weights={term: _idf(frequency.get(term, 0), total) for term in terms},
+            kept=[term for _, term, _ in counted],
+        )
 
     def _document_frequency(self, held: _Connection, table: str, term: str) -> int:
         row = held.conn.execute(f"SELECT doc FROM temp.{table}_vocab WHERE term = ?", (term,)).fetchone()  # noqa: S608
@@ -434,7 +456,12 @@ class KbIndexFile:
             top = top[np.argsort(-scores[top], kind="stable")][:k]
             rowids = [int(r) for r in rowids_of[top]]
             found = self._chunks_by_rowid(held, rowids)
-            return [Hit(found[r], float(s)) for r, s in zip(rowids, scores[top], strict=True) if r in found]
+            relevance = _standing(scores, live)
+            return [
+                Hit(found[r], float(s), relevance(float(s)))
+                for r, s in zip(rowids, scores[top], strict=True)
+                if r in found
+            ]
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -942,6 +969,34 @@ def _documents_json(document_ids: Collection[str] | None) -> str | None:
 def _phrase(term: str, *, prefix: bool) -> str:
     quoted = '"' + term.replace('"', '""') + '"'
     return quoted + "*" if prefix else quoted
+
+
+def _standing(scores: npt.NDArray[np.float32], live: int) -> Callable[[float], float | None]:
+    """A cosine's relevance: how many standard deviations it stands above the mean cosine of the chunks searched,
+    ``SEMANTIC_STANDING`` of them making 0.5 (cosines themselves are not comparable across models: E5's sit between
+    0.7 and 0.9 for anything). Fewer than ``SEMANTIC_MIN_CHUNKS`` chunks give no statistics: unknown (None)."""
+    if live < SEMANTIC_MIN_CHUNKS:
+        return lambda score: None
+    finite = scores[np.isfinite(scores)]
+    mean, spread = float(finite.mean()), float(finite.std())
+    if spread <= 1e-9:
+        return lambda score: 0.0
+    return lambda score: min(max((score - mean) / spread / (2 * SEMANTIC_STANDING), 0.0), 1.0)
+
+
+def _idf(df: int, total: int) -> float:
+    """BM25's inverse document frequency in its always-positive form; a term no chunk holds weighs the most."""
+    return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
+
+
+def _coverage(text: str, weights: dict[str, float], analyser: Analyser | None) -> float:
+    """The summed weight of the query terms ``text`` holds (a lone CJK character: as the start of a term)."""
+    held = set(search_tokens(text) if analyser is None else analyser.index_terms(text))
+    found = 0.0
+    for term, weight in weights.items():
+        if term in held or (is_cjk(term) and len(term) == 1 and any(t.startswith(term) for t in held)):
+            found += weight
+    return found
 
 
 def _squash(score: float) -> float:
