@@ -4,6 +4,8 @@ Everything is built lazily on first use, so a Lambda function pays only for the 
 random or networked is captured at import time (SnapStart restores the same snapshot in many sandboxes).
 """
 
+# Over 400 lines: the composition root holds one cached property per port and service, nothing else.
+
 from __future__ import annotations
 
 import logging

@@ -11,6 +11,8 @@
 The backend comes from ``MCPBRIDGE_BACKEND`` (``local`` by default, ``aws`` for DynamoDB/KMS/S3).
 """
 
+# Over 400 lines: every command of the operator's command line, each a few functions over the services.
+
 from __future__ import annotations
 
 import argparse
@@ -355,6 +357,85 @@ def _read_line(timeout: float) -> str | None:
         return None
 
 
+class _CallbackApp:
+    """The one route a listening ``services authorize`` serves: the browser's answer to this command's
+    authorization (any other request is refused and the wait goes on)."""
+
+    def __init__(
+        self,
+        container: Container,
+        principal: Principal,
+        service: ExternalService,
+        redirect_uri: str,
+        started: AuthorizationStart,
+    ) -> None:
+        self._container = container
+        self._principal = principal
+        self._service = service
+        self._redirect_uri = redirect_uri
+        self._path = urlsplit(redirect_uri).path
+        self._started = started
+        self._expected_state = parse_qs(urlsplit(started.authorization_url).query).get("state", [""])[0]
+        self.done = anyio.Event()
+        self.result: list[tuple[bool, str]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        from starlette.requests import Request
+
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        if request.method != "GET" or request.url.path != self._path or self.done.is_set():
+            await _page(404, "Not found", "Nothing to see here.")(scope, receive, send)
+            return
+        query = scope.get("query_string", b"").decode("latin-1")
+        try:
+            redirected = _parse_redirected(f"{self._redirect_uri}?{query}")
+        except MCPBridgeError as exc:
+            await _page(400, "Authorization failed", exc.message)(scope, receive, send)
+            return
+        if not hmac.compare_digest((redirected.state or "").encode(), self._expected_state.encode()):
+            # Not the answer to this command's authorization (a stray or forged request): keep waiting for it.
+            await _page(400, "Authorization failed", "This is not the authorization this command started.")(
+                scope, receive, send
+            )
+            return
+        outcome = await self._finish(redirected)
+        authorized, message = outcome
+        title = "Authorization complete" if authorized else "Authorization failed"
+        detail = "You can close this window." if authorized else f"{message}. Close this window and retry."
+        await _page(200 if authorized else 400, title, detail)(scope, receive, send)
+        self.result.append(outcome)
+        self.done.set()
+
+    async def _finish(self, redirected: _Redirected) -> tuple[bool, str]:
+        try:
+            # The browser's request must not cancel a half-done exchange (the state is single use).
+            with anyio.CancelScope(shield=True):
+                outcome = await _finish(
+                    self._container,
+                    self._principal.workspace_id,
+                    self._service,
+                    redirected,
+                    user_id=self._principal.user_id,
+                    attempt_id=self._started.attempt_id,
+                )
+        except MCPBridgeError as exc:
+            return False, exc.message
+        return outcome
+
+
+def _page(status: int, title: str, detail: str) -> Any:
+    import html
+
+    from starlette.responses import HTMLResponse
+
+    body = _RESULT_PAGE.format(title=html.escape(title), detail=html.escape(detail))
+    return HTMLResponse(
+        body, status_code=status, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+    )
+
+
 async def _listen(
     container: Container,
     principal: Principal,
@@ -365,62 +446,9 @@ async def _listen(
     timeout: float,
 ) -> tuple[bool, str] | None:
     """Serve the callback route on ``listener`` until the browser brings this attempt's answer (None on timeout)."""
-    import html
-
     import uvicorn
-    from starlette.requests import Request
-    from starlette.responses import HTMLResponse
 
-    path = urlsplit(redirect_uri).path
-    expected_state = parse_qs(urlsplit(started.authorization_url).query).get("state", [""])[0]
-    done = anyio.Event()
-    result: list[tuple[bool, str]] = []
-
-    def page(status: int, title: str, detail: str) -> HTMLResponse:
-        body = _RESULT_PAGE.format(title=html.escape(title), detail=html.escape(detail))
-        return HTMLResponse(
-            body, status_code=status, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
-        )
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        request = Request(scope, receive)
-        if request.method != "GET" or request.url.path != path or done.is_set():
-            await page(404, "Not found", "Nothing to see here.")(scope, receive, send)
-            return
-        query = scope.get("query_string", b"").decode("latin-1")
-        try:
-            redirected = _parse_redirected(f"{redirect_uri}?{query}")
-        except MCPBridgeError as exc:
-            await page(400, "Authorization failed", exc.message)(scope, receive, send)
-            return
-        if not hmac.compare_digest((redirected.state or "").encode(), expected_state.encode()):
-            # Not the answer to this command's authorization (a stray or forged request): keep waiting for it.
-            await page(400, "Authorization failed", "This is not the authorization this command started.")(
-                scope, receive, send
-            )
-            return
-        try:
-            # The browser's request must not cancel a half-done exchange (the state is single use).
-            with anyio.CancelScope(shield=True):
-                outcome = await _finish(
-                    container,
-                    principal.workspace_id,
-                    service,
-                    redirected,
-                    user_id=principal.user_id,
-                    attempt_id=started.attempt_id,
-                )
-        except MCPBridgeError as exc:
-            outcome = (False, exc.message)
-        authorized, message = outcome
-        title = "Authorization complete" if authorized else "Authorization failed"
-        detail = "You can close this window." if authorized else f"{message}. Close this window and retry."
-        await page(200 if authorized else 400, title, detail)(scope, receive, send)
-        result.append(outcome)
-        done.set()
-
+    app = _CallbackApp(container, principal, service, redirect_uri, started)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", server_header=False, timeout_graceful_shutdown=5
     )
@@ -428,10 +456,10 @@ async def _listen(
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(server.serve, [listener])
         with anyio.move_on_after(timeout):
-            while not done.is_set() and not server.should_exit:
+            while not app.done.is_set() and not server.should_exit:
                 await anyio.sleep(0.05)
         server.should_exit = True
-    return result[0] if result else None
+    return app.result[0] if app.result else None
 
 
 def _pending_hint(reference: str, started: AuthorizationStart) -> str:
@@ -581,6 +609,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", type=Path, help="data directory (default ./.mcpbridge or MCPBRIDGE_DATA_DIR)")
     serve.set_defaults(run=cmd_serve)
 
+    _add_keys(commands)
+    _add_services(commands)
+    return parser
+
+
+def _add_keys(commands: Any) -> None:
     keys = commands.add_parser("keys", help="API keys")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
     key_create = key_commands.add_parser(
@@ -597,6 +631,8 @@ def build_parser() -> argparse.ArgumentParser:
     key_create.add_argument("--json", action="store_true", help="print the key as the API shows it, with the key")
     key_create.set_defaults(run=cmd_keys_create)
 
+
+def _add_services(commands: Any) -> None:
     services = commands.add_parser("services", help="external MCP services (list, OAuth authorization)")
     service_commands = services.add_subparsers(dest="services_command", required=True)
     listing = service_commands.add_parser("list", help="the workspace's external MCP services")
@@ -634,7 +670,6 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"seconds to wait for the browser or the pasted URL (default {AUTHORIZE_TIMEOUT:g})",
     )
     authorize.set_defaults(run=cmd_services_authorize)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

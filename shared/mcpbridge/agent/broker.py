@@ -16,6 +16,8 @@ get resolved); the first resolution wins. Before running, a call is checked agai
 while the call waited is refused).
 """
 
+# Over 400 lines: a call's whole life at the broker (submit, read, resolve, resume) shares its checks.
+
 from __future__ import annotations
 
 import logging

@@ -25,6 +25,8 @@ capability the tool-call routes need too. Having checked it, the catalog reads s
 workspace reader (:func:`_reader`): the ``manage_services`` gate of those layers is the admin surface's.
 """
 
+# Over 400 lines: listing, searching, describing and resolving tools share paging, naming and policy rules.
+
 from __future__ import annotations
 
 import base64

@@ -21,6 +21,8 @@ Errors are :mod:`mcpbridge.errors` classes: policy refusals stay :class:`~mcpbri
 a header value; a server's own error text is passed on only with those values taken out.
 """
 
+# Over 400 lines: connecting, the per-operation facts and error translation are one protocol state machine.
+
 from __future__ import annotations
 
 import contextlib
@@ -457,6 +459,12 @@ def _connect_retryable(exc: MCPBridgeError) -> bool:
     return exc.code == "upstream_http_error" and exc.details.get("status") in RETRYABLE_HANDSHAKE_STATUSES
 
 
+def _chained(error: BaseException, cause: BaseException | None) -> BaseException:
+    """``error`` as raised ``from cause`` (set here, since it is raised by the caller)."""
+    error.__cause__ = cause
+    return error
+
+
 def _translate(
     spec: ConnectionSpec,
     exc: BaseException,
@@ -870,26 +878,40 @@ class Connection:
             group.start_soon(expire)
         if result:
             return result[0]
+        raise self._failed(client, facts, failure[0] if failure else None, session_died, timed_out, deadline)
+
+    def _failed(
+        self,
+        client: Client,
+        facts: HttpFacts,
+        failure: BaseException | None,
+        session_died: bool,
+        timed_out: bool,
+        deadline: _Deadline,
+    ) -> BaseException:
+        """What an attempt that got no result raises: a lost session (to reconnect and retry), a refusal, a
+        translated failure, or an unknown outcome."""
         if facts.session_rejected.is_set():
-            raise _SessionLost from (failure[0] if failure else None)
+            return _chained(_SessionLost(), failure)
         if facts.refused.is_set():  # 401/403: refused before it ran, whatever became of the session afterwards
-            refusal = failure[0] if failure else RuntimeError("refused")
-            raise _translate(self.spec, refusal, sent=True, facts=facts) from refusal
+            refusal = failure or RuntimeError("refused")
+            return _chained(_translate(self.spec, refusal, sent=True, facts=facts), refusal)
         session_open = not session_died and not _dispatcher_closed(client)
-        if failure:
-            if _is_session_lost(failure[0]):
-                raise _SessionLost from failure[0]
-            raise _translate(
-                self.spec, failure[0], sent=True, facts=facts, timeout=deadline.seconds, session_open=session_open
-            ) from failure[0]
+        if failure is not None:
+            if _is_session_lost(failure):
+                return _chained(_SessionLost(), failure)
+            translated = _translate(
+                self.spec, failure, sent=True, facts=facts, timeout=deadline.seconds, session_open=session_open
+            )
+            return _chained(translated, failure)
         if timed_out:
-            raise _no_answer(self.spec, deadline.seconds)
+            return _no_answer(self.spec, deadline.seconds)
         cause = self._death_cause
         if cause is not None:
             if _is_session_lost(cause):
-                raise _SessionLost from cause
-            raise _translate(self.spec, cause, sent=True, facts=facts, timeout=deadline.seconds) from cause
-        raise OutcomeUnknown(f"the connection to {self.spec.host} broke before the answer arrived; it may have run")
+                return _chained(_SessionLost(), cause)
+            return _chained(_translate(self.spec, cause, sent=True, facts=facts, timeout=deadline.seconds), cause)
+        return OutcomeUnknown(f"the connection to {self.spec.host} broke before the answer arrived; it may have run")
 
     # -- facts from the handshake --------------------------------------------------------------------------------
 
@@ -1002,8 +1024,6 @@ class ProbeResult:
     resource_metadata_url: str | None = None
     error: MCPBridgeError | None = None
     resources_error: MCPBridgeError | None = None
-
-
 
 
 async def probe(

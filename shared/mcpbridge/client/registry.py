@@ -31,6 +31,8 @@ Deleting a service deletes its item and name guard, then asks each :class:`Servi
 snapshots, OAuth tokens and registered clients) to forget its own rows.
 """
 
+# Over 400 lines: create, read, change and delete of services, with their secrets sealed, in one place.
+
 from __future__ import annotations
 
 import builtins
@@ -289,87 +291,104 @@ class ServiceRegistry:
         ``auth_config`` and ``advanced_config`` are merged field by field; ``headers`` is replaced whole.
         Secrets are never changed here: secret fields inside ``auth_config`` are ignored with a warning."""
         require_writer(principal)
-        warnings: builtins.list[str] = []
-        simple: dict[str, Any] = {}
-        if not isinstance(name, _Unset):
-            simple["name"] = clean_name(clean_text(name, "name"))
-        if not isinstance(description, _Unset):
-            simple["description"] = clean_description(clean_text(description, "description"))
-        if not isinstance(enabled, _Unset):
-            simple["enabled"] = clean_bool(enabled, "enabled")
-        if not isinstance(transport, _Unset):
-            simple["transport"] = clean_transport(transport)
-        if not isinstance(url, _Unset):
-            simple["url"] = self._clean_url(url, "url")
-        if not isinstance(headers, _Unset):
-            simple["headers"] = clean_headers(headers)
-        if not isinstance(usage_instructions, _Unset):
-            simple["usage_instructions"] = clean_usage(usage_instructions)
+        given = {
+            "name": name,
+            "description": description,
+            "enabled": enabled,
+            "transport": transport,
+            "url": url,
+            "headers": headers,
+            "usage_instructions": usage_instructions,
+        }
+        simple = self._cleaned({k: v for k, v in given.items() if not isinstance(v, _Unset)})
         auth_changes = None if isinstance(auth_config, _Unset) else dict(auth_config)
         advanced_changes = None if isinstance(advanced_config, _Unset) else dict(advanced_config)
-        metadata_checked: str | None = None
+        checked_metadata: set[str] = set()
 
         def attempt() -> Saved:
-            nonlocal metadata_checked, warnings
             current = self._own(principal.workspace_id, service_id)
+            warnings: builtins.list[str] = []
             changes = dict(simple)
             if auth_changes is not None:
-                attempt_warnings: builtins.list[str] = []
-                auth = clean_auth(current.auth, auth_changes, attempt_warnings)
-                warnings = attempt_warnings
-                if auth.auth_server_metadata_url and auth.auth_server_metadata_url not in (
-                    current.auth.auth_server_metadata_url,
-                    metadata_checked,
-                ):
-                    self._clean_url(auth.auth_server_metadata_url, "auth_config.auth_server_metadata_url")
-                    metadata_checked = auth.auth_server_metadata_url
-                changes["auth_config"] = auth
+                changes["auth_config"] = self._merged_auth(current, auth_changes, warnings, checked_metadata)
             if advanced_changes is not None:
                 changes["advanced_config"] = clean_advanced(current.advanced, advanced_changes)
             effective = {k: v for k, v in changes.items() if current_value(current, k) != v}
-            if not effective:
-                _log_warnings(current.id, warnings)
-                return Saved(current, tuple(warnings))
-            sets: dict[str, Any] = {k: stored(v) for k, v in effective.items() if k != "headers"}
-            removes: builtins.list[str] = []
-            if "headers" in effective:
-                sets |= self._sealed_headers(current, effective["headers"])
-                removes = ["headers"] + ([] if effective["headers"] else ["secret_headers"])
-            if "url" in effective:
-                sets |= self._sealed_url(current, effective["url"])
-                removes += [] if "secret_url" in sets else ["secret_url"]
-            if "name" in effective:
-                sets["name_folded"] = fold(effective["name"])
-            if _CONNECTION_FIELDS & set(effective):
-                sets["catalog_stale"] = True
-                sets["connection_version"] = current.connection_version + 1
-            sets |= {"updated_at": timestamp(self._clock.now()), "version": current.version + 1}
-            key = service_key(current.workspace_id, current.id)
-            if "name" in effective and fold(effective["name"]) != fold(current.name):
-                try:
-                    self._store.transact(
-                        [
-                            Patch(key, Update(set=sets, remove=removes), unchanged(current.version)),
-                            Remove(name_key(current.workspace_id, current.name)),
-                            Put(guard_of(current.workspace_id, effective["name"], current.id), name_free()),
-                        ]
-                    )
-                except ConditionFailed as lost:
-                    if lost.condition == name_free().name:
-                        raise _name_taken() from None
-                    raise
-                item = self._store.get(key)
-                if item is None:  # deleted right after: the next round answers 404
-                    raise ConditionFailed(unchanged(current.version).name, None)
-            else:
-                item = self._store.update(key, Update(set=sets, remove=removes), condition=unchanged(current.version))
             _log_warnings(current.id, warnings)
+            if not effective:
+                return Saved(current, tuple(warnings))
+            item = self._write_changes(current, effective)
             log.info("updated MCP service %s (%s)", current.id, ", ".join(sorted(effective)))
             if _RECONNECT_FIELDS & set(effective):
                 self._connection_changed(current.id)
             return Saved(self._service_of(item), tuple(warnings))
 
         return update_optimistically(attempt, busy=lambda: _busy("the update"))
+
+    def _cleaned(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The simple fields of an update, each checked as on create (a URL passes the egress guard again)."""
+        cleaners: dict[str, Callable[[Any], Any]] = {
+            "name": lambda v: clean_name(clean_text(v, "name")),
+            "description": lambda v: clean_description(clean_text(v, "description")),
+            "enabled": lambda v: clean_bool(v, "enabled"),
+            "transport": clean_transport,
+            "url": lambda v: self._clean_url(v, "url"),
+            "headers": clean_headers,
+            "usage_instructions": clean_usage,
+        }
+        return {field_name: cleaners[field_name](value) for field_name, value in given.items()}
+
+    def _merged_auth(
+        self,
+        current: ExternalService,
+        changes: Mapping[str, Any],
+        warnings: builtins.list[str],
+        checked_metadata: set[str],
+    ) -> AuthConfig:
+        """``auth_config`` merged field by field; a newly pinned metadata URL passes the egress guard (once)."""
+        auth = clean_auth(current.auth, changes, warnings)
+        pinned = auth.auth_server_metadata_url
+        if pinned and pinned != current.auth.auth_server_metadata_url and pinned not in checked_metadata:
+            self._clean_url(pinned, "auth_config.auth_server_metadata_url")
+            checked_metadata.add(pinned)
+        return auth
+
+    def _write_changes(self, current: ExternalService, effective: Mapping[str, Any]) -> Item:
+        """Write the changed fields on condition that ``current`` is still the stored version (a new name moves its
+        guard in the same transaction); ``ConditionFailed`` when another write came first."""
+        sets: dict[str, Any] = {k: stored(v) for k, v in effective.items() if k != "headers"}
+        removes: builtins.list[str] = []
+        if "headers" in effective:
+            sets |= self._sealed_headers(current, effective["headers"])
+            removes = ["headers"] + ([] if effective["headers"] else ["secret_headers"])
+        if "url" in effective:
+            sets |= self._sealed_url(current, effective["url"])
+            removes += [] if "secret_url" in sets else ["secret_url"]
+        if "name" in effective:
+            sets["name_folded"] = fold(effective["name"])
+        if _CONNECTION_FIELDS & set(effective):
+            sets["catalog_stale"] = True
+            sets["connection_version"] = current.connection_version + 1
+        sets |= {"updated_at": timestamp(self._clock.now()), "version": current.version + 1}
+        key = service_key(current.workspace_id, current.id)
+        if "name" not in effective or fold(effective["name"]) == fold(current.name):
+            return self._store.update(key, Update(set=sets, remove=removes), condition=unchanged(current.version))
+        try:
+            self._store.transact(
+                [
+                    Patch(key, Update(set=sets, remove=removes), unchanged(current.version)),
+                    Remove(name_key(current.workspace_id, current.name)),
+                    Put(guard_of(current.workspace_id, effective["name"], current.id), name_free()),
+                ]
+            )
+        except ConditionFailed as lost:
+            if lost.condition == name_free().name:
+                raise _name_taken() from None
+            raise
+        item = self._store.get(key)
+        if item is None:  # deleted right after: the next round answers 404
+            raise ConditionFailed(unchanged(current.version).name, None)
+        return item
 
     def set_enabled(self, principal: Principal, service_id: str, enabled: bool) -> ExternalService:
         return self.update(principal, service_id, enabled=enabled).service

@@ -204,21 +204,7 @@ class ToolCatalog:
         key = head_key(workspace_id, service.id, scope)
         head = self._store.get(key)
         previous = self._load(head)
-        before = {t["name"]: t["definition_hash"] for t in (previous or {}).get("tools", [])}
-        tools = []
-        changed: list[str] = []
-        added: list[str] = []
-        for definition in pulled["tools"]:
-            digest = definition_hash(definition)
-            name = definition["name"]
-            old = before.get(name)
-            flagged = old is not None and old != digest
-            if flagged:
-                changed.append(name)
-            elif old is None and previous is not None:
-                added.append(name)
-            tools.append({"definition": definition, "name": name, "definition_hash": digest, "changed": flagged})
-        removed = sorted(set(before) - {t["name"] for t in tools})
+        tools, changed, added, removed = _compared(previous, pulled["tools"])
         snapshot_id = new_id("cat")
         now = timestamp(self._clock.now())
         snapshot = {
@@ -302,6 +288,29 @@ class ToolCatalog:
         except MCPBridgeError as exc:
             log.warning("could not record the failed catalog refresh of MCP service %s: %s", service.id, exc.code)
         log.info("catalog refresh of MCP service %s failed: %s", service.id, failure.code)
+
+
+def _compared(
+    previous: dict[str, Any] | None, definitions: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str], list[str], list[str]]:
+    """The pulled tools with their hashes and ``changed`` flags, and the names changed, added and removed since the
+    previous snapshot (nothing counts as added in a first one)."""
+    before = {t["name"]: t["definition_hash"] for t in (previous or {}).get("tools", [])}
+    tools: list[dict[str, Any]] = []
+    changed: list[str] = []
+    added: list[str] = []
+    for definition in definitions:
+        digest = definition_hash(definition)
+        name = definition["name"]
+        old = before.get(name)
+        flagged = old is not None and old != digest
+        if flagged:
+            changed.append(name)
+        elif old is None and previous is not None:
+            added.append(name)
+        tools.append({"definition": definition, "name": name, "definition_hash": digest, "changed": flagged})
+    removed = sorted(set(before) - {t["name"] for t in tools})
+    return tools, changed, added, removed
 
 
 def _definition(tool: Tool, host: str) -> dict[str, Any]:

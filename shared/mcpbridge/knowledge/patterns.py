@@ -21,6 +21,8 @@ search may scan times the program size, plus a charge per search). A search that
 caller says so; it never stops silently.
 """
 
+# Over 400 lines: RE2 compilation, the scan budget and the naming of unsupported constructs belong together.
+
 from __future__ import annotations
 
 import re

@@ -59,16 +59,7 @@ class AssertionGrants:
 
         Only where the authorization server advertises the ``urn:ietf:params:oauth:grant-type:jwt-bearer`` grant
         (else 409 ``oauth_assertion_unsupported``). A refused assertion is 400 ``oauth_assertion_rejected``."""
-        if (
-            not isinstance(assertion, str)
-            or not 0 < len(assertion) <= MAX_ASSERTION_CHARS
-            or not _ASSERTION.fullmatch(assertion)
-        ):
-            raise InvalidInput(
-                f"assertion must be a JWT of at most {MAX_ASSERTION_CHARS} characters", code="invalid_assertion"
-            )
-        if scopes is not None and (len(scopes) > 50 or not all(_SCOPE.fullmatch(s) for s in scopes)):
-            raise InvalidInput("scopes must be at most 50 scope tokens without spaces", code="invalid_scopes")
+        _check_input(assertion, scopes)
         service = await to_thread.run_sync(self._registry.get, principal, service_id)
         require_oauth(service)
         timeout = discovery_timeout(service)
@@ -89,17 +80,7 @@ class AssertionGrants:
             issued = await token_request(self._egress, str(discovery.metadata.token_endpoint), client, form)
         except TokenRefused as refused:
             await drop_client_if_refused(self._clients, refused, principal.workspace_id, client)
-            if refused.status == 400:
-                raise InvalidInput(
-                    "the authorization server refused the assertion",
-                    code="oauth_assertion_rejected",
-                    details={"error": refused.error} if refused.error else None,
-                ) from None
-            raise UpstreamError(
-                f"the authorization server failed the assertion grant (HTTP {refused.status})",
-                code="oauth_assertion_failed",
-                details={"status": refused.status},
-            ) from None
+            raise _refusal(refused) from None
         origin = token_origin(discovery, client)
         stored = await to_thread.run_sync(
             lambda: self._tokens.save(
@@ -114,3 +95,30 @@ class AssertionGrants:
             scope=stored.scope,
             refreshable=stored.refresh_token is not None,
         )
+
+
+def _check_input(assertion: str, scopes: Sequence[str] | None) -> None:
+    if (
+        not isinstance(assertion, str)
+        or not 0 < len(assertion) <= MAX_ASSERTION_CHARS
+        or not _ASSERTION.fullmatch(assertion)
+    ):
+        raise InvalidInput(
+            f"assertion must be a JWT of at most {MAX_ASSERTION_CHARS} characters", code="invalid_assertion"
+        )
+    if scopes is not None and (len(scopes) > 50 or not all(_SCOPE.fullmatch(s) for s in scopes)):
+        raise InvalidInput("scopes must be at most 50 scope tokens without spaces", code="invalid_scopes")
+
+
+def _refusal(refused: TokenRefused) -> InvalidInput | UpstreamError:
+    if refused.status == 400:
+        return InvalidInput(
+            "the authorization server refused the assertion",
+            code="oauth_assertion_rejected",
+            details={"error": refused.error} if refused.error else None,
+        )
+    return UpstreamError(
+        f"the authorization server failed the assertion grant (HTTP {refused.status})",
+        code="oauth_assertion_failed",
+        details={"status": refused.status},
+    )

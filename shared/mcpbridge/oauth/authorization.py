@@ -24,11 +24,11 @@ from mcpbridge.oauth.attempts import Attempt, AuthorizationAttempts, PendingAuth
 from mcpbridge.oauth.discovery import discover
 from mcpbridge.oauth.pkce import new_pkce, new_state
 from mcpbridge.oauth.redirects import allowed_origins, callback_url, validate_frontend_redirect, with_result
-from mcpbridge.oauth.registration import ClientIdentities
+from mcpbridge.oauth.registration import ClientIdentities, ClientIdentity
 from mcpbridge.oauth.rows import token_key
 from mcpbridge.oauth.rules import USER, bound, discovery_timeout, drop_client_if_refused, require_oauth
 from mcpbridge.oauth.token_events import TokenEvents
-from mcpbridge.oauth.tokens import TokenOrigin, TokenRefused, TokenState, TokenStore, token_request
+from mcpbridge.oauth.tokens import IssuedToken, TokenOrigin, TokenRefused, TokenState, TokenStore, token_request
 from mcpbridge.outbound.json_http import require_https
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.ports import Clock
@@ -166,18 +166,6 @@ class Authorizations:
         pkce = new_pkce()
         state = new_state()
         attempt_id = new_id(ATTEMPT_PREFIX)
-        params = {
-            "response_type": "code",
-            "client_id": client.client_id,
-            "redirect_uri": expected,
-            "state": state,
-            "code_challenge": pkce.challenge,
-            "code_challenge_method": pkce.method,
-            "resource": discovery.resource,
-        }
-        if discovery.scope:
-            params["scope"] = discovery.scope
-        separator = "&" if "?" in authorization_endpoint else "?"
         pending = PendingAuthorization(
             attempt_id=attempt_id,
             workspace_id=principal.workspace_id,
@@ -200,11 +188,8 @@ class Authorizations:
         )
         expires_at = await to_thread.run_sync(self._attempts.begin, pending, state)
         log.info("started OAuth authorization attempt %s for MCP service %s", attempt_id, service.id)
-        return AuthorizationStart(
-            authorization_url=f"{authorization_endpoint}{separator}{urlencode(params)}",
-            attempt_id=attempt_id,
-            expires_at=expires_at,
-        )
+        url = _authorization_url(authorization_endpoint, pending, state, pkce.challenge, pkce.method)
+        return AuthorizationStart(authorization_url=url, attempt_id=attempt_id, expires_at=expires_at)
 
     async def complete(
         self,
@@ -266,23 +251,9 @@ class Authorizations:
         if client is None:
             log.warning("OAuth attempt %s: the client it started with is gone", pending.attempt_id)
             return "authorization_failed"
-        form = {
-            "grant_type": "authorization_code",
-            "code": code,
-            "redirect_uri": pending.redirect_uri,
-            "code_verifier": pending.code_verifier,
-            "resource": pending.resource,
-        }
         try:
-            issued = await token_request(self._egress, pending.token_endpoint, client, form)
-        except TokenRefused as refused:
-            log.warning(
-                "OAuth attempt %s: the token endpoint refused the code (HTTP %s %s)",
-                pending.attempt_id,
-                refused.status,
-                refused.error or "",
-            )
-            await drop_client_if_refused(self._clients, refused, pending.workspace_id, client)
+            issued = await self._exchange(pending, code, client)
+        except TokenRefused:
             return "authorization_failed"
         origin = TokenOrigin(
             issuer=pending.issuer,
@@ -312,6 +283,27 @@ class Authorizations:
             pending.principal_id,
         )
         return None
+
+    async def _exchange(self, pending: PendingAuthorization, code: str, client: ClientIdentity) -> IssuedToken:
+        """The code for a token, with the PKCE verifier; a refusal is logged (and drops a dead client) and raised."""
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": pending.redirect_uri,
+            "code_verifier": pending.code_verifier,
+            "resource": pending.resource,
+        }
+        try:
+            return await token_request(self._egress, pending.token_endpoint, client, form)
+        except TokenRefused as refused:
+            log.warning(
+                "OAuth attempt %s: the token endpoint refused the code (HTTP %s %s)",
+                pending.attempt_id,
+                refused.status,
+                refused.error or "",
+            )
+            await drop_client_if_refused(self._clients, refused, pending.workspace_id, client)
+            raise
 
     async def status(self, principal: Principal, service_id: str, attempt_id: str | None = None) -> OAuthStatus:
         """The caller's authorization of the service; with ``attempt_id``, only that attempt counts."""
@@ -344,3 +336,19 @@ class Authorizations:
             refreshable=token.refresh_token is not None,
             attempt=attempt,
         )
+
+
+def _authorization_url(endpoint: str, pending: PendingAuthorization, state: str, challenge: str, method: str) -> str:
+    params = {
+        "response_type": "code",
+        "client_id": pending.client_id,
+        "redirect_uri": pending.redirect_uri,
+        "state": state,
+        "code_challenge": challenge,
+        "code_challenge_method": method,
+        "resource": pending.resource,
+    }
+    if pending.scope:
+        params["scope"] = pending.scope
+    separator = "&" if "?" in endpoint else "?"
+    return f"{endpoint}{separator}{urlencode(params)}"

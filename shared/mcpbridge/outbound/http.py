@@ -16,6 +16,8 @@ Layers, bottom up:
 * ``fetch`` / ``fetch_async`` — GET with manual redirects (each hop re-checked), a size cap and one overall deadline.
 """
 
+# Over 400 lines: the guarded httpx client, redirects and bounded fetches: one path for every outbound request.
+
 from __future__ import annotations
 
 import contextlib

@@ -23,6 +23,8 @@ the IPv4 host itself for it), nothing else: the IPv4-compatible (``::a.b.c.d``),
 tunnel or a translator that may well sit elsewhere) and stay refused unless listed themselves.
 """
 
+# Over 400 lines: every SSRF rule (address forms, ranges, allowlist with ports) must be read in one place.
+
 from __future__ import annotations
 
 import ipaddress
@@ -30,13 +32,10 @@ import re
 import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from mcpbridge.errors import InvalidInput
-
-if TYPE_CHECKING:
-    from mcpbridge.settings import Settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -364,6 +363,14 @@ class Target:
             return None
 
 
+class _WithAllowlist(Protocol):
+    """What :meth:`EgressPolicy.from_settings` reads (``mcpbridge.settings.Settings``; typed here so this module
+    does not import the settings, which import it)."""
+
+    @property
+    def ssrf_allowlist(self) -> Sequence[str]: ...
+
+
 class EgressPolicy:
     """The rules for outbound requests: which URLs are acceptable and which resolved addresses may be reached.
 
@@ -387,7 +394,7 @@ class EgressPolicy:
         self._resolver: Resolver = resolver or system_resolver
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, require_https: bool = False) -> EgressPolicy:
+    def from_settings(cls, settings: _WithAllowlist, *, require_https: bool = False) -> EgressPolicy:
         """The policy configured by ``MCPBRIDGE_SSRF_ALLOWLIST``."""
         return cls(settings.ssrf_allowlist, require_https=require_https)
 

@@ -13,6 +13,8 @@ A scoped API key never mints an endpoint with more authority than itself: the en
 within the key's, and the capabilities its tools need (``catalog.capabilities_for``) within the key's capabilities.
 """
 
+# Over 400 lines: endpoint records, tokens, scope rules and validation of one resource.
+
 from __future__ import annotations
 
 import builtins

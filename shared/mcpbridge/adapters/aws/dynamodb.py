@@ -6,6 +6,8 @@ counts as absent, as the reference semantics say. ``ReturnValuesOnConditionCheck
 condition into ``ConditionFailed`` carrying the current item, without a second read.
 """
 
+# Over 400 lines: the one DynamoDB store: every primitive's expressions and error mapping side by side.
+
 from __future__ import annotations
 
 import math
