@@ -30,6 +30,7 @@ runs, or Python's) contains, so the keyword index can pick candidate chunks befo
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import unicodedata
@@ -217,6 +218,10 @@ class Analyser:
         """The terms of indexed text, in order, duplicates and stop words kept."""
         return self._stems(search_tokens(text))
 
+    def index_terms_of_words(self, words: list[str]) -> list[str]:
+        """``index_terms`` of words already split by ``search_tokens``."""
+        return self._stems(words)
+
     def query_terms(self, query: str) -> list[str]:
         """The distinct terms of a query, in order, without its stop words (unless it holds nothing else)."""
         words = list(dict.fromkeys(search_tokens(query)))
@@ -228,13 +233,17 @@ class Analyser:
 
     def _stems(self, words: list[str]) -> list[str]:
         language = self.stemmer_language
-        if language is None:
+        if language is None or not words:
             return words
-        stem = _stemmer(language).stemWord
-        return [w if is_cjk(w) or w.isdigit() else stem(w) for w in words]
+        stemmer = _stemmer(language)
+        if "".join(words).isascii():  # the common case: no CJK, one call for all
+            return list(stemmer.stemWords(words))
+        return [w if is_cjk(w) or w.isdigit() else stemmer.stemWord(w) for w in words]
 
 
+@functools.lru_cache(maxsize=64)
 def analyser_for(language: str | None) -> Analyser:
+    """The analyser of a language (``None``: the default); analysers are immutable and shared."""
     return Analyser(language or DEFAULT_LANGUAGE)
 
 

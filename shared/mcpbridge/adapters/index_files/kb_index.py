@@ -368,8 +368,11 @@ class KbIndexFile:
                 seen = {hit.chunk.id for hit in hits}
                 some = self._ranked(held, table, " OR ".join(plan.some), documents, limit + len(seen))
                 more = [(chunk, score) for chunk, score in some if chunk.id not in seen][: limit - len(hits)]
+                held_terms = self._terms_of(held, table, [chunk.id for chunk, _ in more])
                 hits += [
-                    Hit(chunk, _squash(score), min(_coverage(chunk.text, plan.weights, analyser) / weight, 1.0))
+                    Hit(
+                        chunk, _squash(score), min(_coverage(held_terms.get(chunk.id, set()), plan.weights) / weight, 1)
+                    )
                     for chunk, score in more
                 ]
         return hits[:limit]
@@ -671,6 +674,15 @@ class KbIndexFile:
             params,
         ).fetchall()
         return [(self._chunk(held, row[:-1]), float(row[-1])) for row in rows]
+
+    def _terms_of(self, held: _Connection, table: str, chunk_ids: list[str]) -> dict[str, set[str]]:
+        """The indexed terms of some chunks, as the terms table holds them (no need to analyse their text again)."""
+        rows = held.conn.execute(
+            f"SELECT c.id, t.terms FROM chunks AS c JOIN {table} AS t ON t.rowid = c.rowid "  # noqa: S608 - fixed
+            "WHERE c.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(chunk_ids),),
+        ).fetchall()
+        return {str(row[0]): set(str(row[1]).split()) for row in rows}
 
     def _chunks_by_rowid(self, held: _Connection, rowids: list[int]) -> dict[int, Chunk]:
         rows = held.conn.execute(
@@ -989,9 +1001,8 @@ def _idf(df: int, total: int) -> float:
     return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
 
 
-def _coverage(text: str, weights: dict[str, float], analyser: Analyser | None) -> float:
-    """The summed weight of the query terms ``text`` holds (a lone CJK character: as the start of a term)."""
-    held = set(search_tokens(text) if analyser is None else analyser.index_terms(text))
+def _coverage(held: set[str], weights: dict[str, float]) -> float:
+    """The summed weight of the query terms a chunk holds (a lone CJK character: as the start of a term)."""
     found = 0.0
     for term, weight in weights.items():
         if term in held or (is_cjk(term) and len(term) == 1 and any(t.startswith(term) for t in held)):
