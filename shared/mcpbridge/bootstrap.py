@@ -300,7 +300,7 @@ class Container:
 
         return ToolCatalog(
             self.store,
-            self.blobs,
+            lambda: self.blobs,
             self.clock,
             self.services,
             self.tool_policies,

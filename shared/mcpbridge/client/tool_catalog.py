@@ -92,7 +92,7 @@ class ToolCatalog:
     def __init__(
         self,
         store: Store,
-        blobs: Blobs,
+        blobs: Callable[[], Blobs],
         clock: Clock,
         registry: ServiceRegistry,
         policies: ToolPolicies,
@@ -100,13 +100,13 @@ class ToolCatalog:
         spec_for: SpecFor,
     ) -> None:
         self._store = store
-        self._blobs = blobs
+        self._blobs = blobs  # asked for on first use: reading policies or resolving a tool needs no blob store
         self._clock = clock
         self._registry = registry
         self._policies = policies
         self._egress = egress
         self._spec_for = spec_for
-        self._snapshots = Snapshots(store, lambda: blobs)
+        self._snapshots = Snapshots(store, blobs)
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -224,7 +224,7 @@ class ToolCatalog:
             "changes": {"added": added, "changed": changed, "removed": removed, "first": previous is None},
         }
         blob_key = f"catalogs/{workspace_id}/{service.id}/{scope}/{snapshot_id}.json"
-        self._blobs.put(blob_key, json.dumps(snapshot, ensure_ascii=False).encode(), content_type="application/json")
+        self._blobs().put(blob_key, json.dumps(snapshot, ensure_ascii=False).encode(), content_type="application/json")
         previous_id = (head or {}).get("snapshot_id")
         unchanged_head = Condition(
             "catalog_head_unchanged",
@@ -246,11 +246,11 @@ class ToolCatalog:
             self._store.update(key, Update(set=sets, remove=clears), condition=unchanged_head)
         except ConditionFailed:
             # Another refresh saved first: its complete snapshot stands, ours is dropped.
-            self._blobs.delete(blob_key)
+            self._blobs().delete(blob_key)
             log.info("catalog refresh of MCP service %s lost a race; keeping the other snapshot", service.id)
             return self._view(principal, service)
         if head is not None and head.get("snapshot_key"):
-            self._blobs.delete(head["snapshot_key"])
+            self._blobs().delete(head["snapshot_key"])
         self._registry.clear_catalog_stale(service)
         self._note_changes(workspace_id, service.id, tools)
         log.info(

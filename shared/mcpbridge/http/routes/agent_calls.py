@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.agent.calls import ToolCall
 from mcpbridge.agent.profiles import require_agent, require_agent_or_approver
-from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.auth import CurrentPrincipal
+from mcpbridge.http.deps import BrokerDep
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.routes.resolutions import CallOut, call_out
 
@@ -55,10 +56,9 @@ class PendingList(BaseModel):
     responses={**problems(404, 409, 502), 202: {"description": "The call waits for an approval or an authorization."}},
 )
 async def submit_tool_call(
-    body: ToolCallIn, principal: CurrentPrincipal, container: ContainerDep, request: Request, response: Response
+    body: ToolCallIn, principal: CurrentPrincipal, broker: BrokerDep, request: Request, response: Response
 ) -> SubmittedOut:
     require_agent(principal)
-    broker = container.tool_calls
     submitted = await broker.submit(
         principal,
         tool_ref=body.tool_ref,
@@ -72,21 +72,21 @@ async def submit_tool_call(
     )
     if submitted.paused:
         response.status_code = 202
-    shown = (await to_thread.run_sync(call_out, submitted.call, principal, container)).model_dump()
+    shown = (await to_thread.run_sync(call_out, submitted.call, principal, broker)).model_dump()
     if submitted.agent_result is not None:  # ran at once: the agent gets the images; storage has them redacted
         shown["result"] = submitted.agent_result
     return SubmittedOut(**shown, notice=submitted.notice)
 
 
 @router.get("/tool-calls/{call_id}")
-def get_tool_call(call_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CallOut:
+def get_tool_call(call_id: str, principal: CurrentPrincipal, broker: BrokerDep) -> CallOut:
     require_agent_or_approver(principal)
-    return call_out(container.tool_calls.get(principal, call_id), principal, container)
+    return call_out(broker.get(principal, call_id), principal, broker)
 
 
 @router.get("/pending")
-def list_pending(principal: CurrentPrincipal, container: ContainerDep) -> PendingList:
+def list_pending(principal: CurrentPrincipal, broker: BrokerDep) -> PendingList:
     """The calls waiting for the caller: its own; for an admin key with approve_calls, every one of the workspace."""
     require_agent_or_approver(principal)
-    calls: list[ToolCall] = container.tool_calls.pending(principal)
-    return PendingList(items=[call_out(call, principal, container) for call in calls])
+    calls: list[ToolCall] = broker.pending(principal)
+    return PendingList(items=[call_out(call, principal, broker) for call in calls])

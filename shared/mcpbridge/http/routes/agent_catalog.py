@@ -16,7 +16,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from mcpbridge.agent.discovery import EXTERNAL_DATA_NOTICE, ServerStatus, ToolDescription, ToolSummary
-from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.auth import CurrentPrincipal
+from mcpbridge.http.deps import DiscoveryDep, ProfilesDep
 from mcpbridge.http.openapi import problems
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent-catalog"])
@@ -142,26 +143,27 @@ class ToolDescriptionOut(BaseModel):
 
 
 @router.get("/servers", responses=problems(404))
-def list_servers(principal: CurrentPrincipal, container: ContainerDep, agent_id: str | None = None) -> ServerList:
-    agent = container.agent_profiles.resolve(principal, agent_id)
-    statuses = container.agent_catalog.servers(principal, agent)
+def list_servers(
+    principal: CurrentPrincipal, profiles: ProfilesDep, discovery: DiscoveryDep, agent_id: str | None = None
+) -> ServerList:
+    agent = profiles.resolve(principal, agent_id)
+    statuses = discovery.servers(principal, agent)
     return ServerList(agent_id=agent.id, items=[ServerOut.of(s) for s in statuses], notice=EXTERNAL_DATA_NOTICE)
 
 
 @router.get("/tools", responses=problems(400, 404))
 def list_tools(
     principal: CurrentPrincipal,
-    container: ContainerDep,
+    profiles: ProfilesDep,
+    discovery: DiscoveryDep,
     agent_id: str | None = None,
     query: str | None = None,
     service_id: str | None = None,
     cursor: str | None = None,
     limit: int = 20,
 ) -> ToolList:
-    agent = container.agent_profiles.resolve(principal, agent_id)
-    page = container.agent_catalog.tools(
-        principal, agent, query=query, service_id=service_id, cursor=cursor, limit=limit
-    )
+    agent = profiles.resolve(principal, agent_id)
+    page = discovery.tools(principal, agent, query=query, service_id=service_id, cursor=cursor, limit=limit)
     return ToolList(
         items=[ToolSummaryOut.of(t) for t in page.items],
         total=page.total,
@@ -173,7 +175,12 @@ def list_tools(
 
 @router.get("/tools/describe", responses=problems(400, 404))
 def describe_tool(
-    principal: CurrentPrincipal, container: ContainerDep, service_id: str, tool_name: str, agent_id: str | None = None
+    principal: CurrentPrincipal,
+    profiles: ProfilesDep,
+    discovery: DiscoveryDep,
+    service_id: str,
+    tool_name: str,
+    agent_id: str | None = None,
 ) -> ToolDescriptionOut:
-    agent = container.agent_profiles.resolve(principal, agent_id)
-    return ToolDescriptionOut.of(container.agent_catalog.describe(principal, agent, service_id, tool_name))
+    agent = profiles.resolve(principal, agent_id)
+    return ToolDescriptionOut.of(discovery.describe(principal, agent, service_id, tool_name))

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.agent.profiles import AgentProfile
-from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.auth import CurrentPrincipal
+from mcpbridge.http.deps import ProfilesDep
 from mcpbridge.http.openapi import problems
 
 router = APIRouter(prefix="/api/v1/agents", tags=["agents"])
@@ -89,8 +90,8 @@ class AgentList(BaseModel):
 
 
 @router.post("", status_code=201, responses=problems(409))
-def create_agent(body: AgentIn, principal: CurrentPrincipal, container: ContainerDep) -> AgentOut:
-    profile = container.agent_profiles.create(
+def create_agent(body: AgentIn, principal: CurrentPrincipal, profiles: ProfilesDep) -> AgentOut:
+    profile = profiles.create(
         principal,
         name=body.name,
         description=body.description,
@@ -103,25 +104,23 @@ def create_agent(body: AgentIn, principal: CurrentPrincipal, container: Containe
 
 
 @router.get("")
-def list_agents(principal: CurrentPrincipal, container: ContainerDep) -> AgentList:
-    profiles = container.agent_profiles.list(principal)
+def list_agents(principal: CurrentPrincipal, agent_profiles: ProfilesDep) -> AgentList:
+    profiles = agent_profiles.list(principal)
     return AgentList(items=[AgentOut.of(p) for p in profiles], total=len(profiles))
 
 
 @router.get("/{agent_id}")
-def get_agent(agent_id: str, principal: CurrentPrincipal, container: ContainerDep) -> AgentOut:
-    return AgentOut.of(container.agent_profiles.get(principal, agent_id))
+def get_agent(agent_id: str, principal: CurrentPrincipal, profiles: ProfilesDep) -> AgentOut:
+    return AgentOut.of(profiles.get(principal, agent_id))
 
 
 @router.put("/{agent_id}", responses=problems(409))
-def update_agent(agent_id: str, body: AgentPatch, principal: CurrentPrincipal, container: ContainerDep) -> AgentOut:
-    profile = container.agent_profiles.update(
-        principal, agent_id, expected_version=body.expected_version, **body.changes()
-    )
+def update_agent(agent_id: str, body: AgentPatch, principal: CurrentPrincipal, profiles: ProfilesDep) -> AgentOut:
+    profile = profiles.update(principal, agent_id, expected_version=body.expected_version, **body.changes())
     return AgentOut.of(profile)
 
 
 @router.delete("/{agent_id}", status_code=204)
-def delete_agent(agent_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
-    container.agent_profiles.delete(principal, agent_id)
+def delete_agent(agent_id: str, principal: CurrentPrincipal, profiles: ProfilesDep) -> Response:
+    profiles.delete(principal, agent_id)
     return Response(status_code=204)

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.domain.identity import ApiKey, Principal, Scope
-from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.auth import CurrentPrincipal
+from mcpbridge.http.deps import AccountsDep
 from mcpbridge.http.openapi import problems
 
 router = APIRouter(prefix="/api/v1", tags=["api-keys"])
@@ -98,19 +99,19 @@ def whoami(principal: CurrentPrincipal) -> Me:
 @router.get("/api-keys", responses=problems(400))
 def list_api_keys(
     principal: CurrentPrincipal,
-    container: ContainerDep,
+    accounts: AccountsDep,
     limit: int = Query(default=50, ge=1, le=200),
     cursor: str | None = None,
 ) -> ApiKeyPage:
-    keys, next_cursor = container.identity.list_api_keys(principal, limit=limit, cursor=cursor)
+    keys, next_cursor = accounts.list_api_keys(principal, limit=limit, cursor=cursor)
     return ApiKeyPage(items=[ApiKeyOut.of(k) for k in keys], next_cursor=next_cursor)
 
 
 @router.post("/api-keys", status_code=201)
 def create_api_key(
-    body: CreateApiKey, principal: CurrentPrincipal, container: ContainerDep, response: Response
+    body: CreateApiKey, principal: CurrentPrincipal, accounts: AccountsDep, response: Response
 ) -> CreatedApiKey:
-    created = container.identity.create_api_key(
+    created = accounts.create_api_key(
         principal,
         name=body.name,
         role=body.role,
@@ -122,11 +123,11 @@ def create_api_key(
 
 
 @router.get("/api-keys/{key_id}")
-def get_api_key(key_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ApiKeyOut:
-    return ApiKeyOut.of(container.identity.get_api_key(principal, key_id))
+def get_api_key(key_id: str, principal: CurrentPrincipal, accounts: AccountsDep) -> ApiKeyOut:
+    return ApiKeyOut.of(accounts.get_api_key(principal, key_id))
 
 
 @router.delete("/api-keys/{key_id}", status_code=204, responses=problems(409))
-def revoke_api_key(key_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
-    container.identity.revoke_api_key(principal, key_id)
+def revoke_api_key(key_id: str, principal: CurrentPrincipal, accounts: AccountsDep) -> Response:
+    accounts.revoke_api_key(principal, key_id)
     return Response(status_code=204)

@@ -10,7 +10,8 @@ from fastapi import APIRouter, File, Form, Query, Response, UploadFile
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.errors import InvalidInput, PayloadTooLarge
-from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.http.deps import DocumentsDep, ReaderDep, SettingsDep
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.views import ChunkOut, DocumentOut
 
@@ -54,12 +55,12 @@ class DocumentPageOut(BaseModel):
 def list_documents(
     kb_id: str,
     principal: CurrentPrincipal,
-    container: ContainerDep,
+    documents: DocumentsDep,
     keyword: str | None = Query(default=None, max_length=255),
     page: int = Query(default=1, ge=1),
     page_size: int = Query(default=20, ge=1, le=100),
 ) -> DocumentPageOut:
-    result = container.documents.list_documents(
+    result = documents.list_documents(
         knowledge_access(principal, "read"), kb_id, keyword=keyword, page=page, page_size=page_size
     )
     return DocumentPageOut(
@@ -73,15 +74,13 @@ def list_documents(
 
 
 @router.post("/knowledge-bases/{kb_id}/documents", status_code=201, responses=problems(409, 413, 502))
-def create_document(kb_id: str, body: DocumentIn, principal: CurrentPrincipal, container: ContainerDep) -> DocumentOut:
+def create_document(kb_id: str, body: DocumentIn, principal: CurrentPrincipal, documents: DocumentsDep) -> DocumentOut:
     access = knowledge_write_access(principal, "write")
     if body.url is not None:
-        document = container.documents.create_from_url(access, kb_id, title=body.title, url=body.url)
+        document = documents.create_from_url(access, kb_id, title=body.title, url=body.url)
     else:
         assert body.content is not None
-        document = container.documents.create_from_text(
-            access, kb_id, title=body.title, content=body.content, format=body.format
-        )
+        document = documents.create_from_text(access, kb_id, title=body.title, content=body.content, format=body.format)
     return DocumentOut.of(document)
 
 
@@ -89,19 +88,20 @@ def create_document(kb_id: str, body: DocumentIn, principal: CurrentPrincipal, c
 async def upload_document(
     kb_id: str,
     principal: CurrentPrincipal,
-    container: ContainerDep,
+    settings: SettingsDep,
+    documents: DocumentsDep,
     file: Annotated[UploadFile, File(description="Markdown, text, HTML or PDF")],
     title: Annotated[str | None, Form(max_length=255)] = None,
 ) -> DocumentOut:
     access = knowledge_write_access(principal, "write")
-    limit = container.settings.max_document_bytes
+    limit = settings.max_document_bytes
     data = await file.read(limit + 1)
     if len(data) > limit:
         raise PayloadTooLarge(f"the file is larger than {limit} bytes", code="document_too_large")
     if not file.filename:
         raise InvalidInput("the upload has no file name", code="invalid_file")
     document = await to_thread.run_sync(
-        lambda: container.documents.create_from_file(
+        lambda: documents.create_from_file(
             access,
             kb_id,
             title=title,
@@ -115,23 +115,23 @@ async def upload_document(
 
 @router.get("/documents/{document_id}")
 def get_document(
-    document_id: str, principal: CurrentPrincipal, container: ContainerDep, include_content: bool = False
+    document_id: str, principal: CurrentPrincipal, documents: DocumentsDep, include_content: bool = False
 ) -> DocumentOut:
-    document = container.documents.get(knowledge_access(principal, "read"), document_id)
-    return DocumentOut.of(document, container.documents.text(document) if include_content else None)
+    document = documents.get(knowledge_access(principal, "read"), document_id)
+    return DocumentOut.of(document, documents.text(document) if include_content else None)
 
 
 @router.put("/documents/{document_id}", responses=problems(409, 413))
 def update_document(
-    document_id: str, body: DocumentPatch, principal: CurrentPrincipal, container: ContainerDep
+    document_id: str, body: DocumentPatch, principal: CurrentPrincipal, documents: DocumentsDep
 ) -> DocumentOut:
     access = knowledge_write_access(principal, "write")
-    return DocumentOut.of(container.documents.update(access, document_id, title=body.title, content=body.content))
+    return DocumentOut.of(documents.update(access, document_id, title=body.title, content=body.content))
 
 
 @router.delete("/documents/{document_id}", status_code=204, responses=problems(409))
-def delete_document(document_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
-    container.documents.delete(knowledge_write_access(principal, "write"), document_id)
+def delete_document(document_id: str, principal: CurrentPrincipal, documents: DocumentsDep) -> Response:
+    documents.delete(knowledge_write_access(principal, "write"), document_id)
     return Response(status_code=204)
 
 
@@ -154,13 +154,13 @@ class ReadOut(BaseModel):
 def read_document(
     document_id: str,
     principal: CurrentPrincipal,
-    container: ContainerDep,
+    reader: ReaderDep,
     offset: int = Query(default=0, ge=0),
     limit: int = Query(default=20, ge=1, le=100),
     query: str | None = Query(default=None, max_length=500),
     line: int | None = Query(default=None, ge=1),
 ) -> ReadOut:
-    result = container.reader.read(
+    result = reader.read(
         knowledge_access(principal, "read"), document_id, offset=offset, limit=limit, query=query, line=line
     )
     return ReadOut(

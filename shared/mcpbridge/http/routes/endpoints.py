@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mcpbridge.bootstrap import Container
-from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.auth import CurrentPrincipal
+from mcpbridge.http.deps import EndpointsDep, SettingsDep
 from mcpbridge.http.openapi import problems
 from mcpbridge.publishing.endpoints import CatalogGroup, Endpoint
 
@@ -147,21 +147,26 @@ class CatalogOut(BaseModel):
 
 
 @router.get("")
-def list_endpoints(principal: CurrentPrincipal, container: ContainerDep) -> EndpointList:
-    endpoints = container.endpoints.list(principal)
+def list_endpoints(principal: CurrentPrincipal, endpoint_service: EndpointsDep) -> EndpointList:
+    endpoints = endpoint_service.list(principal)
     return EndpointList(items=[EndpointOut.of(e) for e in endpoints], total=len(endpoints))
 
 
 @router.get("/tools")
-def tool_catalog(principal: CurrentPrincipal, container: ContainerDep) -> CatalogOut:
-    return CatalogOut(groups=[CatalogGroupOut.of(g) for g in container.endpoints.catalog(principal)])
+def tool_catalog(principal: CurrentPrincipal, endpoints: EndpointsDep) -> CatalogOut:
+    return CatalogOut(groups=[CatalogGroupOut.of(g) for g in endpoints.catalog(principal)])
 
 
 @router.post("", status_code=201, responses=problems(404))
 def create_endpoint(
-    body: EndpointIn, principal: CurrentPrincipal, container: ContainerDep, request: Request, response: Response
+    body: EndpointIn,
+    principal: CurrentPrincipal,
+    endpoints: EndpointsDep,
+    settings: SettingsDep,
+    request: Request,
+    response: Response,
 ) -> IssuedEndpoint:
-    endpoint, token = container.endpoints.create(
+    endpoint, token = endpoints.create(
         principal,
         name=body.name,
         description=body.description,
@@ -171,43 +176,48 @@ def create_endpoint(
         default_agent_id=body.default_agent_id,
         rate_limit_per_minute=body.rate_limit_per_minute,
     )
-    return _issued(endpoint, token, container, request, response)
+    return _issued(endpoint, token, settings.public_base_url, request, response)
 
 
 @router.get("/{endpoint_id}")
-def get_endpoint(endpoint_id: str, principal: CurrentPrincipal, container: ContainerDep) -> EndpointOut:
-    return EndpointOut.of(container.endpoints.get(principal, endpoint_id))
+def get_endpoint(endpoint_id: str, principal: CurrentPrincipal, endpoints: EndpointsDep) -> EndpointOut:
+    return EndpointOut.of(endpoints.get(principal, endpoint_id))
 
 
 @router.put("/{endpoint_id}", responses=problems(409))
 def update_endpoint(
-    endpoint_id: str, body: EndpointPatch, principal: CurrentPrincipal, container: ContainerDep
+    endpoint_id: str, body: EndpointPatch, principal: CurrentPrincipal, endpoints: EndpointsDep
 ) -> EndpointOut:
-    return EndpointOut.of(container.endpoints.update(principal, endpoint_id, **body.changes()))
+    return EndpointOut.of(endpoints.update(principal, endpoint_id, **body.changes()))
 
 
 @router.delete("/{endpoint_id}", status_code=204, responses=problems(409))
-def delete_endpoint(endpoint_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
-    container.endpoints.delete(principal, endpoint_id)
+def delete_endpoint(endpoint_id: str, principal: CurrentPrincipal, endpoints: EndpointsDep) -> Response:
+    endpoints.delete(principal, endpoint_id)
     return Response(status_code=204)
 
 
 @router.post("/{endpoint_id}/rotate-token", responses=problems(409))
 def rotate_token(
-    endpoint_id: str, principal: CurrentPrincipal, container: ContainerDep, request: Request, response: Response
+    endpoint_id: str,
+    principal: CurrentPrincipal,
+    endpoints: EndpointsDep,
+    settings: SettingsDep,
+    request: Request,
+    response: Response,
 ) -> IssuedEndpoint:
-    endpoint, token = container.endpoints.rotate_token(principal, endpoint_id)
-    return _issued(endpoint, token, container, request, response)
+    endpoint, token = endpoints.rotate_token(principal, endpoint_id)
+    return _issued(endpoint, token, settings.public_base_url, request, response)
 
 
 # ---------------------------------------------------------------------------------------------------- configs
 
 
 def _issued(
-    endpoint: Endpoint, token: str, container: Container, request: Request, response: Response
+    endpoint: Endpoint, token: str, public_base_url: str, request: Request, response: Response
 ) -> IssuedEndpoint:
     response.headers["Cache-Control"] = "no-store"
-    base = (container.settings.public_base_url or str(request.base_url)).rstrip("/")
+    base = (public_base_url or str(request.base_url)).rstrip("/")
     url = f"{base}/mcp/{endpoint.id}"
     return IssuedEndpoint(
         **EndpointOut.of(endpoint).model_dump(),

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from mcpbridge.errors import MCPBridgeError
-from mcpbridge.http.auth import ContainerDep
+from mcpbridge.http.deps import SecretsDep, StoreDep
 
 router = APIRouter(tags=["health"])
 
@@ -27,8 +27,8 @@ def _probe(check: Callable[[], None]) -> str:
 
 
 @router.get("/readyz", response_model=None)
-def readyz(container: ContainerDep) -> JSONResponse:
-    checks = {"store": _probe(lambda: container.store.ping()), "secrets": _probe(lambda: container.secrets.ping())}
+def readyz(store: StoreDep, secrets: SecretsDep) -> JSONResponse:
+    checks = {"store": _probe(lambda: store.ping()), "secrets": _probe(lambda: secrets.ping())}
     ready = all(v == "ok" for v in checks.values())
     return JSONResponse(
         {"status": "ready" if ready else "unavailable", "checks": checks}, status_code=200 if ready else 503

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.errors import Forbidden
-from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.http.deps import AnswererDep, KnowledgeBasesDep, KnowledgeSearchDep, SemanticDep
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.views import LANGUAGE_HELP, AskOut, ChunkOut, KnowledgeBaseOut
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
@@ -39,46 +40,46 @@ class KnowledgeBaseList(BaseModel):
 
 
 @router.get("/knowledge-bases")
-def list_knowledge_bases(principal: CurrentPrincipal, container: ContainerDep) -> KnowledgeBaseList:
-    bases = container.knowledge_bases.list_bases(knowledge_access(principal, "read"))
-    return KnowledgeBaseList(
-        items=[KnowledgeBaseOut.of(kb, semantic=container.embedder is not None) for kb in bases], total=len(bases)
-    )
+def list_knowledge_bases(
+    principal: CurrentPrincipal, kb_service: KnowledgeBasesDep, semantic: SemanticDep
+) -> KnowledgeBaseList:
+    bases = kb_service.list_bases(knowledge_access(principal, "read"))
+    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb, semantic=semantic) for kb in bases], total=len(bases))
 
 
 @router.post("/knowledge-bases", status_code=201, responses=problems(409))
 def create_knowledge_base(
-    body: KnowledgeBaseIn, principal: CurrentPrincipal, container: ContainerDep
+    body: KnowledgeBaseIn, principal: CurrentPrincipal, bases: KnowledgeBasesDep, semantic: SemanticDep
 ) -> KnowledgeBaseOut:
     access = knowledge_write_access(principal, "manage_knowledge")
     if access.knowledge_base_ids is not None:
         raise Forbidden("a key limited to some knowledge bases cannot create one", code="scope_exceeded")
-    kb = container.knowledge_bases.create(access, name=body.name, description=body.description, language=body.language)
-    return KnowledgeBaseOut.of(kb, semantic=container.embedder is not None)
+    kb = bases.create(access, name=body.name, description=body.description, language=body.language)
+    return KnowledgeBaseOut.of(kb, semantic=semantic)
 
 
 @router.get("/knowledge-bases/{kb_id}")
-def get_knowledge_base(kb_id: str, principal: CurrentPrincipal, container: ContainerDep) -> KnowledgeBaseOut:
+def get_knowledge_base(
+    kb_id: str, principal: CurrentPrincipal, bases: KnowledgeBasesDep, semantic: SemanticDep
+) -> KnowledgeBaseOut:
     return KnowledgeBaseOut.of(
-        container.knowledge_bases.get(knowledge_access(principal, "read"), kb_id),
-        semantic=container.embedder is not None,
+        bases.get(knowledge_access(principal, "read"), kb_id),
+        semantic=semantic,
     )
 
 
 @router.put("/knowledge-bases/{kb_id}", responses=problems(409))
 def update_knowledge_base(
-    kb_id: str, body: KnowledgeBasePatch, principal: CurrentPrincipal, container: ContainerDep
+    kb_id: str, body: KnowledgeBasePatch, principal: CurrentPrincipal, bases: KnowledgeBasesDep, semantic: SemanticDep
 ) -> KnowledgeBaseOut:
     access = knowledge_write_access(principal, "manage_knowledge")
-    kb = container.knowledge_bases.update(
-        access, kb_id, name=body.name, description=body.description, language=body.language
-    )
-    return KnowledgeBaseOut.of(kb, semantic=container.embedder is not None)
+    kb = bases.update(access, kb_id, name=body.name, description=body.description, language=body.language)
+    return KnowledgeBaseOut.of(kb, semantic=semantic)
 
 
 @router.delete("/knowledge-bases/{kb_id}", status_code=204, responses=problems(409))
-def delete_knowledge_base(kb_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
-    container.knowledge_bases.delete(knowledge_write_access(principal, "manage_knowledge"), kb_id)
+def delete_knowledge_base(kb_id: str, principal: CurrentPrincipal, bases: KnowledgeBasesDep) -> Response:
+    bases.delete(knowledge_write_access(principal, "manage_knowledge"), kb_id)
     return Response(status_code=204)
 
 
@@ -106,8 +107,8 @@ class SearchOut(BaseModel):
 
 
 @router.post("/knowledge/search", responses=problems(404))
-def search(body: SearchIn, principal: CurrentPrincipal, container: ContainerDep) -> SearchOut:
-    service = container.knowledge_search
+def search(body: SearchIn, principal: CurrentPrincipal, knowledge: KnowledgeSearchDep) -> SearchOut:
+    service = knowledge
     scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
     outcome = service.search(scope, body.query, mode=body.mode, limit=body.limit)
     return SearchOut(
@@ -142,8 +143,8 @@ class GrepOut(BaseModel):
 
 
 @router.post("/knowledge/grep", responses=problems(404))
-def grep(body: GrepIn, principal: CurrentPrincipal, container: ContainerDep) -> GrepOut:
-    service = container.knowledge_search
+def grep(body: GrepIn, principal: CurrentPrincipal, knowledge: KnowledgeSearchDep) -> GrepOut:
+    service = knowledge
     scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
     outcome = service.grep(scope, body.pattern, limit=body.limit)
     return GrepOut(
@@ -165,8 +166,8 @@ class AskIn(BaseModel):
 
 
 @router.post("/knowledge/ask", responses=problems(404, 502))
-def ask(body: AskIn, principal: CurrentPrincipal, container: ContainerDep) -> AskOut:
-    answer = container.answers.ask(
+def ask(body: AskIn, principal: CurrentPrincipal, answerer: AnswererDep) -> AskOut:
+    answer = answerer.ask(
         knowledge_access(principal, "ask"),
         body.question,
         owner=f"user:{principal.user_id}",

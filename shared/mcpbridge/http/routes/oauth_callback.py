@@ -25,7 +25,7 @@ import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from mcpbridge.http.auth import container_of
+from mcpbridge.http.deps import OAuthDep
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.problems import problem
 
@@ -74,6 +74,7 @@ def _page(error: str | None) -> HTMLResponse:
 @router.get("/mcp-oauth/callback", response_model=None, responses=problems(400))
 async def oauth_callback(
     request: Request,
+    oauth: OAuthDep,
     state: str | None = Query(default=None, max_length=512),
     code: str | None = Query(default=None, max_length=4096),
     error: str | None = Query(default=None, max_length=256),
@@ -81,7 +82,6 @@ async def oauth_callback(
 ) -> Response:
     if not state:
         return problem(400, "oauth_state_missing", "the authorization server did not return a state")
-    oauth = container_of(request).oauth
     # Detached from the browser's request: a closed connection must not cancel a half-done exchange (the state is
     # single use). The manager bounds the exchange with its own timeout.
     with anyio.CancelScope(shield=True):
@@ -93,8 +93,8 @@ async def oauth_callback(
 
 
 @router.get("/mcp-oauth/client-metadata.json", response_model=None, responses=problems(404))
-def client_metadata(request: Request) -> JSONResponse:
-    document = container_of(request).oauth.client_metadata_document(str(request.base_url))
+def client_metadata(request: Request, oauth: OAuthDep) -> JSONResponse:
+    document = oauth.client_metadata_document(str(request.base_url))
     if document is None:
         return problem(404, "not_found", "no OAuth client metadata document is configured")
     return JSONResponse(document, headers={"Cache-Control": "public, max-age=300"})

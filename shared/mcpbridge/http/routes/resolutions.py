@@ -8,17 +8,20 @@ tool's schema again. Resolving an OAuth pause with ``authorize`` before the user
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.agent.calls import ToolCall
 from mcpbridge.agent.profiles import require_agent_or_approver
-from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import Principal
-from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.auth import CurrentPrincipal
+from mcpbridge.http.deps import BrokerDep
 from mcpbridge.http.openapi import problems
+
+if TYPE_CHECKING:
+    from mcpbridge.agent.broker import ToolCallBroker
 
 router = APIRouter(prefix="/api/v1/agent", tags=["resolutions"])
 
@@ -47,7 +50,7 @@ class CallOut(BaseModel):
     finished_at: str | None
 
 
-def call_out(call: ToolCall, principal: Principal, container: Container) -> CallOut:
+def call_out(call: ToolCall, principal: Principal, broker: ToolCallBroker) -> CallOut:
     return CallOut(
         pending_id=call.id,
         user_id=call.owner_user_id,
@@ -61,7 +64,7 @@ def call_out(call: ToolCall, principal: Principal, container: Container) -> Call
         arguments=call.arguments,
         session_id=call.session_id,
         expires_at=call.deadline_at,
-        authorization_url=container.tool_calls.authorization_url(call, principal),
+        authorization_url=broker.authorization_url(call, principal),
         approval=call.approval,
         result=call.result,
         error=call.error,
@@ -94,10 +97,10 @@ class OAuthCancel(BaseModel):
 
 @router.post("/tool-approvals/{pending_id}", responses=problems(409))
 def resolve_approval(
-    pending_id: str, body: ApprovalDecision, principal: CurrentPrincipal, container: ContainerDep
+    pending_id: str, body: ApprovalDecision, principal: CurrentPrincipal, broker: BrokerDep
 ) -> CallOut:
     require_agent_or_approver(principal)
-    call = container.tool_calls.resolve_approval(
+    call = broker.resolve_approval(
         principal,
         pending_id,
         decision=body.decision,
@@ -105,21 +108,19 @@ def resolve_approval(
         modified_args=body.modified_args,
         modified_given="modified_args" in body.model_fields_set,
     )
-    return call_out(call, principal, container)
+    return call_out(call, principal, broker)
 
 
 @router.post("/mcp-oauth-resolutions/{pending_id}", responses=problems(409))
-def resolve_oauth(
-    pending_id: str, body: OAuthResolution, principal: CurrentPrincipal, container: ContainerDep
-) -> CallOut:
+def resolve_oauth(pending_id: str, body: OAuthResolution, principal: CurrentPrincipal, broker: BrokerDep) -> CallOut:
     require_agent_or_approver(principal)
-    call = container.tool_calls.resolve_oauth(principal, pending_id, service_id=body.service_id, decision=body.decision)
-    return call_out(call, principal, container)
+    call = broker.resolve_oauth(principal, pending_id, service_id=body.service_id, decision=body.decision)
+    return call_out(call, principal, broker)
 
 
 @router.post("/mcp-oauth-resolutions/{pending_id}/cancel", responses=problems(409))
-def cancel_oauth(pending_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CallOut:
+def cancel_oauth(pending_id: str, principal: CurrentPrincipal, broker: BrokerDep) -> CallOut:
     require_agent_or_approver(principal)
-    current = container.tool_calls.get(principal, pending_id)
-    call = container.tool_calls.resolve_oauth(principal, pending_id, service_id=current.service_id, decision="cancel")
-    return call_out(call, principal, container)
+    current = broker.get(principal, pending_id)
+    call = broker.resolve_oauth(principal, pending_id, service_id=current.service_id, decision="cancel")
+    return call_out(call, principal, broker)

@@ -21,7 +21,8 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.domain.identity import timestamp
-from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.auth import CurrentPrincipal
+from mcpbridge.http.deps import OAuthDep
 from mcpbridge.http.openapi import problems
 
 if TYPE_CHECKING:
@@ -95,11 +96,11 @@ async def authorize_url(
     request: Request,
     response: Response,
     principal: CurrentPrincipal,
-    container: ContainerDep,
+    oauth: OAuthDep,
     body: AuthorizeUrlIn | None = None,
 ) -> AuthorizeUrlOut:
     given = body or AuthorizeUrlIn()
-    started = await container.oauth.start_authorization(
+    started = await oauth.start_authorization(
         principal,
         service_id,
         given.frontend_redirect,
@@ -118,23 +119,23 @@ async def authorize_url(
 async def oauth_status(
     service_id: str,
     principal: CurrentPrincipal,
-    container: ContainerDep,
+    oauth: OAuthDep,
     authorization_attempt: str | None = Query(default=None, max_length=64),
 ) -> OAuthStatusOut:
-    return _status_out(await container.oauth.status(principal, service_id, authorization_attempt))
+    return _status_out(await oauth.status(principal, service_id, authorization_attempt))
 
 
 @router.delete("/{service_id}/oauth/token", status_code=204, responses=problems(502))
-async def revoke_token(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
-    await container.oauth.revoke(principal, service_id)
+async def revoke_token(service_id: str, principal: CurrentPrincipal, oauth: OAuthDep) -> Response:
+    await oauth.revoke(principal, service_id)
     return Response(status_code=204)
 
 
 @router.post("/{service_id}/oauth/assertion", responses=problems(400, 409, 502))
 async def assertion_grant(
-    service_id: str, body: AssertionIn, request: Request, principal: CurrentPrincipal, container: ContainerDep
+    service_id: str, body: AssertionIn, request: Request, principal: CurrentPrincipal, oauth: OAuthDep
 ) -> OAuthStatusOut:
-    status = await container.oauth.assertion_grant(
+    status = await oauth.assertion_grant(
         principal, service_id, body.assertion, body.scopes, base_url=str(request.base_url)
     )
     return _status_out(status)

@@ -22,7 +22,8 @@ from mcpbridge.client.policies import ToolPolicy
 from mcpbridge.client.registry import Saved, ServiceRegistry, require_writer
 from mcpbridge.client.tool_catalog import CatalogView
 from mcpbridge.domain.external_services import ExternalService
-from mcpbridge.http.auth import ContainerDep, CurrentPrincipal
+from mcpbridge.http.auth import CurrentPrincipal
+from mcpbridge.http.deps import CatalogDep, EgressDep, OAuthDep, PoliciesDep, RegistryDep
 from mcpbridge.http.openapi import problems
 from mcpbridge.observability import masked_url
 
@@ -277,15 +278,13 @@ class ToolPolicyList(BaseModel):
 
 
 @router.get("")
-def list_services(principal: CurrentPrincipal, container: ContainerDep, search: str | None = None) -> ServiceList:
-    registry = container.services
+def list_services(principal: CurrentPrincipal, registry: RegistryDep, search: str | None = None) -> ServiceList:
     services = registry.list(principal, search=search)
     return ServiceList(items=[ServiceOut.of(s, registry) for s in services], total=len(services))
 
 
 @router.post("", status_code=201, responses=problems(409))
-def create_service(body: ServiceIn, principal: CurrentPrincipal, container: ContainerDep) -> SavedServiceOut:
-    registry = container.services
+def create_service(body: ServiceIn, principal: CurrentPrincipal, registry: RegistryDep) -> SavedServiceOut:
     saved = registry.create(
         principal,
         name=body.name,
@@ -302,8 +301,7 @@ def create_service(body: ServiceIn, principal: CurrentPrincipal, container: Cont
 
 
 @router.post("/import")
-def import_services(body: ImportIn, principal: CurrentPrincipal, container: ContainerDep) -> ImportOut:
-    registry = container.services
+def import_services(body: ImportIn, principal: CurrentPrincipal, registry: RegistryDep) -> ImportOut:
     result = registry.import_servers(principal, {"mcpServers": body.mcpServers})
     return ImportOut(
         created=[ServiceOut.of(s, registry) for s in result.created],
@@ -313,16 +311,14 @@ def import_services(body: ImportIn, principal: CurrentPrincipal, container: Cont
 
 
 @router.get("/{service_id}")
-def get_service(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ServiceOut:
-    registry = container.services
+def get_service(service_id: str, principal: CurrentPrincipal, registry: RegistryDep) -> ServiceOut:
     return ServiceOut.of(registry.get(principal, service_id), registry)
 
 
 @router.put("/{service_id}", responses=problems(409))
 def update_service(
-    service_id: str, body: ServicePatch, principal: CurrentPrincipal, container: ContainerDep
+    service_id: str, body: ServicePatch, principal: CurrentPrincipal, registry: RegistryDep
 ) -> SavedServiceOut:
-    registry = container.services
     changes = body.changes()
     if "url" in changes or "auth_config" in changes:
         _keep_masked_urls(changes, registry.get(principal, service_id))
@@ -341,37 +337,36 @@ def _keep_masked_urls(changes: dict[str, Any], current: ExternalService) -> None
 
 
 @router.delete("/{service_id}", status_code=204, responses=problems(409))
-def delete_service(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
-    container.services.delete(principal, service_id)
+def delete_service(service_id: str, principal: CurrentPrincipal, registry: RegistryDep) -> Response:
+    registry.delete(principal, service_id)
     return Response(status_code=204)
 
 
 @router.put("/{service_id}/credentials", responses=problems(409))
 def set_credentials(
-    service_id: str, body: CredentialsIn, principal: CurrentPrincipal, container: ContainerDep
+    service_id: str, body: CredentialsIn, principal: CurrentPrincipal, registry: RegistryDep
 ) -> ServiceOut:
-    registry = container.services
     values = {name: getattr(body, name) for name in body.model_fields_set}
     return ServiceOut.of(registry.set_credentials(principal, service_id, values), registry)
 
 
 @router.delete("/{service_id}/credentials/{field}", status_code=204, responses=problems(400, 409))
-def delete_credential(service_id: str, field: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
-    container.services.delete_credential(principal, service_id, field)
+def delete_credential(service_id: str, field: str, principal: CurrentPrincipal, registry: RegistryDep) -> Response:
+    registry.delete_credential(principal, service_id, field)
     return Response(status_code=204)
 
 
 @router.get("/{service_id}/tool-approvals")
-def list_tool_policies(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ToolPolicyList:
-    policies = container.tool_policies.list(principal, service_id)
+def list_tool_policies(service_id: str, principal: CurrentPrincipal, tool_policies: PoliciesDep) -> ToolPolicyList:
+    policies = tool_policies.list(principal, service_id)
     return ToolPolicyList(items=[ToolPolicyOut.of(p) for p in policies])
 
 
 @router.put("/{service_id}/tool-approvals/{tool_name}", responses=problems(400))
 def set_tool_policy(
-    service_id: str, tool_name: str, body: ToolPolicyIn, principal: CurrentPrincipal, container: ContainerDep
+    service_id: str, tool_name: str, body: ToolPolicyIn, principal: CurrentPrincipal, policies: PoliciesDep
 ) -> ToolPolicyOut:
-    policy = container.tool_policies.set(
+    policy = policies.set(
         principal,
         service_id,
         tool_name,
@@ -414,19 +409,19 @@ class ConnectionTestOut(BaseModel):
 
 
 @router.post("/{service_id}/test")
-async def test_service(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ConnectionTestOut:
+async def test_service(
+    service_id: str, principal: CurrentPrincipal, registry: RegistryDep, egress: EgressDep, oauth: OAuthDep
+) -> ConnectionTestOut:
     # The MCP client is imported on use: the admin API's cold start should not pay for it.
     from mcpbridge.client.service_probe import probe_service, verdict
 
     def find() -> ExternalService:
         require_writer(principal)
-        return container.services.get(principal, service_id)
+        return registry.get(principal, service_id)
 
     # Store calls are blocking: off the event loop. The test itself is async network I/O, within the route's budget.
     service = await to_thread.run_sync(find)
-    result = await probe_service(
-        service, principal, registry=container.services, policy=container.egress, tokens=lambda: container.oauth
-    )
+    result = await probe_service(service, principal, registry=registry, policy=egress, tokens=lambda: oauth)
     concluded = verdict(service, result)
     return ConnectionTestOut(
         success=concluded.success,
@@ -531,20 +526,22 @@ class ServiceResourceList(BaseModel):
 
 
 @router.get("/{service_id}/metadata")
-def get_metadata(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CatalogOut:
-    return CatalogOut.of(container.catalog.view(principal, service_id))
+def get_metadata(service_id: str, principal: CurrentPrincipal, catalog: CatalogDep) -> CatalogOut:
+    return CatalogOut.of(catalog.view(principal, service_id))
 
 
 @router.post("/{service_id}/metadata/refresh", responses=problems(502))
-async def refresh_metadata(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> CatalogOut:
-    return CatalogOut.of(await container.catalog.refresh(principal, service_id))
+async def refresh_metadata(service_id: str, principal: CurrentPrincipal, catalog: CatalogDep) -> CatalogOut:
+    return CatalogOut.of(await catalog.refresh(principal, service_id))
 
 
 @router.get("/{service_id}/tools", responses=problems(502))
-async def list_service_tools(service_id: str, principal: CurrentPrincipal, container: ContainerDep) -> ServiceToolList:
+async def list_service_tools(
+    service_id: str, principal: CurrentPrincipal, catalog: CatalogDep, tool_policies: PoliciesDep
+) -> ServiceToolList:
     """The catalog's tools with the workspace's policies; the first call pulls the catalog when there is none."""
-    view = await container.catalog.current(principal, service_id)
-    policies = await to_thread.run_sync(container.tool_policies.of_service, principal, service_id)
+    view = await catalog.current(principal, service_id)
+    policies = await to_thread.run_sync(tool_policies.of_service, principal, service_id)
     snapshot = view.snapshot or {}
     items = []
     for tool in snapshot.get("tools", []):
@@ -569,9 +566,9 @@ async def list_service_tools(service_id: str, principal: CurrentPrincipal, conta
 
 @router.get("/{service_id}/resources", responses=problems(502))
 async def list_service_resources(
-    service_id: str, principal: CurrentPrincipal, container: ContainerDep
+    service_id: str, principal: CurrentPrincipal, catalog: CatalogDep
 ) -> ServiceResourceList:
-    view = await container.catalog.current(principal, service_id)
+    view = await catalog.current(principal, service_id)
     snapshot = view.snapshot or {}
     return ServiceResourceList(
         items=list(snapshot.get("resources", [])), synced_at=snapshot.get("synced_at"), stale=view.stale

@@ -7,7 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpbridge.http.auth import ContainerDep, CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
+from mcpbridge.http.deps import WikiDep
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.views import PageOut
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
@@ -36,39 +37,35 @@ class PagePatch(BaseModel):
 
 @router.get("/knowledge-bases/{kb_id}/wiki")
 def wiki_index(
-    kb_id: str, principal: CurrentPrincipal, container: ContainerDep, limit: int = Query(default=50, ge=1, le=200)
+    kb_id: str, principal: CurrentPrincipal, wiki: WikiDep, limit: int = Query(default=50, ge=1, le=200)
 ) -> dict[str, Any]:
-    return container.wiki.index(knowledge_access(principal, "wiki"), kb_id, limit=limit)
+    return wiki.index(knowledge_access(principal, "wiki"), kb_id, limit=limit)
 
 
 @router.post("/knowledge-bases/{kb_id}/wiki/pages", status_code=201, responses=problems(409, 413))
-def create_page(kb_id: str, body: PageIn, principal: CurrentPrincipal, container: ContainerDep) -> PageOut:
+def create_page(kb_id: str, body: PageIn, principal: CurrentPrincipal, wiki: WikiDep) -> PageOut:
     access = knowledge_write_access(principal, "manage_knowledge")
-    page = container.wiki.create(
+    page = wiki.create(
         access, kb_id, slug=body.slug, type=body.type, title=body.title, content=body.content, links=body.links
     )
     return PageOut.of(page)
 
 
 @router.get("/knowledge-bases/{kb_id}/wiki/pages/{slug:path}")
-def get_page(kb_id: str, slug: str, principal: CurrentPrincipal, container: ContainerDep) -> PageOut:
-    return PageOut.of(container.wiki.get(knowledge_access(principal, "wiki"), kb_id, slug))
+def get_page(kb_id: str, slug: str, principal: CurrentPrincipal, wiki: WikiDep) -> PageOut:
+    return PageOut.of(wiki.get(knowledge_access(principal, "wiki"), kb_id, slug))
 
 
 @router.put("/knowledge-bases/{kb_id}/wiki/pages/{slug:path}", responses=problems(409, 413))
-def update_page(
-    kb_id: str, slug: str, body: PagePatch, principal: CurrentPrincipal, container: ContainerDep
-) -> PageOut:
+def update_page(kb_id: str, slug: str, body: PagePatch, principal: CurrentPrincipal, wiki: WikiDep) -> PageOut:
     access = knowledge_write_access(principal, "manage_knowledge")
-    page = container.wiki.update(
-        access, kb_id, slug, type=body.type, title=body.title, content=body.content, links=body.links
-    )
+    page = wiki.update(access, kb_id, slug, type=body.type, title=body.title, content=body.content, links=body.links)
     return PageOut.of(page)
 
 
 @router.delete("/knowledge-bases/{kb_id}/wiki/pages/{slug:path}", status_code=204, responses=problems(409))
-def delete_page(kb_id: str, slug: str, principal: CurrentPrincipal, container: ContainerDep) -> Response:
-    container.wiki.delete(knowledge_write_access(principal, "manage_knowledge"), kb_id, slug)
+def delete_page(kb_id: str, slug: str, principal: CurrentPrincipal, wiki: WikiDep) -> Response:
+    wiki.delete(knowledge_write_access(principal, "manage_knowledge"), kb_id, slug)
     return Response(status_code=204)
 
 
@@ -116,9 +113,9 @@ TRUNCATED_HEADER = "MCPBridge-Search-Truncated"
     },
 )
 def wiki_search(
-    body: WikiSearchIn, principal: CurrentPrincipal, container: ContainerDep, response: Response
+    body: WikiSearchIn, principal: CurrentPrincipal, wiki: WikiDep, response: Response
 ) -> list[WikiMatchOut]:
-    outcome = container.wiki.search(
+    outcome = wiki.search(
         knowledge_access(principal, "wiki"),
         body.query,
         regex=body.regex,

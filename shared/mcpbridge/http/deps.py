@@ -1,0 +1,157 @@
+"""What the REST routes are given: each service of the container as a typed FastAPI dependency, so a route names
+the services it uses in its signature and never reaches into the container itself. The container builds each one
+lazily, once, on first use: a function pays only for what its routes touch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import Depends, Request
+
+from mcpbridge.http.auth import container_of
+
+if TYPE_CHECKING:
+    from mcpbridge.agent.broker import ToolCallBroker
+    from mcpbridge.agent.discovery import AgentCatalog
+    from mcpbridge.agent.profiles import AgentProfiles
+    from mcpbridge.client.policies import ToolPolicies
+    from mcpbridge.client.registry import ServiceRegistry
+    from mcpbridge.client.tool_catalog import ToolCatalog
+    from mcpbridge.identity.accounts import Accounts
+    from mcpbridge.knowledge.answers import Answerer
+    from mcpbridge.knowledge.bases import KnowledgeBases
+    from mcpbridge.knowledge.documents import Documents
+    from mcpbridge.knowledge.reading import DocumentReader
+    from mcpbridge.knowledge.search import KnowledgeSearch
+    from mcpbridge.knowledge.wiki import Wiki
+    from mcpbridge.oauth.service_oauth import ServiceOAuth
+    from mcpbridge.outbound.policy import EgressPolicy
+    from mcpbridge.ports import SecretBox, Store
+    from mcpbridge.publishing.endpoints import EndpointService
+    from mcpbridge.settings import Settings
+
+
+def _accounts(request: Request) -> Accounts:
+    return container_of(request).identity
+
+
+def _bases(request: Request) -> KnowledgeBases:
+    return container_of(request).knowledge_bases
+
+
+def _documents(request: Request) -> Documents:
+    return container_of(request).documents
+
+
+def _reader(request: Request) -> DocumentReader:
+    return container_of(request).reader
+
+
+def _knowledge(request: Request) -> KnowledgeSearch:
+    return container_of(request).knowledge_search
+
+
+def _answerer(request: Request) -> Answerer:
+    return container_of(request).answers
+
+
+def _wiki(request: Request) -> Wiki:
+    return container_of(request).wiki
+
+
+def _semantic(request: Request) -> bool:
+    return container_of(request).embedder is not None
+
+
+def _endpoints(request: Request) -> EndpointService:
+    return container_of(request).endpoints
+
+
+def _registry(request: Request) -> ServiceRegistry:
+    return container_of(request).services
+
+
+def _catalog(request: Request) -> ToolCatalog:
+    return container_of(request).catalog
+
+
+def _policies(request: Request) -> ToolPolicies:
+    return container_of(request).tool_policies
+
+
+def _oauth(request: Request) -> ServiceOAuth:
+    return container_of(request).oauth
+
+
+def _egress(request: Request) -> EgressPolicy:
+    return container_of(request).egress
+
+
+def _profiles(request: Request) -> AgentProfiles:
+    return container_of(request).agent_profiles
+
+
+def _discovery(request: Request) -> AgentCatalog:
+    return container_of(request).agent_catalog
+
+
+def _broker(request: Request) -> ToolCallBroker:
+    return container_of(request).tool_calls
+
+
+def _settings(request: Request) -> Settings:
+    return container_of(request).settings
+
+
+def _store(request: Request) -> Store:
+    return container_of(request).store
+
+
+def _secrets(request: Request) -> SecretBox:
+    return container_of(request).secrets
+
+
+# Type checkers see each service's class; at run time FastAPI needs only the provider, so the service modules are
+# not imported until a route asks for them (cold start).
+if TYPE_CHECKING:
+    AccountsDep = Annotated[Accounts, Depends(_accounts)]
+    KnowledgeBasesDep = Annotated[KnowledgeBases, Depends(_bases)]
+    DocumentsDep = Annotated[Documents, Depends(_documents)]
+    ReaderDep = Annotated[DocumentReader, Depends(_reader)]
+    KnowledgeSearchDep = Annotated[KnowledgeSearch, Depends(_knowledge)]
+    AnswererDep = Annotated[Answerer, Depends(_answerer)]
+    WikiDep = Annotated[Wiki, Depends(_wiki)]
+    SemanticDep = Annotated[bool, Depends(_semantic)]
+    EndpointsDep = Annotated[EndpointService, Depends(_endpoints)]
+    RegistryDep = Annotated[ServiceRegistry, Depends(_registry)]
+    CatalogDep = Annotated[ToolCatalog, Depends(_catalog)]
+    PoliciesDep = Annotated[ToolPolicies, Depends(_policies)]
+    OAuthDep = Annotated[ServiceOAuth, Depends(_oauth)]
+    EgressDep = Annotated[EgressPolicy, Depends(_egress)]
+    ProfilesDep = Annotated[AgentProfiles, Depends(_profiles)]
+    DiscoveryDep = Annotated[AgentCatalog, Depends(_discovery)]
+    BrokerDep = Annotated[ToolCallBroker, Depends(_broker)]
+    SettingsDep = Annotated[Settings, Depends(_settings)]
+    StoreDep = Annotated[Store, Depends(_store)]
+    SecretsDep = Annotated[SecretBox, Depends(_secrets)]
+else:
+    AccountsDep = Annotated[Any, Depends(_accounts)]
+    KnowledgeBasesDep = Annotated[Any, Depends(_bases)]
+    DocumentsDep = Annotated[Any, Depends(_documents)]
+    ReaderDep = Annotated[Any, Depends(_reader)]
+    KnowledgeSearchDep = Annotated[Any, Depends(_knowledge)]
+    AnswererDep = Annotated[Any, Depends(_answerer)]
+    WikiDep = Annotated[Any, Depends(_wiki)]
+    SemanticDep = Annotated[bool, Depends(_semantic)]
+    EndpointsDep = Annotated[Any, Depends(_endpoints)]
+    RegistryDep = Annotated[Any, Depends(_registry)]
+    CatalogDep = Annotated[Any, Depends(_catalog)]
+    PoliciesDep = Annotated[Any, Depends(_policies)]
+    OAuthDep = Annotated[Any, Depends(_oauth)]
+    EgressDep = Annotated[Any, Depends(_egress)]
+    ProfilesDep = Annotated[Any, Depends(_profiles)]
+    DiscoveryDep = Annotated[Any, Depends(_discovery)]
+    BrokerDep = Annotated[Any, Depends(_broker)]
+    SettingsDep = Annotated[Any, Depends(_settings)]
+    StoreDep = Annotated[Any, Depends(_store)]
+    SecretsDep = Annotated[Any, Depends(_secrets)]
