@@ -216,6 +216,8 @@ def test_every_analyser_has_an_id_that_names_its_rules() -> None:
         ("Does it support Windows?", "How do I install mcpbridge?", True),
         ("How do walruses dive?", "What do walruses eat?", True),
         ("那它的过期时间呢？", "会话怎么保存？", True),
+        ("Why?", "What do walruses like?", True),
+        ("How so?", "Are secrets sealed at rest?", True),
         ("What is the capital of France?", "How are secrets sealed?", False),
         ("How do I bake sourdough bread at home?", "How do walruses feed?", False),
     ],

@@ -239,6 +239,8 @@ def follows_on(question: str, previous: str) -> bool:
     short = len(words) <= _SHORT_WORDS
     if short and (any(w in _BACK_REFERENCES for w in words) or any(c in folded for c in _CJK_BACK_REFERENCES)):
         return True
+    if short and all(analyser.is_stop_word(w) for w in words):
+        return True  # "Why?", "How so?": nothing of its own to ask about, so it asks about what came before
     mine = {t for t in analyser.query_terms(question) if not analyser.is_stop_word(t)}
     theirs = {t for t in analyser.query_terms(previous) if not analyser.is_stop_word(t)}
     return bool(mine & theirs)
