@@ -797,7 +797,10 @@ def _subclasses(cls: type) -> Iterator[type]:
 
 # The error names under which the steps' transient failures reach the state machine: Lambda reports an unhandled
 # exception by its class name (see mcpbridge.agent.lambda_steps), and ErrorEquals matches names exactly.
-TRANSIENT_ERRORS = {cls.__name__ for cls in _subclasses(errors.MCPBridgeError) if cls.retryable}
+# Only the error tree's own classes: a module may subclass one for its internal use (never raised to a step).
+TRANSIENT_ERRORS = {
+    cls.__name__ for cls in _subclasses(errors.MCPBridgeError) if cls.retryable and cls.__module__ == errors.__name__
+}
 
 
 def test_transient_errors_are_the_retryable_ones() -> None:
