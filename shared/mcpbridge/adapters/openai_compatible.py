@@ -28,6 +28,8 @@ quotes none of the input; anything that looks like an API key is redacted from i
 never appear in a message.
 """
 
+# Over 400 lines: the OpenAI-compatible embedder and chat model share requests, retries and errors.
+
 from __future__ import annotations
 
 import base64

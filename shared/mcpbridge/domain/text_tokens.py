@@ -28,6 +28,8 @@ looks words up in: a literal word of a regex must find the words it starts, whic
 runs, or Python's) contains, so the keyword index can pick candidate chunks before the regex checks them.
 """
 
+# Over 400 lines: the analysers (tokens, stems, stop words, CJK) and the reading of a pattern's words.
+
 from __future__ import annotations
 
 import functools

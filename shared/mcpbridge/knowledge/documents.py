@@ -10,6 +10,8 @@ Creating or changing a document returns at once with ``parse_status: pending``; 
 does nothing once a newer one exists.
 """
 
+# Over 400 lines: a document's whole life: create, fetch, parse, index, update, delete, resume.
+
 from __future__ import annotations
 
 import contextlib

@@ -15,6 +15,8 @@ citations and line numbers refer to, and silently swapping characters would make
 wrote. Line endings become ``\\n``; NUL characters are refused (they mean binary data).
 """
 
+# Over 400 lines: the HTML, PDF and text parsers and the cleanup they share.
+
 from __future__ import annotations
 
 import codecs

@@ -45,6 +45,8 @@ Durability: ``synchronous=NORMAL``: a commit survives a crash of the process; a 
 writes. The index is derived data, rebuilt from the documents.
 """
 
+# Over 400 lines: one index file's schema, writes, keyword and vector search, and its upgrades.
+
 from __future__ import annotations
 
 import json
