@@ -22,7 +22,13 @@ CAPABILITIES: dict[str, str] = {
     "call_tools": "discover and call external MCP tools as an agent, and resolve one's own paused calls",
     "manage_keys": "list, create and revoke API keys (never broader than the key itself)",
     "approve_calls": "see and resolve the paused tool calls of every user of the workspace (with an admin key)",
+    "manage_users": "create, list, disable and delete the workspace's users and mint their keys (with an admin key)",
+    "manage_workspaces": "create, list, rename, disable and delete workspaces (admin keys of the platform's own "
+    "workspace only)",
 }
+
+WorkspaceStatus = Literal["active", "disabled", "deleting"]
+UserStatus = Literal["active", "disabled", "deleting"]
 
 
 def timestamp(epoch: float) -> str:
@@ -89,11 +95,36 @@ def acting_for(workspace_id: str, user_id: str, api_key_id: str = "") -> Princip
 
 
 @dataclass(frozen=True)
+class Operator:
+    """The operator at the machine or account that holds the data (the ``mcpbridge`` command): platform authority
+    without an API key, since whoever runs it can read and write the store anyway."""
+
+
+OPERATOR = Operator()
+
+
+@dataclass(frozen=True)
 class Workspace:
+    """A tenant. Only ``active`` lets its keys and endpoint tokens in; ``deleting`` lasts until its purge ends."""
+
     id: str
     name: str
-    status: Literal["active", "inactive"]
+    status: WorkspaceStatus
     created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class User:
+    """A person (or an agent platform) of a workspace; API keys belong to one user. Only ``active`` users' keys
+    authenticate; ``deleting`` lasts until the user's keys, tokens and sessions are gone."""
+
+    id: str
+    workspace_id: str
+    name: str
+    status: UserStatus
+    created_at: str
+    updated_at: str
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,16 @@
-"""Workspaces, users and API keys on the store: first-run initialisation, authentication, key management.
+"""API keys on the store: first-run initialisation, authentication, key management.
 
-Items (single table):
+The items are laid out in :mod:`mcpbridge.identity.records`; workspaces and users are managed in
+:mod:`mcpbridge.identity.workspaces` and :mod:`mcpbridge.identity.users`.
 
-    INSTALL / INSTALL                      the install marker: which workspace ``init`` created
-    WS#<ws> / WS                           a workspace
-    WS#<ws> / USER#<user>                  a user of the workspace
-    WS#<ws> / APIKEY#<key>                 an API key; gsi1 = APIKEY#<sha256> / APIKEY while it is active
-    WS#<ws> / ADMINKEYS                    how many active unrestricted admin keys the workspace has
-
-Managing keys (list, get, create, revoke) needs an admin key with the ``manage_keys`` capability (an unrestricted
-admin key has it). A key never mints or revokes a key broader than itself (role and scope), and the workspace's last
-active unrestricted admin key cannot be revoked: the ``ADMINKEYS`` counter moves in the same transaction as the key,
-on condition that it stays above zero, so two racing revocations cannot both take the last two. An operator who lost
-every admin key mints a new one from the machine or account that holds the data (:meth:`recover_admin_key`, run by
+A key authenticates only while it is unrevoked, its workspace is ``active`` and its user is neither disabled nor being
+deleted, all read consistently on every request (nothing cached), so each of those changes applies to the very next
+request. Managing keys (list, get, create, revoke) needs an admin key with the ``manage_keys`` capability (an
+unrestricted admin key has it); minting a key for another user of the workspace needs ``manage_users``. A key never
+mints or revokes a key broader than itself (role and scope), and the workspace's last usable unrestricted admin key
+cannot be revoked: the counters of :mod:`mcpbridge.identity.admin_keys` move in the same transaction as the key, on
+condition that one stays, so two racing revocations cannot both take the last two. An operator who lost every admin
+key mints a new one from the machine or account that holds the data (:meth:`Accounts.recover_admin_key`, run by
 ``mcpbridge keys create --admin``).
 """
 
@@ -42,38 +40,49 @@ from mcpbridge.domain.items import (
     Condition,
     Item,
     ItemExists,
-    Key,
     Patch,
     Put,
     Update,
+    WriteOp,
     all_of,
     any_of,
 )
 from mcpbridge.domain.names import clean_name
 from mcpbridge.errors import ConditionFailed, Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
-from mcpbridge.paging import every_item
+from mcpbridge.identity.admin_keys import REMAIN, AdminKeyCounts
+from mcpbridge.identity.records import (
+    INSTALL_KEY,
+    admin_keys_key,
+    api_key_item,
+    api_key_key,
+    api_key_of,
+    status_of,
+    user_item,
+    user_key,
+    workspace_item,
+    workspace_key,
+    workspace_of,
+)
 from mcpbridge.ports import Clock, Store
+
+__all__ = [
+    "INSTALL_KEY",
+    "Accounts",
+    "Initialization",
+    "NewApiKey",
+    "_api_key_item",
+    "_workspace_item",
+    "admin_keys_key",
+    "api_key_key",
+    "user_key",
+    "workspace_key",
+]
 
 log = logging.getLogger("mcpbridge.identity")
 
-INSTALL_KEY = Key("INSTALL", "INSTALL")
 LAST_USED_EVERY_SECONDS = 60
-
-
-def workspace_key(workspace_id: str) -> Key:
-    return Key(f"WS#{workspace_id}", "WS")
-
-
-def user_key(workspace_id: str, user_id: str) -> Key:
-    return Key(f"WS#{workspace_id}", f"USER#{user_id}")
-
-
-def api_key_key(workspace_id: str, key_id: str) -> Key:
-    return Key(f"WS#{workspace_id}", f"APIKEY#{key_id}")
-
-
-def admin_keys_key(workspace_id: str) -> Key:
-    return Key(f"WS#{workspace_id}", "ADMINKEYS")
+_ATTEMPTS = 5
+_api_key_item, _workspace_item = api_key_item, workspace_item  # the names tests and earlier releases import
 
 
 @dataclass(frozen=True)
@@ -90,12 +99,35 @@ class NewApiKey:
     plaintext: str
 
 
+@dataclass(frozen=True)
+class FirstAdmin:
+    """The items of a new workspace with its first user and that user's unrestricted admin key."""
+
+    ops: list[WriteOp]
+    user_id: str
+    key: NewApiKey
+
+
+def first_admin(workspace_id: str, name: str, user_name: str, key_name: str, now: str) -> FirstAdmin:
+    user_id, key_id = new_id("usr"), new_id("key")
+    issued = credentials.issue(credentials.API_KEY_PREFIX)
+    key = api_key_item(workspace_id, key_id, user_id, key_name, "admin", Scope(), issued, now)
+    ops: list[WriteOp] = [
+        Put(workspace_item(workspace_id, name, now), Condition.absent("workspace_new")),
+        Put(user_item(workspace_id, user_id, user_name, now, admin_keys=1), Condition.absent("user_new")),
+        Put(key, Condition.absent("api_key_new")),
+        Put({**admin_keys_key(workspace_id).as_dict(), "count": 1}, Condition.absent("admin_keys_new")),
+    ]
+    return FirstAdmin(ops, user_id, NewApiKey(api_key_of(key), issued.plaintext))
+
+
 class Accounts:
     """Initialisation, authentication and API-key management for workspaces."""
 
     def __init__(self, store: Store, clock: Clock) -> None:
         self._store = store
         self._clock = clock
+        self._counts = AdminKeyCounts(store)
 
     # ------------------------------------------------------------------------------------------ first run
 
@@ -105,42 +137,18 @@ class Accounts:
         if existing is not None:
             return Initialization(created=False, workspace_id=existing["workspace_id"], api_key=None)
         now = timestamp(self._clock.now())
-        workspace_id, user_id = new_id("ws"), new_id("usr")
-        issued = credentials.issue(credentials.API_KEY_PREFIX)
-        key_id = new_id("key")
+        workspace_id = new_id("ws")
+        first = first_admin(workspace_id, workspace_name, "admin", "admin (created by init)", now)
+        install = {**INSTALL_KEY.as_dict(), "workspace_id": workspace_id, "created_at": now}
         try:
-            self._store.transact(
-                [
-                    Put(
-                        {**INSTALL_KEY.as_dict(), "workspace_id": workspace_id, "created_at": now},
-                        Condition.absent("first_install"),
-                    ),
-                    Put(_workspace_item(workspace_id, workspace_name, now), Condition.absent("workspace_new")),
-                    Put(
-                        {
-                            **user_key(workspace_id, user_id).as_dict(),
-                            "id": user_id,
-                            "name": "admin",
-                            "created_at": now,
-                        },
-                        Condition.absent("user_new"),
-                    ),
-                    Put(
-                        _api_key_item(
-                            workspace_id, key_id, user_id, "admin (created by init)", "admin", Scope(), issued, now
-                        ),
-                        Condition.absent("api_key_new"),
-                    ),
-                    Put({**admin_keys_key(workspace_id).as_dict(), "count": 1}, Condition.absent("admin_keys_new")),
-                ]
-            )
+            self._store.transact([Put(install, Condition.absent("first_install")), *first.ops])
         except ConditionFailed as lost:
             if lost.condition != "first_install" or lost.current is None:
                 raise
             # Another process initialised first: report its workspace, create nothing.
             return Initialization(created=False, workspace_id=lost.current["workspace_id"], api_key=None)
-        log.info("initialised workspace %s with admin API key %s", workspace_id, key_id)
-        return Initialization(created=True, workspace_id=workspace_id, api_key=issued.plaintext)
+        log.info("initialised workspace %s with admin API key %s", workspace_id, first.key.record.id)
+        return Initialization(created=True, workspace_id=workspace_id, api_key=first.key.plaintext)
 
     def installed_workspace_id(self) -> str | None:
         install = self._store.get(INSTALL_KEY)
@@ -166,8 +174,11 @@ class Accounts:
         workspace = self._store.get(workspace_key(item["workspace_id"]))
         if workspace is None or workspace.get("status") != "active":
             raise Forbidden("the workspace is not active", code="workspace_inactive")
+        user = self._store.get(user_key(item["workspace_id"], item["user_id"]))
+        if user is not None and status_of(user) != "active":
+            raise Forbidden("this API key's user is disabled or being deleted", code="user_inactive")
         self._touch(item)
-        record = _api_key_of(item)
+        record = api_key_of(item)
         return Principal(
             workspace_id=record.workspace_id,
             user_id=record.user_id,
@@ -204,8 +215,17 @@ class Accounts:
         role: Role,
         capabilities: Iterable[str] | None = None,
         knowledge_base_ids: Iterable[str] | None = None,
+        user_id: str | None = None,
     ) -> NewApiKey:
-        _require_key_manager(principal)
+        """A key for the caller's user, or with ``user_id`` (and ``manage_users``) for another user of the workspace;
+        never broader than the caller's own key."""
+        if user_id is None or user_id == principal.user_id:
+            _require_key_manager(principal)
+            user_id = principal.user_id
+        else:
+            require_user_manager(principal)
+            if self._store.get(user_key(principal.workspace_id, user_id)) is None:
+                raise NotFound("no such user", code="user_not_found")
         name = clean_name(name)
         if role not in ROLES:
             raise InvalidInput(f"role must be one of {', '.join(ROLES)}", code="invalid_role")
@@ -223,7 +243,7 @@ class Accounts:
             raise Forbidden("a key cannot grant a role above its own", code="scope_exceeded")
         if not principal.scope.covers(scope):
             raise Forbidden("a key cannot grant capabilities or knowledge bases beyond its own", code="scope_exceeded")
-        return self._issue(principal.workspace_id, principal.user_id, name, role, scope)
+        return self._issue(principal.workspace_id, user_id, name, role, scope)
 
     def recover_admin_key(self, workspace_id: str, user_id: str, *, name: str = "admin (recovered)") -> NewApiKey:
         """For an operator on the machine or account that holds the data, not for any API caller: a new unrestricted
@@ -236,90 +256,96 @@ class Accounts:
         return created
 
     def _issue(self, workspace_id: str, user_id: str, name: str, role: Role, scope: Scope) -> NewApiKey:
-        now = timestamp(self._clock.now())
         issued = credentials.issue(credentials.API_KEY_PREFIX)
-        item = _api_key_item(workspace_id, new_id("key"), user_id, name, role, scope, issued, now)
-        record = _api_key_of(item)
-        if record.unrestricted_admin:
-            self._ensure_admin_count(workspace_id)
-            self._store.transact(
-                [
-                    Put(item, Condition.absent("api_key_new")),
-                    Patch(admin_keys_key(workspace_id), Update(add={"count": 1}), Condition.exists("admin_keys")),
-                ]
-            )
-        else:
-            self._store.put(item, condition=Condition.absent("api_key_new"))
-        return NewApiKey(record=record, plaintext=issued.plaintext)
-
-    def _ensure_admin_count(self, workspace_id: str) -> None:
-        """Workspaces initialised before the counter existed get it now, counted from their keys."""
-        if self._store.get(admin_keys_key(workspace_id)) is not None:
-            return
-        keys = every_item(self._store, f"WS#{workspace_id}", sk_prefix="APIKEY#")
-        count = sum(1 for item in keys if (key := _api_key_of(item)).active and key.unrestricted_admin)
-        with contextlib.suppress(ConditionFailed):  # another request counted first
-            self._store.put(
-                {**admin_keys_key(workspace_id).as_dict(), "count": count},
-                condition=Condition.absent("admin_keys_new"),
-            )
+        item = api_key_item(
+            workspace_id, new_id("key"), user_id, name, role, scope, issued, timestamp(self._clock.now())
+        )
+        record = api_key_of(item)
+        for _ in range(_ATTEMPTS):
+            holder = self._counts.holder(workspace_id, user_id)
+            if record.unrestricted_admin:
+                self._counts.ensure_workspace(workspace_id)
+            ops = self._counts.with_key(holder, unrestricted=record.unrestricted_admin, delta=1)
+            try:
+                self._store.transact([Put(item, Condition.absent("api_key_new")), *ops])
+            except ConditionFailed as lost:
+                if lost.condition == "user_active" and (lost.current is None or status_of(lost.current) != "active"):
+                    raise Conflict(
+                        "the user is disabled or being deleted: enable it before giving it keys", code="user_inactive"
+                    ) from None
+                if lost.condition not in ("user_active", "user_unrecorded"):
+                    raise
+                continue  # the user changed meanwhile: read it again
+            return NewApiKey(record=record, plaintext=issued.plaintext)
+        raise Conflict("the user changed while the key was minted; retry", code="user_busy")
 
     def list_api_keys(
         self, principal: Principal, *, limit: int = 50, cursor: str | None = None
     ) -> tuple[list[ApiKey], str | None]:
         _require_key_manager(principal)
         page = self._store.query(f"WS#{principal.workspace_id}", sk_prefix="APIKEY#", limit=limit, cursor=cursor)
-        return [_api_key_of(i) for i in page.items], page.cursor
+        return [api_key_of(i) for i in page.items], page.cursor
 
     def get_api_key(self, principal: Principal, key_id: str) -> ApiKey:
         _require_key_manager(principal)
         item = self._store.get(api_key_key(principal.workspace_id, key_id))
         if item is None:
             raise NotFound("no such API key", code="api_key_not_found")
-        return _api_key_of(item)
+        return api_key_of(item)
 
     def revoke_api_key(self, principal: Principal, key_id: str) -> ApiKey:
         """Revoke at once (the next request with it fails). Revoking a revoked key changes nothing.
 
         403 ``scope_exceeded`` for a key broader than the caller's; 409 ``last_admin_key`` for the workspace's last
-        active unrestricted admin key."""
+        usable unrestricted admin key."""
         _require_key_manager(principal)
         key = api_key_key(principal.workspace_id, key_id)
         current = self._store.get(key)
         if current is None:
             raise NotFound("no such API key", code="api_key_not_found")
-        target = _api_key_of(current)
-        if not target.active:
-            return target
-        if not principal.outranks_or_equals(target.role, target.scope):
+        target = api_key_of(current)
+        if target.active and not principal.outranks_or_equals(target.role, target.scope):
             raise Forbidden("a key cannot revoke a key broader than itself", code="scope_exceeded")
+        revoked = self.revoke_key(target)
+        if revoked is None:
+            raise NotFound("no such API key", code="api_key_not_found")
+        return revoked
+
+    def revoke_key(self, target: ApiKey) -> ApiKey | None:
+        """Revoke ``target`` with the counters moved (for callers that checked their authority over it); None when
+        it is gone. 409 ``last_admin_key`` when it is the workspace's last usable unrestricted admin key."""
+        key = api_key_key(target.workspace_id, target.id)
         revoke = Update(set={"revoked_at": timestamp(self._clock.now())}, remove=["gsi1pk", "gsi1sk"])
         active = Condition("key_active", all_of(ItemExists(), AttrAbsent("revoked_at")))
-        try:
+        for _ in range(_ATTEMPTS):
+            current = self._store.get(key)
+            if current is None or current.get("revoked_at"):
+                return None if current is None else api_key_of(current)
+            ops: list[WriteOp] = []
             if target.unrestricted_admin:
-                self._ensure_admin_count(principal.workspace_id)
-                others_remain = Condition("admin_keys_remain", Compare("count", ">", 1))
-                self._store.transact(
-                    [
-                        Patch(key, revoke, active),
-                        Patch(admin_keys_key(principal.workspace_id), Update(add={"count": -1}), others_remain),
-                    ]
-                )
-            else:
-                self._store.update(key, revoke, condition=active)
-        except ConditionFailed as lost:
-            if lost.condition == "admin_keys_remain":
-                raise Conflict(
-                    "this is the workspace's last unrestricted admin key: create another one before revoking it",
-                    code="last_admin_key",
-                ) from None
+                self._counts.ensure_workspace(target.workspace_id)
+                holder = self._counts.holder(target.workspace_id, target.user_id)
+                ops = self._counts.with_key(holder, unrestricted=True, delta=-1)
+            try:
+                self._store.transact([Patch(key, revoke, active), *ops])
+            except ConditionFailed as lost:
+                if lost.condition == REMAIN:
+                    raise Conflict(
+                        "this is the workspace's last usable unrestricted admin key: create another one before "
+                        "revoking it",
+                        code="last_admin_key",
+                    ) from None
+                continue  # revoked, or its user changed, meanwhile: look again
+            log.info("revoked API key %s", target.id)
             after = self._store.get(key)
-            if after is None:
-                raise NotFound("no such API key", code="api_key_not_found") from None
-            return _api_key_of(after)  # revoked meanwhile by another request
-        log.info("revoked API key %s", key_id)
-        after = self._store.get(key)
-        return _api_key_of(after) if after is not None else target
+            return api_key_of(after) if after is not None else target
+        raise Conflict("the key's user changed while the key was revoked; retry", code="user_busy")
+
+    def user_usable(self, workspace_id: str, user_id: str) -> bool:
+        """Whether a user may be acted for: active, or known only by its keys (users of earlier releases, end users
+        an agent platform names with ``act_as``)."""
+        user = self._store.get(user_key(workspace_id, user_id))
+        return user is None or status_of(user) == "active"
 
     # ------------------------------------------------------------------------------------------ workspaces
 
@@ -327,7 +353,7 @@ class Accounts:
         item = self._store.get(workspace_key(workspace_id))
         if item is None:
             raise NotFound("no such workspace", code="workspace_not_found")
-        return Workspace(id=item["id"], name=item["name"], status=item["status"], created_at=item["created_at"])
+        return workspace_of(item)
 
 
 def _require_admin(principal: Principal) -> None:
@@ -341,55 +367,8 @@ def _require_key_manager(principal: Principal) -> None:
         raise Forbidden("this API key lacks the manage_keys capability", code="capability_missing")
 
 
-def _workspace_item(workspace_id: str, name: str, now: str) -> Item:
-    return {
-        **workspace_key(workspace_id).as_dict(),
-        "id": workspace_id,
-        "name": name,
-        "status": "active",
-        "created_at": now,
-        "gsi1pk": "WORKSPACES",
-        "gsi1sk": workspace_id,
-    }
-
-
-def _api_key_item(
-    workspace_id: str,
-    key_id: str,
-    user_id: str,
-    name: str,
-    role: Role,
-    scope: Scope,
-    issued: credentials.IssuedCredential,
-    now: str,
-) -> Item:
-    return {
-        **api_key_key(workspace_id, key_id).as_dict(),
-        "gsi1pk": f"APIKEY#{issued.sha256}",
-        "gsi1sk": "APIKEY",
-        "id": key_id,
-        "workspace_id": workspace_id,
-        "user_id": user_id,
-        "name": name,
-        "role": role,
-        "capabilities": None if scope.capabilities is None else sorted(scope.capabilities),
-        "knowledge_base_ids": None if scope.knowledge_base_ids is None else sorted(scope.knowledge_base_ids),
-        "sha256": issued.sha256,
-        "hint": issued.hint,
-        "created_at": now,
-    }
-
-
-def _api_key_of(item: Item) -> ApiKey:
-    return ApiKey(
-        id=item["id"],
-        workspace_id=item["workspace_id"],
-        user_id=item["user_id"],
-        name=item["name"],
-        role=item["role"],
-        scope=scope_of(item.get("capabilities"), item.get("knowledge_base_ids")),
-        hint=item["hint"],
-        created_at=item["created_at"],
-        last_used_at=item.get("last_used_at"),
-        revoked_at=item.get("revoked_at"),
-    )
+def require_user_manager(principal: Principal) -> None:
+    """An admin key with ``manage_users`` (an unrestricted admin key has it)."""
+    _require_admin(principal)
+    if not principal.scope.allows("manage_users"):
+        raise Forbidden("this API key lacks the manage_users capability", code="capability_missing")
