@@ -8,6 +8,7 @@ import pytest
 
 from mcpbridge.adapters.local.keyfile import KeyFileSecretBox
 from mcpbridge.adapters.local.sqlite import SqliteStore
+from mcpbridge.identity.records import workspace_item
 from mcpbridge.oauth.registration import ClientIdentity
 from mcpbridge.oauth.tokens import (
     LEASE_SECONDS,
@@ -60,7 +61,9 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def tokens(tmp_path: Path, clock: FakeClock) -> TokenStore:
-    return TokenStore(SqliteStore(tmp_path / "store.sqlite3", clock), clock, KeyFileSecretBox(tmp_path / "key"))
+    store = SqliteStore(tmp_path / "store.sqlite3", clock)
+    store.put(workspace_item("ws_1", "Workspace", "2027-01-01T00:00:00Z"))  # tokens are stored for active workspaces
+    return TokenStore(store, clock, KeyFileSecretBox(tmp_path / "key"))
 
 
 def issued(access: str = "access-1", refresh: str | None = "refresh-1", expires_in: int | None = 3600) -> IssuedToken:

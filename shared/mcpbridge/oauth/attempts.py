@@ -9,7 +9,7 @@ Items:
         secret_code_verifier (sealed under SecretContext(ws, "oauth_state", attempt_id))
     WS#<ws> / OAUTHATTEMPT#<attempt_id>           the attempt as the front end sees it; ``expires_at`` = start + 1 day
         service_id, principal_type, principal_id, status (pending | completed | failed), error, created_at,
-        state_expires_at, finished_at
+        state_expires_at, finished_at, state_pk (the state item's partition, so a deletion finds it)
 
 The state is taken by a conditional delete that returns the item (DynamoDB ``ReturnValues=ALL_OLD``; SQLite in one
 ``BEGIN IMMEDIATE``): of two callbacks carrying the same state, exactly one gets the pending authorization. An
@@ -28,6 +28,7 @@ from mcpbridge.domain.items import Condition, Item, Key, Put, Update
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.errors import ConditionFailed
 from mcpbridge.oauth.pkce import state_digest
+from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, SecretBox, Store
 from mcpbridge.sealing import open_secret_or_none
 
@@ -45,6 +46,20 @@ def state_key(state: str) -> Key:
 
 def attempt_key(workspace_id: str, attempt_id: str) -> Key:
     return Key(f"WS#{workspace_id}", f"OAUTHATTEMPT#{attempt_id}")
+
+
+def forget_attempts(store: Store, workspace_id: str, *, principal: tuple[str, str] | None = None) -> int:
+    """Delete the workspace's authorization attempts (only those of ``principal``, a (type, id) pair, when given)
+    and their pending states, so no callback can complete them; how many attempts went."""
+    gone = 0
+    for item in list(every_item(store, f"WS#{workspace_id}", sk_prefix="OAUTHATTEMPT#")):
+        if principal is not None and (item.get("principal_type"), item.get("principal_id")) != principal:
+            continue
+        if item.get("state_pk"):
+            store.delete(Key(str(item["state_pk"]), "OAUTHSTATE"))
+        store.delete(Key(item["pk"], item["sk"]))
+        gone += 1
+    return gone
 
 
 @dataclass(frozen=True)
@@ -133,6 +148,8 @@ class AuthorizationAttempts:
             "created_at": timestamp(now),
             "state_expires_at": expires,
             "expires_at": int(now) + ATTEMPT_TTL_SECONDS,
+            # The state's own key (a digest, not the state): so deleting a workspace or a user finds its states.
+            "state_pk": state_item["pk"],
         }
         self._store.transact(
             [

@@ -44,6 +44,15 @@ class Revocations:
         """Delete the caller's token (whether it existed: the call is idempotent), then ask the authorization server
         to revoke it (RFC 7009, best effort)."""
         service = await to_thread.run_sync(self._registry.get, principal, service_id)
+        return await self._revoke(principal, service)
+
+    async def disconnect(self, principal: Principal, service_id: str) -> bool:
+        """As :meth:`revoke`, for the caller's own connection whatever its key may do with services: a user may
+        always disconnect themselves."""
+        service = await to_thread.run_sync(self._registry.find, principal.workspace_id, service_id)
+        return await self._revoke(principal, service)
+
+    async def _revoke(self, principal: Principal, service: ExternalService) -> bool:
         key = token_key(principal.workspace_id, service.id, USER, principal.user_id)
         token = await to_thread.run_sync(self._tokens.get, key)
         deleted = await to_thread.run_sync(self._tokens.delete, key)

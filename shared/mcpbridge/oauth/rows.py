@@ -4,7 +4,8 @@
     WS#<ws> / OAUTHCLIENT#<service_id>#<sha256(issuer)[:32]>             a dynamic registration (``oauth/registration``)
 
 Light on purpose (the store only): the registry tells it when a service is deleted, in functions that never load
-the OAuth machinery. Tokens are not revoked upstream then: the server is being forgotten.
+the OAuth machinery; a user's deletion forgets that user's tokens. Tokens are not revoked upstream then: the server,
+or the user, is being forgotten.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import hashlib
 
 from mcpbridge.domain.items import Key
-from mcpbridge.paging import delete_every_item
+from mcpbridge.paging import delete_every_item, every_item
 from mcpbridge.ports import Store
 
 
@@ -37,3 +38,14 @@ class OAuthRows:
     def forget_service(self, workspace_id: str, service_id: str) -> None:
         for prefix in (f"OAUTHTOKEN#{service_id}#", f"OAUTHCLIENT#{service_id}#"):
             delete_every_item(self._store, f"WS#{workspace_id}", sk_prefix=prefix)
+
+    def forget_principal(self, workspace_id: str, principal_type: str, principal_id: str) -> int:
+        """Delete one principal's tokens of every service (its user is being deleted); how many went."""
+        tokens = [
+            item
+            for item in every_item(self._store, f"WS#{workspace_id}", sk_prefix="OAUTHTOKEN#")
+            if (item.get("principal_type"), item.get("principal_id")) == (principal_type, principal_id)
+        ]
+        for item in tokens:
+            self._store.delete(Key(item["pk"], item["sk"]))
+        return len(tokens)

@@ -7,6 +7,7 @@ over the operations, each in a module named for what it does.
       complete_callback(state, code, iss, error)    -> CallbackOutcome     (oauth/authorization)
       status(principal, service_id, attempt_id=None) -> OAuthStatus        (oauth/authorization)
       revoke(principal, service_id)                  -> bool               (oauth/revocation, RFC 7009)
+      connections(principal) / disconnect(principal, service_id)          the caller's own tokens, every service
       assertion_grant(principal, service_id, assertion, scopes=None, *, base_url=None) -> OAuthStatus
                                                                            (oauth/assertion, RFC 7523)
       bearer_for / force_refresh(workspace_id, service, principal_type, principal_id)  (oauth/refresh)
@@ -42,6 +43,7 @@ from mcpbridge.oauth.authorization import (
     CallbackOutcome,
     OAuthStatus,
 )
+from mcpbridge.oauth.connections import OAuthConnection, connections_of
 from mcpbridge.oauth.refresh import Bearers
 from mcpbridge.oauth.registration import ClientIdentities, ClientRegistrations
 from mcpbridge.oauth.revocation import Revocations
@@ -67,6 +69,7 @@ class ServiceOAuth:
         client_metadata_url: str = "",
     ) -> None:
         tokens = TokenStore(store, clock, secrets)
+        self._tokens, self._registry, self._clock = tokens, registry, clock
         clients = ClientIdentities(ClientRegistrations(store, clock, secrets), registry, egress, client_metadata_url)
         self.events = TokenEvents()
         self.authorizations = Authorizations(
@@ -129,6 +132,14 @@ class ServiceOAuth:
 
     async def revoke(self, principal: Principal, service_id: str) -> bool:
         return await self.revocations.revoke(principal, service_id)
+
+    def connections(self, principal: Principal) -> list[OAuthConnection]:
+        """The caller's OAuth connections: one per service it holds a token for (no token in them)."""
+        return connections_of(self._tokens, self._registry, self._clock, principal)
+
+    async def disconnect(self, principal: Principal, service_id: str) -> bool:
+        """Delete the caller's own token of a service and revoke it upstream (best effort); False when none."""
+        return await self.revocations.disconnect(principal, service_id)
 
     async def assertion_grant(
         self,

@@ -28,6 +28,8 @@ Refresh rules (applied by :class:`mcpbridge.oauth.refresh.Bearers`):
   is kept and the lease released.
 """
 
+# Over 400 lines: the token item, its exchange at the token endpoint and its refresh lease are one lifecycle.
+
 from __future__ import annotations
 
 import logging
@@ -37,13 +39,28 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mcpbridge.domain.identity import timestamp
-from mcpbridge.domain.items import AllOf, AnyOf, AttrAbsent, Compare, Condition, Item, ItemExists, Key, Update
+from mcpbridge.domain.items import (
+    AllOf,
+    AnyOf,
+    AttrAbsent,
+    Check,
+    Compare,
+    Condition,
+    Item,
+    ItemExists,
+    Key,
+    Put,
+    Update,
+    WriteOp,
+)
 from mcpbridge.domain.secrets import SecretContext
-from mcpbridge.errors import ConditionFailed, UpstreamError
+from mcpbridge.errors import ConditionFailed, Forbidden, UpstreamError
+from mcpbridge.identity.records import NOT_REFUSED, user_key, workspace_key
 from mcpbridge.oauth.registration import ClientIdentity
 from mcpbridge.oauth.rows import token_key
 from mcpbridge.outbound.json_http import Answer, post_form
 from mcpbridge.outbound.policy import EgressPolicy
+from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, SecretBox, Store
 from mcpbridge.sealing import open_secret_or_none
 
@@ -57,6 +74,7 @@ LEASE_POLL_SECONDS = 0.1
 TokenState = Literal["authorized", "refreshable", "reauth_required"]
 Verdict = Literal["reauthorize", "drop_client", "temporary"]
 
+_WORKSPACE_ACTIVE = Condition.equals("oauth_workspace_active", "status", "active")
 REAUTHORIZE_ERRORS = frozenset({"invalid_grant", "invalid_token", "expired_token", "bad_refresh_token"})
 CLIENT_ERRORS = frozenset({"invalid_client", "unauthorized_client"})
 _LEASE_ATTRS = ("lease_id", "lease_until")
@@ -184,6 +202,7 @@ class StoredToken:
     refresh_token: str | None = field(repr=False)
     lease_id: str | None = None
     lease_until: int | None = None
+    created_at: str = ""
 
     @property
     def key(self) -> Key:
@@ -225,6 +244,16 @@ class TokenStore:
         item = self._store.get(key)
         return None if item is None else self._opened(item)
 
+    def of_principal(self, workspace_id: str, principal_type: str, principal_id: str) -> list[StoredToken]:
+        """Every readable token of one principal of the workspace, whatever the service, by service id."""
+        tokens = []
+        for item in every_item(self._store, f"WS#{workspace_id}", sk_prefix="OAUTHTOKEN#"):
+            if (item.get("principal_type"), item.get("principal_id")) == (principal_type, principal_id):
+                token = self._opened(item)
+                if token is not None:
+                    tokens.append(token)
+        return sorted(tokens, key=lambda token: token.service_id)
+
     def _opened(self, item: Item) -> StoredToken | None:
         context = _context(item["workspace_id"], item["service_id"], item["principal_type"], item["principal_id"])
         access = open_secret_or_none(self._secrets, item.get("secret_access_token"), context)
@@ -255,6 +284,7 @@ class TokenStore:
             refresh_token=refresh,
             lease_id=item.get("lease_id") or None,
             lease_until=int(until) if isinstance(until, (int, float)) else None,
+            created_at=str(item.get("created_at") or ""),
         )
 
     def _material(self, key_parts: tuple[str, str, str, str], issued: IssuedToken, refresh_token: str | None) -> Item:
@@ -306,7 +336,16 @@ class TokenStore:
         }
         if not issued.refresh_token and material["access_expires_at"] is not None:
             item["expires_at"] = material["access_expires_at"]
-        self._store.put(item)
+        # Stored only while the workspace is active and the user neither disabled nor being deleted: a callback
+        # finishing after either changed leaves nothing behind.
+        ops: list[WriteOp] = [Put(item), Check(workspace_key(workspace_id), _WORKSPACE_ACTIVE)]
+        if principal_type == "user":  # oauth.rules.USER (rules imports this module)
+            ops.append(Check(user_key(workspace_id, principal_id), Condition("oauth_user_active", NOT_REFUSED)))
+        try:
+            self._store.transact(ops)
+        except ConditionFailed as lost:
+            what = "workspace is not active" if lost.condition == _WORKSPACE_ACTIVE.name else "user is not active"
+            raise Forbidden(f"the token was not stored: the {what}", code="principal_inactive") from None
         stored = self._opened(item)
         assert stored is not None
         return stored
