@@ -114,8 +114,10 @@ class ToolCallBroker:
         oauth: OAuthGate | None,
         *,
         callbacks_supported: bool,
+        user_usable: Callable[[str, str], bool] | None = None,
     ) -> None:
-        """``workflow`` is asked for on use (the embedded workflow runs the steps this broker starts)."""
+        """``workflow`` is asked for on use (the embedded workflow runs the steps this broker starts);
+        ``user_usable(workspace_id, user_id)`` says whether a user a call acts for may still be acted for."""
         self._calls = calls
         self._clock = clock
         self._registry = registry
@@ -126,6 +128,7 @@ class ToolCallBroker:
         self._policies = policies
         self._oauth = oauth
         self._callbacks_supported = callbacks_supported
+        self._user_usable = user_usable
 
     # -- submitting -------------------------------------------------------------------------------------------
 
@@ -251,6 +254,8 @@ class ToolCallBroker:
             raise Forbidden("acting for another user needs an admin key with act_as", code="act_as_required")
         if not isinstance(acting_user_id, str) or not _USER_ID.fullmatch(acting_user_id):
             raise InvalidInput("principal.user_id is not a valid user id", code="invalid_principal")
+        if self._user_usable is not None and not self._user_usable(principal.workspace_id, acting_user_id):
+            raise Forbidden("the user this call would act for is disabled or being deleted", code="user_inactive")
         return acting_user_id
 
     def _approval_required(self, workspace_id: str, service_id: str, tool_name: str) -> bool:

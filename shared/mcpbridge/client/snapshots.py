@@ -54,7 +54,17 @@ class Snapshots:
 
     def forget_service(self, workspace_id: str, service_id: str) -> None:
         """Delete every snapshot of a service in a workspace, blobs then heads (after the service is deleted)."""
-        for head in list(every_item(self._store, f"WS#{workspace_id}", sk_prefix=f"SVCCAT#{service_id}#")):
+        self._forget(workspace_id, f"SVCCAT#{service_id}#", lambda head: True)
+
+    def forget_scope(self, workspace_id: str, scope: str | None = None) -> None:
+        """Delete the snapshots of every service in a workspace taken for ``scope`` (a user's, ``user:<id>``), or
+        all of them when ``scope`` is None (the workspace is being deleted)."""
+        self._forget(workspace_id, "SVCCAT#", lambda head: scope is None or head.get("scope") == scope)
+
+    def _forget(self, workspace_id: str, prefix: str, chosen: Callable[[dict[str, Any]], bool]) -> None:
+        for head in list(every_item(self._store, f"WS#{workspace_id}", sk_prefix=prefix)):
+            if not chosen(head):
+                continue
             if head.get("snapshot_key"):
                 self._blobs().delete(head["snapshot_key"])
             self._store.delete(Key(head["pk"], head["sk"]))
