@@ -584,6 +584,10 @@ class RecordingSteps:
         self.calls.append(("finish", call_id, workspace_id))
         return {"call_id": call_id, "status": "completed", "result": {"content": []}, "error": None}
 
+    def fail(self, call_id: str, workspace_id: str, error: str) -> dict[str, Any]:
+        self.calls.append(("fail", call_id, workspace_id, error))
+        return {"call_id": call_id, "status": "failed", "result": None, "error": {"code": "finish_failed"}}
+
 
 def test_every_step_reaches_its_method() -> None:
     steps = RecordingSteps()
@@ -593,12 +597,18 @@ def test_every_step_reaches_its_method() -> None:
     assert run_step(steps, {"step": "timeout", "kind": "approval", **ids}) == {"next": "finish"}
     assert run_step(steps, {"step": "invoke", **ids}) == {"next": "finish"}
     assert run_step(steps, {"step": "finish", **ids}) == {"call_id": "tc_1", "status": "completed", "error": None}
+    assert run_step(steps, {"step": "fail", "error": "Unavailable", **ids}) == {
+        "call_id": "tc_1",
+        "status": "failed",
+        "error": {"code": "finish_failed"},
+    }
     assert steps.calls == [
         ("prepare", "tc_1", WORKSPACE),
         ("await", "tc_1", WORKSPACE, "oauth", "tok"),
         ("timeout", "tc_1", WORKSPACE, "approval"),
         ("invoke", "tc_1", WORKSPACE),
         ("finish", "tc_1", WORKSPACE),
+        ("fail", "tc_1", WORKSPACE, "Unavailable"),
     ]
 
 
@@ -614,6 +624,7 @@ def test_every_step_reaches_its_method() -> None:
         {"step": "await", "call_id": "tc_1", "workspace_id": WORKSPACE, "kind": "approval"},
         {"step": "await", "call_id": "tc_1", "workspace_id": WORKSPACE, "kind": "payment", "task_token": "t"},
         {"step": "timeout", "call_id": "tc_1", "workspace_id": WORKSPACE},
+        {"step": "fail", "call_id": "tc_1", "workspace_id": WORKSPACE},
     ],
 )
 def test_malformed_events_are_invalid_input(event: dict[str, Any]) -> None:

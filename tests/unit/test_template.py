@@ -663,7 +663,16 @@ LAMBDA_SERVICE_ERRORS = {
 }
 INVOKE = "arn:${Partition}:states:::lambda:invoke"
 WAIT = "arn:${Partition}:states:::lambda:invoke.waitForTaskToken"
-TASK_STATES = {"Prepare", "WaitForApproval", "ApprovalTimedOut", "WaitForOAuth", "OAuthTimedOut", "Invoke", "Finish"}
+TASK_STATES = {
+    "Prepare",
+    "WaitForApproval",
+    "ApprovalTimedOut",
+    "WaitForOAuth",
+    "OAuthTimedOut",
+    "Invoke",
+    "Finish",
+    "RecordFailure",
+}
 RESUME_ACTIONS = {"states:SendTaskSuccess", "states:SendTaskFailure"}
 
 
@@ -712,11 +721,14 @@ def test_state_machine_definition_is_valid_and_complete() -> None:
     assert set(re.findall(r"\$\{(\w+)\}", text)) == set(MACHINE_PROPS["DefinitionSubstitutions"])
     states: dict[str, Any] = definition["States"]
     assert definition["StartAt"] == "Prepare"
-    assert set(states) == TASK_STATES | {"Route", "Done"}
+    assert set(states) == TASK_STATES | {"Route", "Done", "FinishFailed"}
     assert states["Done"] == {"Type": "Succeed"}
+    # The other way out: a Finish that failed for good, once RecordFailure has noted it on the call.
+    assert states["FinishFailed"]["Type"] == "Fail"
+    assert states["FinishFailed"]["Error"] == "ToolCall.FinishFailed"
     for name, state in states.items():
         assert _targets(state) <= set(states), name
-        assert ("End" in state) is False, name  # the one way out is Done
+        assert ("End" in state) is False, name  # the ways out are Done and FinishFailed
     reachable, todo = set(), ["Prepare"]
     while todo:
         name = todo.pop()
@@ -780,12 +792,17 @@ def test_state_machine_flow() -> None:
     finish = states["Finish"]
     assert (finish["Resource"], _payload(finish), finish["Next"]) == (INVOKE, {"step": "finish", **ids}, "Done")
     assert finish["OutputPath"] == "$.Payload"  # the outcome is the execution's output
-    assert "Catch" not in finish
+    # A Finish that fails after its retries is recorded on the call, then the execution fails.
+    assert finish["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.finish_error", "Next": "RecordFailure"}]
+    record = states["RecordFailure"]
+    assert (record["Resource"], record["Next"], record["ResultPath"]) == (INVOKE, "FinishFailed", None)
+    assert _payload(record) == {"step": "fail", **ids, "error.$": "$.finish_error.Error"}
+    assert "Catch" not in record  # it fails the execution (alarm tool-calls-failed) if it cannot record it either
 
     for name in TASK_STATES:
         state = states[name]
         assert state["Type"] == "Task", name
-        if name not in ("Invoke", "Finish"):
+        if name not in ("Invoke", "Finish", "RecordFailure"):
             assert state["Catch"][-1] == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Finish"}
 
 
@@ -826,9 +843,9 @@ def test_every_task_retries_transient_errors_except_a_call_that_may_have_run() -
         else:
             # Every other step reads the call's record and decides afresh: safe to run again.
             assert retried == [LAMBDA_SERVICE_ERRORS, TRANSIENT_ERRORS], name
-    # The Catch of Finish needs a step that records the failure on the call (not there yet): a Finish that fails
-    # after its retries fails the execution, which ToolCallsFailedAlarm reports.
-    assert "Catch" not in states["Finish"]
+    # A Finish that fails after its retries is recorded on the call (RecordFailure), then fails the execution,
+    # which ToolCallsFailedAlarm reports.
+    assert states["Finish"]["Catch"][0]["Next"] == "RecordFailure"
     assert _alarms_on("AWS/States", "ExecutionsFailed", {"StateMachineArn": {"Ref": STATE_MACHINE}})
 
 

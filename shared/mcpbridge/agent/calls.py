@@ -245,6 +245,16 @@ class ToolCalls:
         log.info("tool call %s: %s -> %s", call.id, call.status, to)
         return moved
 
+    def note(self, call: ToolCall, sets: Mapping[str, Any]) -> ToolCall:
+        """Set ``sets`` on the call whatever its status (facts about it, never a move); the call as written."""
+        try:
+            item = self._store.update(
+                call_key(call.workspace_id, call.id), Update(set=dict(sets)), condition=Condition.exists("call_exists")
+            )
+        except ConditionFailed:
+            raise _not_found() from None
+        return _call_of(item)
+
     def store_task_token(self, call: ToolCall, kind: PendingKind, token: str, deadline_at: float) -> ToolCall | None:
         """Seal the workflow's token onto a call still waiting for ``kind``; None when it no longer waits (the
         caller then resumes the workflow itself)."""

@@ -8,10 +8,12 @@ Events (every field a string)::
     {"step": "timeout",  "call_id", "workspace_id", "kind"}                  -> {"next": NEXT}
     {"step": "invoke",   "call_id", "workspace_id"}                          -> {"next": ...}
     {"step": "finish",   "call_id", "workspace_id"}                          -> the outcome, without "result"
+    {"step": "fail",     "call_id", "workspace_id", "error"}                 -> the outcome, without "result"
 
 ``NEXT`` is ``approval``, ``oauth``, ``invoke`` or ``finish`` (the state machine's ``Route`` branches on it) and
 ``kind`` is ``approval`` or ``oauth``. The ``await`` task is a ``.waitForTaskToken`` task: what it returns is
-ignored, the execution waits until someone sends success or failure with ``task_token``.
+ignored, the execution waits until someone sends success or failure with ``task_token``. ``fail`` runs when
+``finish`` failed after its retries (the state machine's ``RecordFailure``); ``error`` is the name of what it raised.
 
 A malformed event raises :class:`~mcpbridge.errors.InvalidInput`; a step's own error propagates, so Lambda reports
 it with the exception's class name as ``errorType``, which is the error name the state machine's ``Catch`` sees.
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcpbridge.agent.lambda_steps")
 
-StepName = Literal["prepare", "await", "timeout", "invoke", "finish"]
+StepName = Literal["prepare", "await", "timeout", "invoke", "finish", "fail"]
 
 STEPS: Final[tuple[str, ...]] = get_args(StepName)
 KINDS: Final[tuple[str, ...]] = get_args(PendingKind)
@@ -60,6 +62,8 @@ class Steps(Protocol):
 
     def finish(self, call_id: str, workspace_id: str) -> Mapping[str, Any]: ...
 
+    def fail(self, call_id: str, workspace_id: str, error: str) -> Mapping[str, Any]: ...
+
 
 def run_step(steps: Steps, event: Mapping[str, Any]) -> dict[str, Any]:
     """Validate ``event`` and run the step it names; returns the JSON object the task receives as ``Payload``."""
@@ -82,7 +86,10 @@ def run_step(steps: Steps, event: Mapping[str, Any]) -> dict[str, Any]:
         return _routed(step, steps.timeout(call_id, workspace_id, _kind(event)))
     if step == "invoke":
         return _object(step, steps.invoke(call_id, workspace_id))
-    outcome = _object(step, steps.finish(call_id, workspace_id))
+    if step == "fail":
+        outcome = _object(step, steps.fail(call_id, workspace_id, _field(event, "error")))
+    else:
+        outcome = _object(step, steps.finish(call_id, workspace_id))
     return {key: value for key, value in outcome.items() if key not in FINISH_OMITS}
 
 

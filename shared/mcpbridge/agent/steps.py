@@ -1,5 +1,6 @@
 """The steps of an agent tool call, as plain functions over the call's record: ``prepare`` (what next?),
-``await_resolution`` (park the workflow's token on the record), ``timeout``, ``invoke`` and ``finish``.
+``await_resolution`` (park the workflow's token on the record), ``timeout``, ``invoke``, ``finish`` and ``fail``
+(what the workflow runs when ``finish`` itself failed).
 
 The same steps run in a Step Functions execution (each one a Lambda task, see ``infra/``) and in the embedded
 workflow (:mod:`mcpbridge.adapters.local.workflow`). Every step reads the record again and moves it with a
@@ -9,6 +10,7 @@ wins and the loser reads what happened.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -22,7 +24,8 @@ from mcpbridge.agent.calls import WAITING, Next, PendingKind, Status, ToolCall, 
 from mcpbridge.agent.invoke import ToolInvoker
 from mcpbridge.agent.results import shape_result
 from mcpbridge.domain.external_services import ExternalService
-from mcpbridge.errors import Conflict, MCPBridgeError, OAuthRequired
+from mcpbridge.domain.identity import timestamp
+from mcpbridge.errors import Conflict, MCPBridgeError, NotFound, OAuthRequired
 from mcpbridge.ports import Clock, Events, Workflow
 
 log = logging.getLogger("mcpbridge.agent")
@@ -255,19 +258,51 @@ class ToolCallSteps:
             )
         summary = outcome_of(call)
         self._publish("tool_call.resolved", call)
-        callback = self._calls.task_token(call, "callback_task_token")
-        if callback is not None:
-            try:
-                if call.status == "completed":
-                    self._workflow().send_success(callback, _within_step_functions_limit(summary))
-                else:
-                    error = call.error or {}
-                    self._workflow().send_failure(
-                        callback, f"ToolCall.{call.status}", str(error.get("message", call.status))[:256]
-                    )
-            except MCPBridgeError as exc:
-                log.warning("tool call %s: the agent's callback token was refused (%s)", call.id, exc.code)
+        try:
+            self._hand_to_callback(call, summary)
+        except MCPBridgeError as exc:
+            log.warning("tool call %s: the agent's callback token was refused (%s)", call.id, exc.code)
         return summary
+
+    def _hand_to_callback(self, call: ToolCall, summary: dict[str, Any]) -> None:
+        """Resume the agent's own callback token, if it gave one, with the outcome of an ended call."""
+        callback = self._calls.task_token(call, "callback_task_token")
+        if callback is None:
+            return
+        if call.status == "completed":
+            self._workflow().send_success(callback, _within_step_functions_limit(summary))
+        else:
+            error = call.error or {}
+            self._workflow().send_failure(
+                callback, f"ToolCall.{call.status}", str(error.get("message", call.status))[:256]
+            )
+
+    # -- fail ---------------------------------------------------------------------------------------------------
+
+    def fail(self, call_id: str, workspace_id: str, error: str) -> dict[str, Any]:
+        """``finish`` failed for good (its retries spent; ``error`` names what it raised): record that on the call,
+        ending it if it has not ended (failed, or uncertain when it may have run). An ended call keeps its outcome,
+        the error noted beside it. Calls nothing upstream and publishes nothing (that may be what failed); safe to
+        run again. The agent's callback token, if any, is handed the outcome as a courtesy (errors ignored)."""
+        try:
+            call = self._calls.find(workspace_id, call_id)
+        except NotFound:
+            return {"call_id": call_id, "status": "deleted", "outcome_uncertain": False}
+        noted = {"finish_error": {"error": error[:256], "at": timestamp(self._clock.now())}}
+        for _ in range(3):  # a move lost to another step: read the call again and end what it is now
+            if call.is_terminal:
+                break
+            if call.status == "running":
+                to, cause = "uncertain", _error("outcome_unknown", "the call was interrupted; it may have run")
+            else:
+                to, cause = "failed", _error("finish_failed", f"the call could not be finished ({error[:100]})")
+            moved = self._moved(call, to, leaving=[call.status], sets=noted | {"error": cause})
+            call = moved or self._calls.find(workspace_id, call_id)
+        if "finish_error" not in call.item:
+            call = self._calls.note(call, noted)
+        with contextlib.suppress(Exception):
+            self._hand_to_callback(call, outcome_of(call))
+        return {key: value for key, value in outcome_of(call).items() if key != "result"}
 
     # -- helpers ------------------------------------------------------------------------------------------------
 

@@ -118,10 +118,16 @@ class LocalWorkflow:
                     del self._running[call_id]
 
     def _end(self, steps: ToolCallSteps, call_id: str, workspace_id: str) -> None:
-        """After a failed step: close the call (failed, or uncertain if it may have run), as the state machine's
-        Catch does."""
+        """After a failed step (``finish`` too): close the call (failed, or uncertain if it may have run), as the
+        state machine's Catch does; if ``finish`` fails again, record that with ``fail``, as ``RecordFailure`` does."""
         try:
             steps.finish(call_id, workspace_id)
+            return
+        except Exception as exc:
+            error = type(exc).__name__
+            log.warning("tool call %s: finish failed (%s)", call_id, error)
+        try:
+            steps.fail(call_id, workspace_id, error)
         except Exception:
             log.exception("tool call %s: could not be closed", call_id)
 
