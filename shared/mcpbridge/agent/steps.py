@@ -94,7 +94,10 @@ class ToolCallSteps:
     # -- prepare ------------------------------------------------------------------------------------------------
 
     def prepare(self, call_id: str, workspace_id: str) -> dict[str, str]:
-        call = self._calls.find(workspace_id, call_id)
+        try:
+            call = self._calls.find(workspace_id, call_id)
+        except NotFound:  # its user or workspace was deleted: nothing is left to do
+            return {"next": "finish"}
         return {"next": self._advance(call)}
 
     def _advance(self, call: ToolCall) -> Next:
@@ -241,8 +244,13 @@ class ToolCallSteps:
     # -- finish -------------------------------------------------------------------------------------------------
 
     def finish(self, call_id: str, workspace_id: str) -> dict[str, Any]:
-        """Announce the outcome and hand it to the agent's own callback token, if it gave one."""
-        call = self._calls.find(workspace_id, call_id)
+        """Announce the outcome and hand it to the agent's own callback token, if it gave one. A call whose record
+        is gone (its workspace was deleted) just ends."""
+        try:
+            call = self._calls.find(workspace_id, call_id)
+        except NotFound:
+            log.info("tool call %s is gone (its workspace or user was deleted)", call_id)
+            return {"call_id": call_id, "status": "deleted", "outcome_uncertain": False}
         if call.status == "running":  # the invoke step died with the request possibly sent
             call = self._calls.move(
                 call,

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mcpbridge.errors import Conflict, MCPBridgeError
+from mcpbridge.errors import Conflict, MCPBridgeError, NotFound
 from mcpbridge.ports import CallStart, Clock
 
 if TYPE_CHECKING:
@@ -139,7 +139,10 @@ class LocalWorkflow:
         try:
             steps.await_resolution(call_id, workspace_id, kind, token)
             while not waiter.woken.is_set():
-                deadline = self._calls().find(workspace_id, call_id).deadline_at
+                try:
+                    deadline = self._calls().find(workspace_id, call_id).deadline_at
+                except NotFound:  # its workspace or user was deleted: the call just ends
+                    return "finish"
                 remaining = None if deadline is None else deadline - self._clock.now()
                 if remaining is not None and remaining <= 0:
                     return str(steps.timeout(call_id, workspace_id, kind)["next"])
