@@ -30,7 +30,10 @@ if TYPE_CHECKING:
     from mcpbridge.client.policies import ToolPolicies
     from mcpbridge.client.pool import ConnectionPools
     from mcpbridge.client.registry import ServiceRegistry
+    from mcpbridge.client.snapshots import Snapshots
     from mcpbridge.client.tool_catalog import ToolCatalog
+    from mcpbridge.identity.users import Users
+    from mcpbridge.identity.workspaces import Workspaces
     from mcpbridge.knowledge.answers import Answerer
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.documents import Documents
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
     from mcpbridge.outbound.policy import EgressPolicy
     from mcpbridge.publishing.endpoints import EndpointService
     from mcpbridge.publishing.rate_limit import RateLimiter
+    from mcpbridge.tenancy.user_removal import UserRemoval
+    from mcpbridge.tenancy.workspace_purge import WorkspacePurge
 
 log = logging.getLogger("mcpbridge.bootstrap")
 
@@ -105,6 +110,46 @@ class Container:
     @cached_property
     def identity(self) -> Accounts:
         return Accounts(self.store, self.clock)
+
+    @cached_property
+    def users(self) -> Users:
+        from mcpbridge.identity.users import Users
+
+        return Users(self.store, self.clock)
+
+    @cached_property
+    def workspaces(self) -> Workspaces:
+        from mcpbridge.identity.workspaces import Workspaces
+
+        return Workspaces(self.store, self.clock, self.jobs)
+
+    @cached_property
+    def user_removal(self) -> UserRemoval:
+        from mcpbridge.tenancy.user_removal import UserRemoval
+
+        return UserRemoval(
+            self.store, self.users, self.tool_call_records, lambda: self.tool_call_steps, self._snapshots
+        )
+
+    @cached_property
+    def workspace_purge(self) -> WorkspacePurge:
+        from mcpbridge.tenancy.workspace_purge import WorkspacePurge
+
+        return WorkspacePurge(
+            self.store,
+            self.workspaces,
+            lambda: self.documents,
+            self._snapshots,
+            self.tool_call_records,
+            lambda: self.tool_call_steps,
+            self.jobs,
+        )
+
+    @cached_property
+    def _snapshots(self) -> Snapshots:
+        from mcpbridge.client.snapshots import Snapshots
+
+        return Snapshots(self.store, lambda: self.blobs)
 
     # ------------------------------------------------------------------------------------------ knowledge
 
@@ -219,9 +264,9 @@ class Container:
 
     def run_job(self, kind: str, payload: dict[str, str]) -> None:
         """Carry out one background job (called by the thread pool, or by the indexer Lambda function)."""
-        from mcpbridge.knowledge.jobs import run_job
+        from mcpbridge.tenancy.jobs import run_job
 
-        run_job(self.documents, kind, payload)
+        run_job(kind, payload, purge=lambda: self.workspace_purge, documents=lambda: self.documents)
 
     @cached_property
     def knowledge_bases(self) -> KnowledgeBases:
@@ -438,6 +483,7 @@ class Container:
             self.tool_policies,
             self._oauth_gate,
             callbacks_supported=self._uses_step_functions,
+            user_usable=self.identity.user_usable,
         )
 
     @cached_property

@@ -894,7 +894,7 @@ def test_state_machine_permissions_are_least_privilege() -> None:
         "OAuthCallbackFunction": {"ResumeToolCalls": machine},
         TOOL_CALLS: {"ResumeToolCalls": NAMED_MACHINE_ARN},
         "McpEndpointFunction": {},
-        INDEXER: {},
+        INDEXER: {"ResumeToolCalls": machine},  # a workspace's purge ends the executions of its paused calls
     }
     # Who finishes a call resumes the agent's own callback token: the admin API (a call that ran at once) and the
     # steps; only on the state machines the operator listed.
@@ -931,7 +931,8 @@ def test_state_machine_permissions_are_least_privilege() -> None:
 
 
 def test_state_machine_arn_reaches_the_functions_that_use_it() -> None:
-    users = {"AdminApiFunction", "ResolutionsFunction", "OAuthCallbackFunction"}
+    # The indexer resumes the executions of the paused calls a workspace purge cancels.
+    users = {"AdminApiFunction", "ResolutionsFunction", "OAuthCallbackFunction", INDEXER}
     for name in FUNCTIONS:
         env = function_environment(name)
         if name in users:
