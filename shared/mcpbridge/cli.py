@@ -2,8 +2,10 @@
 
     mcpbridge init  [--data-dir D] [--json]                  create the default workspace and an admin API key
     mcpbridge serve [--host H] [--port P] [--data-dir D]     run every HTTP surface (initialising on first start)
-    mcpbridge keys create --admin [--user U] [--name N] [--data-dir D] [--json]
+    mcpbridge keys create --admin [--workspace W] [--user U] [--name N] [--data-dir D] [--json]
                                                              mint an admin API key (the way back from a lost one)
+    mcpbridge workspaces list|create NAME|rename ID NAME|disable ID|enable ID|delete ID [--data-dir D] [--json]
+                                                             the platform's workspaces, as their operator
     mcpbridge services list [--data-dir D] [--json]          the workspace's external MCP services
     mcpbridge services authorize SERVICE [--user U] [--data-dir D] [--redirected-url URL | --listen] [--port P]
                                          [--timeout S]       OAuth of an external service for a user, headlessly
@@ -35,7 +37,7 @@ import anyio
 from anyio import to_thread
 
 from mcpbridge.bootstrap import Container
-from mcpbridge.domain.identity import Principal, acting_for
+from mcpbridge.domain.identity import OPERATOR, Principal, Workspace, acting_for
 from mcpbridge.errors import Conflict, InvalidInput, MCPBridgeError, NotFound
 from mcpbridge.identity.accounts import Initialization
 from mcpbridge.settings import Settings
@@ -95,6 +97,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         resumed = container.documents.resume_pending()
         if resumed:
             print(f"Resumed indexing of {resumed} document(s) left pending.", flush=True)
+        if container.workspace_purge.resume():
+            print("Resumed the deletion of the workspaces left being deleted.", flush=True)
         recover = getattr(container.workflow, "recover", None)  # the embedded workflow picks up paused calls
         if recover is not None and recover():
             print("Resumed the agent tool calls left unfinished.", flush=True)
@@ -582,6 +586,8 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
     container = Container(settings)
     try:
         workspace_id = _installed_workspace(container)
+        if args.workspace:
+            workspace_id = container.workspaces.get(OPERATOR, args.workspace).id
         user_id = _known_user(container, workspace_id, args.user) if args.user else _admin_user(container, workspace_id)
         created = container.identity.recover_admin_key(workspace_id, user_id, name=args.name)
     finally:
@@ -592,6 +598,59 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
         print(f"Admin API key {created.record.id} for user {user_id} in {_where(settings)} (shown once; store it now):")
         print(f"  {created.plaintext}")
     return 0
+
+
+def cmd_workspaces(args: argparse.Namespace) -> int:
+    """The operator's workspace commands: whoever runs them holds the data, so they act with platform authority."""
+    from mcpbridge.http.routes.api_keys import CreatedApiKey
+    from mcpbridge.http.routes.workspaces import WorkspaceOut
+
+    container = Container(_settings(args))
+    try:
+        _installed_workspace(container)
+        workspaces = container.workspaces
+        command = args.workspaces_command
+        if command == "list":
+            found = _every_workspace(container)
+        elif command == "create":
+            created = workspaces.create(OPERATOR, name=args.name, admin_name=args.admin_name)
+            key = CreatedApiKey.of_new(created.admin_key)
+            shown = {**WorkspaceOut.of(created.workspace).model_dump(), "admin_user_id": created.admin_user_id}
+            if args.json:
+                print(json.dumps({**shown, "admin_api_key": key.model_dump()}))
+            else:
+                print(f"Workspace {created.workspace.id} ({created.workspace.name}) created.")
+                print(f"Admin API key of its user {created.admin_user_id} (shown once; store it now):")
+                print(f"  {key.key}")
+            return 0
+        elif command == "rename":
+            found = [workspaces.rename(OPERATOR, args.workspace, name=args.name)]
+        else:
+            found = [getattr(workspaces, command)(OPERATOR, args.workspace)]
+    finally:
+        _close(container)  # waits for background jobs: a deletion's purge ends before the command does
+    rows = [WorkspaceOut.of(w).model_dump() for w in found]
+    if args.json:
+        print(json.dumps(rows if command == "list" else rows[0]))
+    elif command == "delete":
+        print(
+            f"Workspace {rows[0]['id']} ({rows[0]['name']}) is being deleted: its keys and tokens are refused; what "
+            "it held is purged by a background job (the indexer on AWS; here, before this command returned)."
+        )
+    else:
+        for row in rows:
+            print(f"{row['id']}  {row['status']:<8}  {row['name']}")
+    return 0
+
+
+def _every_workspace(container: Container) -> list[Workspace]:
+    found: list[Workspace] = []
+    cursor: str | None = None
+    while True:
+        page, cursor = container.workspaces.list(OPERATOR, limit=200, cursor=cursor)
+        found += page
+        if cursor is None:
+            return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -610,8 +669,33 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=cmd_serve)
 
     _add_keys(commands)
+    _add_workspaces(commands)
     _add_services(commands)
     return parser
+
+
+def _add_workspaces(commands: Any) -> None:
+    workspaces = commands.add_parser(
+        "workspaces",
+        help="the platform's workspaces (as their operator: no API key needed on the machine that holds the data)",
+    )
+    actions = workspaces.add_subparsers(dest="workspaces_command", required=True)
+    for name, arguments, help_text in (
+        ("list", (), "every workspace with its status"),
+        ("create", ("name",), "a workspace, its first user (admin) and that user's admin API key (shown once)"),
+        ("rename", ("workspace", "name"), "rename a workspace"),
+        ("disable", ("workspace",), "refuse every key and endpoint token of a workspace from the next request on"),
+        ("enable", ("workspace",), "enable a disabled workspace"),
+        ("delete", ("workspace",), "delete a workspace and everything it holds (keys refused at once)"),
+    ):
+        action = actions.add_parser(name, help=help_text)
+        for argument in arguments:
+            action.add_argument(argument, help="the workspace's id (ws_...)" if argument == "workspace" else None)
+        if name == "create":
+            action.add_argument("--admin-name", default="admin", help="the name of its first user (default admin)")
+        action.add_argument("--data-dir", type=Path, help="data directory (default ./.mcpbridge or MCPBRIDGE_DATA_DIR)")
+        action.add_argument("--json", action="store_true", help="print JSON")
+        action.set_defaults(run=cmd_workspaces)
 
 
 def _add_keys(commands: Any) -> None:
@@ -625,6 +709,7 @@ def _add_keys(commands: Any) -> None:
         epilog="example: mcpbridge keys create --admin --data-dir ./.mcpbridge",
     )
     key_create.add_argument("--admin", action="store_true", required=True, help="an unrestricted admin key")
+    key_create.add_argument("--workspace", help="the workspace (default: the platform's own, the one init created)")
     key_create.add_argument("--user", help="the user the key belongs to (default: the workspace's admin user)")
     key_create.add_argument("--name", default="admin (recovered)", help="the key's name")
     key_create.add_argument("--data-dir", type=Path, help="data directory (default ./.mcpbridge or MCPBRIDGE_DATA_DIR)")

@@ -289,7 +289,9 @@ def test_admin_api_warm_invocations(deployment: Deployment, load_function: Calla
     me = assert_json(call("GET", "/api/v1/me", headers=bearer(viewer_key)), 200)
     assert me == {
         "workspace_id": deployment.workspace_id,
+        "workspace_name": "Default workspace",
         "user_id": me["user_id"],
+        "user_name": "admin",
         "api_key_id": created["id"],
         "role": "viewer",
         "capabilities": None,

@@ -26,6 +26,9 @@ Surface = Literal["admin_api", "mcp_endpoint", "oauth_callback", "resolutions"]
 _SURFACES: dict[Surface, tuple[str, ...]] = {
     "admin_api": (
         "api_keys",
+        "me",
+        "users",
+        "workspaces",
         "knowledge",
         "documents",
         "wiki",

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from mcpbridge.client.registry import ServiceRegistry
     from mcpbridge.client.tool_catalog import ToolCatalog
     from mcpbridge.identity.accounts import Accounts
+    from mcpbridge.identity.users import Users
+    from mcpbridge.identity.workspaces import Workspaces
     from mcpbridge.knowledge.answers import Answerer
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.documents import Documents
@@ -29,10 +31,23 @@ if TYPE_CHECKING:
     from mcpbridge.ports import SecretBox, Store
     from mcpbridge.publishing.endpoints import EndpointService
     from mcpbridge.settings import Settings
+    from mcpbridge.tenancy.user_removal import UserRemoval
 
 
 def _accounts(request: Request) -> Accounts:
     return container_of(request).identity
+
+
+def _users(request: Request) -> Users:
+    return container_of(request).users
+
+
+def _workspaces(request: Request) -> Workspaces:
+    return container_of(request).workspaces
+
+
+def _user_removal(request: Request) -> UserRemoval:
+    return container_of(request).user_removal
 
 
 def _bases(request: Request) -> KnowledgeBases:
@@ -115,6 +130,9 @@ def _secrets(request: Request) -> SecretBox:
 # not imported until a route asks for them (cold start).
 if TYPE_CHECKING:
     AccountsDep = Annotated[Accounts, Depends(_accounts)]
+    UsersDep = Annotated[Users, Depends(_users)]
+    WorkspacesDep = Annotated[Workspaces, Depends(_workspaces)]
+    UserRemovalDep = Annotated[UserRemoval, Depends(_user_removal)]
     KnowledgeBasesDep = Annotated[KnowledgeBases, Depends(_bases)]
     DocumentsDep = Annotated[Documents, Depends(_documents)]
     ReaderDep = Annotated[DocumentReader, Depends(_reader)]
@@ -136,6 +154,9 @@ if TYPE_CHECKING:
     SecretsDep = Annotated[SecretBox, Depends(_secrets)]
 else:
     AccountsDep = Annotated[Any, Depends(_accounts)]
+    UsersDep = Annotated[Any, Depends(_users)]
+    WorkspacesDep = Annotated[Any, Depends(_workspaces)]
+    UserRemovalDep = Annotated[Any, Depends(_user_removal)]
     KnowledgeBasesDep = Annotated[Any, Depends(_bases)]
     DocumentsDep = Annotated[Any, Depends(_documents)]
     ReaderDep = Annotated[Any, Depends(_reader)]

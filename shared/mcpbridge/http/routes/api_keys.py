@@ -1,22 +1,26 @@
-"""``/api/v1/api-keys`` (admin): list, create (the plaintext key is in this one response), get, revoke;
-``/api/v1/me``: who the presented key acts as."""
+"""``/api/v1/api-keys`` (admin, ``manage_keys``): list, create (the plaintext key is in this one response), get,
+revoke. Keys for another user of the workspace are minted under ``/api/v1/users/{id}/api-keys``; who the presented
+key acts as is ``/api/v1/me``."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpbridge.domain.identity import ApiKey, Principal, Scope
+from mcpbridge.domain.identity import ApiKey, Scope
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import AccountsDep
 from mcpbridge.http.openapi import problems
 
+if TYPE_CHECKING:
+    from mcpbridge.identity.accounts import NewApiKey
+
 router = APIRouter(prefix="/api/v1", tags=["api-keys"])
 
 
-def _scope_fields(scope: Scope) -> dict[str, list[str] | None]:
+def scope_fields(scope: Scope) -> dict[str, list[str] | None]:
     return {
         "capabilities": None if scope.capabilities is None else sorted(scope.capabilities),
         "knowledge_base_ids": None if scope.knowledge_base_ids is None else sorted(scope.knowledge_base_ids),
@@ -53,7 +57,7 @@ class ApiKeyOut(BaseModel):
             id=key.id,
             name=key.name,
             role=key.role,
-            **_scope_fields(key.scope),
+            **scope_fields(key.scope),
             hint=key.hint,
             status="active" if key.active else "revoked",
             user_id=key.user_id,
@@ -66,34 +70,14 @@ class ApiKeyOut(BaseModel):
 class CreatedApiKey(ApiKeyOut):
     key: str = Field(description="The API key. It is shown only in this response: store it now.")
 
+    @classmethod
+    def of_new(cls, created: NewApiKey) -> CreatedApiKey:
+        return cls(**ApiKeyOut.of(created.record).model_dump(), key=created.plaintext)
+
 
 class ApiKeyPage(BaseModel):
     items: list[ApiKeyOut]
     next_cursor: str | None
-
-
-class Me(BaseModel):
-    workspace_id: str
-    user_id: str
-    api_key_id: str
-    role: Literal["viewer", "admin"]
-    capabilities: list[str] | None
-    knowledge_base_ids: list[str] | None
-
-    @classmethod
-    def of(cls, principal: Principal) -> Me:
-        return cls(
-            workspace_id=principal.workspace_id,
-            user_id=principal.user_id,
-            api_key_id=principal.api_key_id,
-            role=principal.role,
-            **_scope_fields(principal.scope),
-        )
-
-
-@router.get("/me", tags=["identity"])
-def whoami(principal: CurrentPrincipal) -> Me:
-    return Me.of(principal)
 
 
 @router.get("/api-keys", responses=problems(400))
@@ -107,7 +91,7 @@ def list_api_keys(
     return ApiKeyPage(items=[ApiKeyOut.of(k) for k in keys], next_cursor=next_cursor)
 
 
-@router.post("/api-keys", status_code=201)
+@router.post("/api-keys", status_code=201, responses=problems(409))
 def create_api_key(
     body: CreateApiKey, principal: CurrentPrincipal, accounts: AccountsDep, response: Response
 ) -> CreatedApiKey:
@@ -119,7 +103,7 @@ def create_api_key(
         knowledge_base_ids=body.knowledge_base_ids,
     )
     response.headers["Cache-Control"] = "no-store"
-    return CreatedApiKey(**ApiKeyOut.of(created.record).model_dump(), key=created.plaintext)
+    return CreatedApiKey.of_new(created)
 
 
 @router.get("/api-keys/{key_id}")

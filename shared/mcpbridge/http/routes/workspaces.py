@@ -1,0 +1,124 @@
+"""``/api/v1/workspaces``: the platform's workspaces, for its operators only (an admin key of the platform's own
+workspace, the one ``init`` created, with ``manage_workspaces``; 403 ``platform_admin_required`` for anyone else).
+
+    GET    /                  list (paged), with each one's status: active, disabled, deleting
+    POST   /                  {name, admin_name?}: the workspace, its first user and that user's unrestricted admin
+                              key (shown once, in this response only)
+    GET    /{id}
+    PUT    /{id}              {name}: rename
+    POST   /{id}/disable      every key and endpoint token of it is refused from the next request on
+    POST   /{id}/enable
+    DELETE /{id}              202: marked deleting at once (refused like disabled), purged in the background; the
+                              workspace is gone (404) once its purge is done
+
+The platform's own workspace cannot be disabled or deleted (409 ``platform_workspace``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcpbridge.domain.identity import Workspace
+from mcpbridge.http.auth import CurrentPrincipal
+from mcpbridge.http.deps import WorkspacesDep
+from mcpbridge.http.openapi import problems
+from mcpbridge.http.routes.api_keys import CreatedApiKey
+
+router = APIRouter(prefix="/api/v1/workspaces", tags=["workspaces"])
+
+
+class WorkspaceIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(min_length=1, max_length=255, description="1 to 255 bytes once trimmed.")
+    admin_name: str = Field(
+        default="admin", min_length=1, max_length=255, description="The name of the workspace's first user."
+    )
+
+
+class WorkspaceRename(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(min_length=1, max_length=255, description="1 to 255 bytes once trimmed.")
+
+
+class WorkspaceOut(BaseModel):
+    id: str
+    name: str
+    status: Literal["active", "disabled", "deleting"]
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, workspace: Workspace) -> WorkspaceOut:
+        return cls(
+            id=workspace.id,
+            name=workspace.name,
+            status=workspace.status,
+            created_at=workspace.created_at,
+            updated_at=workspace.updated_at,
+        )
+
+
+class CreatedWorkspaceOut(WorkspaceOut):
+    admin_user_id: str = Field(description="The workspace's first user, who holds the admin key.")
+    admin_api_key: CreatedApiKey = Field(description="Its unrestricted admin key, shown only in this response.")
+
+
+class WorkspacePage(BaseModel):
+    items: list[WorkspaceOut]
+    next_cursor: str | None
+
+
+@router.get("", responses=problems(400))
+def list_workspaces(
+    principal: CurrentPrincipal,
+    workspaces: WorkspacesDep,
+    limit: int = Query(default=50, ge=1, le=200),
+    cursor: str | None = None,
+) -> WorkspacePage:
+    found, next_cursor = workspaces.list(principal, limit=limit, cursor=cursor)
+    return WorkspacePage(items=[WorkspaceOut.of(w) for w in found], next_cursor=next_cursor)
+
+
+@router.post("", status_code=201)
+def create_workspace(
+    body: WorkspaceIn, principal: CurrentPrincipal, workspaces: WorkspacesDep, response: Response
+) -> CreatedWorkspaceOut:
+    created = workspaces.create(principal, name=body.name, admin_name=body.admin_name)
+    response.headers["Cache-Control"] = "no-store"
+    return CreatedWorkspaceOut(
+        **WorkspaceOut.of(created.workspace).model_dump(),
+        admin_user_id=created.admin_user_id,
+        admin_api_key=CreatedApiKey.of_new(created.admin_key),
+    )
+
+
+@router.get("/{workspace_id}")
+def get_workspace(workspace_id: str, principal: CurrentPrincipal, workspaces: WorkspacesDep) -> WorkspaceOut:
+    return WorkspaceOut.of(workspaces.get(principal, workspace_id))
+
+
+@router.put("/{workspace_id}", responses=problems(409))
+def rename_workspace(
+    workspace_id: str, body: WorkspaceRename, principal: CurrentPrincipal, workspaces: WorkspacesDep
+) -> WorkspaceOut:
+    return WorkspaceOut.of(workspaces.rename(principal, workspace_id, name=body.name))
+
+
+@router.post("/{workspace_id}/disable", responses=problems(409))
+def disable_workspace(workspace_id: str, principal: CurrentPrincipal, workspaces: WorkspacesDep) -> WorkspaceOut:
+    return WorkspaceOut.of(workspaces.disable(principal, workspace_id))
+
+
+@router.post("/{workspace_id}/enable", responses=problems(409))
+def enable_workspace(workspace_id: str, principal: CurrentPrincipal, workspaces: WorkspacesDep) -> WorkspaceOut:
+    return WorkspaceOut.of(workspaces.enable(principal, workspace_id))
+
+
+@router.delete("/{workspace_id}", status_code=202, responses=problems(409))
+def delete_workspace(workspace_id: str, principal: CurrentPrincipal, workspaces: WorkspacesDep) -> WorkspaceOut:
+    return WorkspaceOut.of(workspaces.delete(principal, workspace_id))
