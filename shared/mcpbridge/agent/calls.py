@@ -4,7 +4,8 @@ Item ``WS#<ws> / CALL#<id>``. While a call waits for a person it is also in the 
 (``gsi1pk = PENDING#<ws>``, ``gsi1sk = <user>#<created_at>#<id>``: one user's calls are a prefix of it, the
 workspace's approvers read all of it); the attributes go when it stops waiting. Calls that started waiting before this
 layout (``PENDING#<ws>#<user>``, ``<created_at>#<id>``) are still read from their old partition. Until
-it finishes it is in the open list (``gsi2pk = OPENCALLS``), which a restart of the embedded workflow resumes.
+it finishes it is in the open list (``gsi2pk = OPENCALLS#<shard>``, one of 16 shards, see ``domain.shards``; calls
+opened before the shards are in ``OPENCALLS``, read too), which a restart of the embedded workflow resumes.
 
 Statuses::
 
@@ -34,6 +35,7 @@ from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import is_id
 from mcpbridge.domain.items import AnyOf, Compare, Condition, Item, Key, Update
 from mcpbridge.domain.secrets import SecretContext
+from mcpbridge.domain.shards import list_partitions, shard_partition
 from mcpbridge.errors import ConditionFailed, Conflict, NotFound
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, SecretBox, Store
@@ -65,7 +67,7 @@ TERMINAL: Final[frozenset[str]] = frozenset({"completed", "failed", "rejected", 
 
 
 OPEN_PARTITION = "OPENCALLS"
-"""gsi2 partition of the calls not finished yet, every workspace (what a restart resumes)."""
+"""gsi2 list of the calls not finished yet, every workspace (what a restart resumes), sharded by call id."""
 
 
 def call_key(workspace_id: str, call_id: str) -> Key:
@@ -159,10 +161,11 @@ class ToolCalls:
     def unfinished(self) -> builtins.list[ToolCall]:
         """Every call not in a final status, all workspaces (for recovery after a restart)."""
         calls = []
-        for entry in every_item(self._store, OPEN_PARTITION, index="gsi2"):
-            item = self._store.get(Key(entry["pk"], entry["sk"]))
-            if item is not None and item.get("status") not in TERMINAL:
-                calls.append(_call_of(item))
+        for partition in list_partitions(OPEN_PARTITION):
+            for entry in every_item(self._store, partition, index="gsi2"):
+                item = self._store.get(Key(entry["pk"], entry["sk"]))
+                if item is not None and item.get("status") not in TERMINAL:
+                    calls.append(_call_of(item))
         return calls
 
     def task_token(self, call: ToolCall, name: Literal["task_token", "callback_task_token"]) -> str | None:
@@ -199,7 +202,10 @@ class ToolCalls:
             record |= _pending_index(record, timestamp(now))
             record["pending_kind"] = "approval" if record["status"] == "awaiting_approval" else "oauth"
         if record["status"] not in TERMINAL:
-            record |= {"gsi2pk": OPEN_PARTITION, "gsi2sk": f"{timestamp(now)}#{record['id']}"}
+            record |= {
+                "gsi2pk": shard_partition(OPEN_PARTITION, record["id"]),
+                "gsi2sk": f"{timestamp(now)}#{record['id']}",
+            }
         self._store.put(record, condition=Condition.absent("call_new"))
         return _call_of(record)
 

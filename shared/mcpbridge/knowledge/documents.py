@@ -1,7 +1,8 @@
 """Documents: created from text, a URL or a file; indexed by a job that parses, chunks, embeds and indexes them.
 
-    WS#<ws> / DOC#<doc>      the document; gsi1 = KBDOCS#<kb> / <doc> (listing), gsi2 = DOCS_PENDING / <doc>
-                             while it waits for indexing (so a restart can resume it)
+    WS#<ws> / DOC#<doc>      the document; gsi1 = KBDOCS#<kb> / <doc> (listing), gsi2 = DOCS_PENDING#<shard> / <doc>
+                             while it waits for indexing (so a restart can resume it; one of 16 shards, see
+                             ``domain.shards``; items written before the shards sit in DOCS_PENDING, read too)
     blobs: documents/<ws>/<doc>/v<version>/source   the bytes as received
            documents/<ws>/<doc>/v<version>/text     the canonical text chunks and line numbers refer to
 
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Update
 from mcpbridge.domain.knowledge import Chunk, Document, DocumentFormat, KnowledgeAccess
+from mcpbridge.domain.shards import list_partitions, shard_partition
 from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, NotFound, PayloadTooLarge
 from mcpbridge.knowledge.bases import KnowledgeBases, kb_key
 from mcpbridge.knowledge.chunking import chunk_document
@@ -154,7 +156,7 @@ class Documents:
             **doc_key(access.workspace_id, document_id).as_dict(),
             "gsi1pk": f"KBDOCS#{kb_id}",
             "gsi1sk": document_id,
-            "gsi2pk": PENDING,
+            "gsi2pk": shard_partition(PENDING, document_id),
             "gsi2sk": document_id,
             "id": document_id,
             "workspace_id": access.workspace_id,
@@ -278,7 +280,7 @@ class Documents:
             "parse_status": "pending",
             "parse_error": None,
             "updated_at": timestamp(self._clock.now()),
-            "gsi2pk": PENDING,
+            "gsi2pk": shard_partition(PENDING, document_id),
             "gsi2sk": document_id,
         }
         try:
@@ -436,10 +438,15 @@ class Documents:
     def resume_pending(self) -> int:
         """Submit a job for every document still waiting for indexing (after a restart). Returns how many."""
         submitted = 0
-        for item in every_item(self._store, PENDING, index="gsi2"):
+        for item in self._pending():
             self._submit(item["workspace_id"], item["id"], int(item["version"]))
             submitted += 1
         return submitted
+
+    def _pending(self) -> Iterator[Item]:
+        """Index entries of the documents waiting for indexing, every shard (they may lag the items a moment)."""
+        for partition in list_partitions(PENDING):
+            yield from every_item(self._store, partition, index="gsi2")
 
     def purge_knowledge_base(self, workspace_id: str, kb_id: str) -> None:
         """Delete the documents, wiki pages and index of a deleted knowledge base; safe to run twice."""
