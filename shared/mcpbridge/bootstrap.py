@@ -139,6 +139,7 @@ class Container:
             self.store,
             self.workspaces,
             lambda: self.documents,
+            lambda: self.blobs,
             self._snapshots,
             self.tool_call_records,
             lambda: self.tool_call_steps,

@@ -9,7 +9,8 @@ What goes, in order:
    workspace's partition), so no callback can complete one;
 3. each knowledge base: its item, then its documents with their blobs (``documents/<ws>/...``), wiki pages and index
    file (``Documents.purge_knowledge_base``), then anything else under ``KB#<kb>`` (the index pointer and lease on
-   AWS); documents left behind by a knowledge base deleted earlier go the same way;
+   AWS); documents that listing did not reach (a lagging index, a knowledge base deleted before them) with their
+   blobs;
 4. catalog snapshots of every service and user (the blobs under ``catalogs/<ws>/``, then their heads);
 5. each endpoint's rate-limit log (``RATE#<endpoint>``);
 6. every other item of the workspace's partition (keys, users, services, policies, OAuth tokens and registrations,
@@ -21,7 +22,6 @@ Items whose TTL has passed are invisible to every read, this one too; the store'
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -29,15 +29,13 @@ from mcpbridge.agent.calls import ToolCalls
 from mcpbridge.agent.steps import ToolCallSteps
 from mcpbridge.client.snapshots import Snapshots
 from mcpbridge.domain.items import Condition, Key
-from mcpbridge.domain.knowledge import KnowledgeAccess
-from mcpbridge.errors import NotFound
 from mcpbridge.identity.records import workspace_key
 from mcpbridge.identity.workspaces import PURGE_JOB, Workspaces
 from mcpbridge.knowledge.bases import kb_key
-from mcpbridge.knowledge.documents import Documents
+from mcpbridge.knowledge.documents import Documents, blob_key
 from mcpbridge.oauth.attempts import forget_attempts
 from mcpbridge.paging import delete_every_item, every_item
-from mcpbridge.ports import Jobs, Store
+from mcpbridge.ports import Blobs, Jobs, Store
 from mcpbridge.publishing.rate_limit import window_key
 from mcpbridge.tenancy.paused_calls import cancel_waiting
 
@@ -50,15 +48,17 @@ class WorkspacePurge:
         store: Store,
         workspaces: Workspaces,
         documents: Callable[[], Documents],
+        blobs: Callable[[], Blobs],
         snapshots: Snapshots,
         calls: ToolCalls,
         steps: Callable[[], ToolCallSteps],
         jobs: Jobs,
     ) -> None:
-        """``documents`` and ``steps`` are asked for only when there is something for them."""
+        """``documents``, ``blobs`` and ``steps`` are asked for only when there is something for them."""
         self._store = store
         self._workspaces = workspaces
         self._documents = documents
+        self._blobs = blobs
         self._snapshots = snapshots
         self._calls = calls
         self._steps = steps
@@ -91,19 +91,25 @@ class WorkspacePurge:
     def _purge_knowledge(self, workspace_id: str) -> None:
         partition = f"WS#{workspace_id}"
         bases = [str(kb["id"]) for kb in every_item(self._store, partition, sk_prefix="KB#")]
-        documents = self._documents() if bases or self._any(partition, "DOC#") else None
         for kb_id in bases:
             self._store.delete(kb_key(workspace_id, kb_id))
-            assert documents is not None
-            documents.purge_knowledge_base(workspace_id, kb_id)
-            delete_every_item(self._store, f"KB#{kb_id}", sk_prefix="")
-        # Documents a listing by knowledge base did not reach (the index lags, or their knowledge base went before).
-        access = KnowledgeAccess(workspace_id, None)
-        for document in list(every_item(self._store, partition, sk_prefix="DOC#")):
-            assert documents is not None
-            with contextlib.suppress(NotFound):  # its index entries and blobs go; the item may stay (no KB to count)
-                documents.delete(access, str(document["id"]))
+            self._purge_base(workspace_id, kb_id)
+        # Documents that listing did not reach: of a knowledge base deleted before them (whose own purge job has
+        # not run yet) or missed by a lagging index. Their knowledge bases are purged too, then their blobs (every
+        # version's source and text) go here.
+        leftovers = list(every_item(self._store, partition, sk_prefix="DOC#"))
+        for kb_id in sorted({str(document["knowledge_base_id"]) for document in leftovers} - set(bases)):
+            self._purge_base(workspace_id, kb_id)
+        for document in leftovers:
+            for version in range(1, int(document.get("version") or 1) + 1):
+                for part in ("source", "text"):
+                    self._blobs().delete(blob_key(workspace_id, str(document["id"]), version, part))
             self._store.delete(Key(document["pk"], document["sk"]))
+
+    def _purge_base(self, workspace_id: str, kb_id: str) -> None:
+        """A knowledge base's documents, wiki pages and index file, then anything else under ``KB#<kb>``."""
+        self._documents().purge_knowledge_base(workspace_id, kb_id)
+        delete_every_item(self._store, f"KB#{kb_id}", sk_prefix="")
 
     def _any(self, partition: str, prefix: str) -> bool:
         return bool(self._store.query(partition, sk_prefix=prefix, limit=1).items)
