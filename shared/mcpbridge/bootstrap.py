@@ -36,10 +36,13 @@ if TYPE_CHECKING:
     from mcpbridge.identity.workspaces import Workspaces
     from mcpbridge.knowledge.answers import Answerer
     from mcpbridge.knowledge.bases import KnowledgeBases
+    from mcpbridge.knowledge.document_recovery import IndexingRecovery
     from mcpbridge.knowledge.documents import Documents
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
     from mcpbridge.knowledge.wiki import Wiki
+    from mcpbridge.maintenance.failed_jobs import FailedJobs
+    from mcpbridge.maintenance.sweep import Sweep
     from mcpbridge.oauth.service_oauth import ServiceOAuth
     from mcpbridge.outbound.policy import EgressPolicy
     from mcpbridge.publishing.endpoints import EndpointService
@@ -261,7 +264,33 @@ class Container:
             )
         from mcpbridge.adapters.local.jobs import InlineJobs, ThreadJobs
 
-        return InlineJobs(self.run_job) if mode == "inline" else ThreadJobs(self.run_job)
+        return InlineJobs(self.run_job) if mode == "inline" else ThreadJobs(self.run_job, on_failure=self._job_failed)
+
+    def _job_failed(self, kind: str, payload: dict[str, str], exc: Exception, attempts: int) -> None:
+        """A local job the thread pool gave up on: recorded as the failed-jobs consumer records one on AWS."""
+        from mcpbridge.maintenance.failed_jobs import failed_job_from
+
+        self.failed_jobs.record(failed_job_from(kind, payload, exc, attempts))
+
+    @cached_property
+    def indexing_recovery(self) -> IndexingRecovery:
+        from mcpbridge.knowledge.document_recovery import IndexingRecovery
+
+        return IndexingRecovery(
+            self.store, self.clock, self.documents, deadline_seconds=self.settings.indexing_deadline_seconds
+        )
+
+    @cached_property
+    def failed_jobs(self) -> FailedJobs:
+        from mcpbridge.maintenance.failed_jobs import FailedJobs
+
+        return FailedJobs(self.store, self.clock, self.jobs, self.indexing_recovery, self.knowledge_bases)
+
+    @cached_property
+    def sweep(self) -> Sweep:
+        from mcpbridge.maintenance.sweep import Sweep
+
+        return Sweep(self.indexing_recovery)
 
     def run_job(self, kind: str, payload: dict[str, str]) -> None:
         """Carry out one background job (called by the thread pool, or by the indexer Lambda function)."""

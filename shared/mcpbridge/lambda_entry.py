@@ -7,15 +7,19 @@ invocation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mangum import Mangum
 from mangum.adapter import DEFAULT_TEXT_MIME_TYPES
 
-from mcpbridge.bootstrap import build_container
+from mcpbridge.bootstrap import Container, build_container
 from mcpbridge.http.apps import Surface, create_app
 from mcpbridge.observability import LambdaLogging
+
+log = logging.getLogger("mcpbridge.lambda")
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -48,3 +52,40 @@ def make_job_handler() -> LambdaHandler:
         return {"status": "done"}
 
     return handler
+
+
+def make_recovery_handler(container: Container | None = None) -> LambdaHandler:
+    """The job-recovery function: a batch of the indexer's failure records (an SQS event; the records it could not
+    settle are reported back, so SQS delivers them again and, in the end, to the redrive queue), or the periodic
+    sweep (any other event, from EventBridge Scheduler). ``container``: the one to use (tests), else built here."""
+    if container is None:
+        container = build_container()
+        container.preload()
+    wired = container
+    logging_ = LambdaLogging(wired.settings.log_level)
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        logging_.bind(context)
+        if isinstance(event.get("Records"), list):
+            return {"batchItemFailures": _settle_failed_jobs(wired, event["Records"])}
+        report = wired.sweep.run()
+        return {"status": "swept", "backlog": report.backlog, "redriven": report.redriven, "failed": report.failed}
+
+    return handler
+
+
+def _settle_failed_jobs(container: Container, records: list[Mapping[str, Any]]) -> list[dict[str, str]]:
+    from mcpbridge.maintenance.failed_jobs import failed_job_of
+
+    unsettled = []
+    for record in records:
+        message_id = str(record.get("messageId", ""))
+        try:
+            outcome = container.failed_jobs.record(failed_job_of(json.loads(record["body"])))
+        except Exception as exc:  # malformed, or the store or Lambda failed: delivered again, then redriven
+            log.warning("failed-job record %s not settled (%s)", message_id, type(exc).__name__)
+            unsettled.append({"itemIdentifier": message_id})
+            continue
+        if outcome == "given_up":
+            unsettled.append({"itemIdentifier": message_id})
+    return unsettled

@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     # Background jobs (indexing): threads locally; on AWS an asynchronous invocation of the indexer function
     jobs: Literal["auto", "threads", "inline", "lambda"] = "auto"
     indexer_function: str = ""
+    indexing_deadline_seconds: float = Field(default=7200.0, gt=0)
+    """How long a document's job may take, from its submission, before the sweep submits it again: longer than
+    Lambda keeps and retries an asynchronous invocation (an hour in its queue, three attempts of 15 minutes)."""
 
     # Knowledge
     index_cache_dir: Path | None = None

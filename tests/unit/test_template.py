@@ -39,12 +39,17 @@ INDEXER = "IndexerFunction"
 TOOL_CALLS = "ToolCallsFunction"
 STATE_MACHINE = "ToolCallsStateMachine"
 STATE_MACHINE_ROLE = "ToolCallsStateMachineRole"
+# Not behind the API: it consumes the indexer's failure queue and sweeps stuck jobs on a schedule.
+RECOVERY = "JobRecoveryFunction"
 # The functions that submit background jobs, i.e. invoke the indexer.
-JOB_SUBMITTERS = {"AdminApiFunction", "McpEndpointFunction"}
+JOB_SUBMITTERS = {"AdminApiFunction", "McpEndpointFunction", RECOVERY}
+# The functions that store documents (blobs in S3, sealed with the key).
+DOCUMENT_WRITERS = {"AdminApiFunction", "McpEndpointFunction"}
 RUNTIME = "python3.13"
 GLOBAL_ENV: dict[str, Any] = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
-# Where the records of the indexer's failed asynchronous invocations go.
+# Where the records of the indexer's failed asynchronous invocations go, and what the consumer gives up on.
 FAILED_JOBS_QUEUE = "IndexerFailedJobsQueue"
+REDRIVE_QUEUE = "IndexerFailedJobsRedriveQueue"
 ALARMS = {name: r["Properties"] for name, r in RESOURCES.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
 
 
@@ -110,6 +115,7 @@ def test_outputs_reference_the_resources() -> None:
     assert outputs["SecretsKeyId"]["Value"] == {"Ref": "SecretsKey"}
     assert outputs["SecretsKeyArn"]["Value"] == {"Fn::GetAtt": ["SecretsKey", "Arn"]}
     assert outputs["IndexerFailedJobsQueueUrl"]["Value"] == {"Ref": FAILED_JOBS_QUEUE}
+    assert outputs["IndexerFailedJobsRedriveQueueUrl"]["Value"] == {"Ref": REDRIVE_QUEUE}
     assert outputs["BucketName"]["Value"] == {"Ref": "Bucket"}
     assert outputs["ToolCallsStateMachineArn"]["Value"] == {"Ref": STATE_MACHINE}
 
@@ -156,8 +162,8 @@ def test_table_create_kwargs_follow_the_template() -> None:
 # ------------------------------------------------------------------------------------------------ functions
 
 
-def test_there_are_six_functions() -> None:
-    assert set(FUNCTIONS) == HTTP_FUNCTIONS | {INDEXER, TOOL_CALLS}
+def test_there_are_seven_functions() -> None:
+    assert set(FUNCTIONS) == HTTP_FUNCTIONS | {INDEXER, TOOL_CALLS, RECOVERY}
 
 
 def _defines_handler(source: str) -> bool:
@@ -197,6 +203,9 @@ def test_function_runtime_and_architecture(name: str) -> None:
     elif name == TOOL_CALLS:
         # Below every task's TimeoutSeconds (see test_state_machine_tasks_outlast_the_function).
         assert function_property(name, "Timeout") == 300
+    elif name == RECOVERY:
+        # The failure queue's visibility timeout must cover it (test_the_failure_queue_is_consumed_and_redriven).
+        assert function_property(name, "Timeout") == 120
     else:
         assert function_property(name, "Timeout") == 900
         assert function_property(name, "MemorySize") == 2048
@@ -276,6 +285,7 @@ def test_only_the_http_functions_are_behind_the_api() -> None:
         assert all(e["Type"] == "HttpApi" and e["Properties"]["ApiId"] == {"Ref": "HttpApi"} for e in events.values())
     assert function_property(INDEXER, "Events") is None
     assert function_property(TOOL_CALLS, "Events") is None
+    assert {e["Type"] for e in function_property(RECOVERY, "Events").values()} == {"SQS", "ScheduleV2"}
     assert "Events" not in TEMPLATE["Globals"]["Function"]
     # Nothing grants a service the right to invoke it, and the API's own definition does not name it.
     assert not any(r["Type"] == "AWS::Lambda::Permission" and _references(r, INDEXER) for r in RESOURCES.values())
@@ -539,7 +549,7 @@ def test_roles_grant_what_each_function_needs_and_no_more() -> None:
     # Documents (blobs) and index files: objects in the SSE-KMS bucket, so S3 access comes with the key's data-key
     # actions; ListBucket turns a missing object into 404 rather than 403.
     s3_rw = {"s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
-    for name in (*JOB_SUBMITTERS, INDEXER):
+    for name in (*DOCUMENT_WRITERS, INDEXER):
         actions = _role_actions(name)
         assert kms_rw <= actions, name
         assert {a for a in actions if a.startswith("s3:")} == s3_rw, name
@@ -558,10 +568,14 @@ def test_roles_grant_what_each_function_needs_and_no_more() -> None:
         "dynamodb:Query",
         "dynamodb:DescribeTable",
     }
+    # The job-recovery function reads documents and their waiting list and moves them: nothing else.
+    recovery = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"}
     for name in FUNCTIONS:
         actions = _role_actions(name)
-        assert {a for a in actions if a.startswith("dynamodb:")} == table_actions, name
+        wanted = recovery if name == RECOVERY else table_actions
+        assert {a for a in actions if a.startswith("dynamodb:")} == wanted, name
         assert not any(a.endswith("*") for a in actions), name
+    assert not any(a.startswith(("s3:", "kms:", "states:", "bedrock:")) for a in _role_actions(RECOVERY))
 
 
 def test_only_the_job_submitters_may_invoke_the_indexer_and_only_it() -> None:
@@ -605,6 +619,7 @@ def test_bedrock_access_is_conditional_and_per_model() -> None:
         "AdminApiFunction": {"EmbeddingOnBedrock", "LlmOnBedrock"},  # query embeddings, answers
         "McpEndpointFunction": {"EmbeddingOnBedrock", "LlmOnBedrock"},
         INDEXER: {"EmbeddingOnBedrock"},  # document embeddings
+        RECOVERY: set(),
         "OAuthCallbackFunction": set(),
         "ResolutionsFunction": set(),
         TOOL_CALLS: set(),
@@ -895,6 +910,7 @@ def test_state_machine_permissions_are_least_privilege() -> None:
         TOOL_CALLS: {"ResumeToolCalls": NAMED_MACHINE_ARN},
         "McpEndpointFunction": {},
         INDEXER: {"ResumeToolCalls": machine},  # a workspace's purge ends the executions of its paused calls
+        RECOVERY: {},
     }
     # Who finishes a call resumes the agent's own callback token: the admin API (a call that ran at once) and the
     # steps; only on the state machines the operator listed.
@@ -1085,9 +1101,33 @@ def _asynchronously_invoked() -> set[str]:
     return invoked
 
 
+def _queue_is_kept_and_tls_only(queue_name: str) -> None:
+    queue = RESOURCES[queue_name]
+    assert queue["Type"] == "AWS::SQS::Queue"
+    # Encrypted at rest, and kept long enough to be read after a weekend (SQS keeps 14 days at most).
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+    # The queue refuses plain HTTP, like the bucket.
+    policy = RESOURCES[f"{queue_name}Policy"]["Properties"]
+    assert policy["Queues"] == [{"Ref": queue_name}]
+    (deny,) = policy["PolicyDocument"]["Statement"]
+    assert (deny["Effect"], deny["Condition"]) == ("Deny", {"Bool": {"aws:SecureTransport": "false"}})
+
+
+def _sqs_statements() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (path.split("/")[2], statement)
+        for path, statement in _statements(TEMPLATE)
+        if statement.get("Effect") == "Allow"
+        and any(str(a).startswith("sqs:") for a in _as_list(statement.get("Action", [])))
+    ]
+
+
 def test_every_asynchronous_invocation_has_a_failure_destination() -> None:
     invoked = _asynchronously_invoked()
-    assert invoked == {INDEXER}
+    # The indexer (jobs), the job-recovery function (its schedule).
+    assert invoked == {INDEXER, RECOVERY}
+    destinations = {}
     for name in invoked:
         config = function_property(name, "EventInvokeConfig")
         assert config["MaximumRetryAttempts"] <= 2, name
@@ -1095,31 +1135,66 @@ def test_every_asynchronous_invocation_has_a_failure_destination() -> None:
         assert on_failure["Type"] == "SQS", name
         queue_name = on_failure["Destination"]["Fn::GetAtt"][0]
         assert on_failure["Destination"] == {"Fn::GetAtt": [queue_name, "Arn"]}
-        queue = RESOURCES[queue_name]
-        assert queue["Type"] == "AWS::SQS::Queue"
-        # Encrypted at rest, and kept long enough to be read after a weekend (SQS keeps 14 days at most).
-        assert queue["Properties"]["SqsManagedSseEnabled"] is True
-        assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
-        # Lambda sends the record with the function's own role; nobody else may.
+        _queue_is_kept_and_tls_only(queue_name)
+        destinations[name] = queue_name
+        # Lambda sends the record with the function's own role, to that queue only; nobody else sends to it.
         senders = [
-            path.split("/")[2]
-            for path, statement in _statements(TEMPLATE)
-            if statement.get("Effect") == "Allow"
-            and any(str(a).startswith("sqs:") for a in _as_list(statement.get("Action", [])))
+            (role, statement["Resource"])
+            for role, statement in _sqs_statements()
+            if "sqs:SendMessage" in _as_list(statement["Action"])
         ]
-        assert senders == [_role_of(name)]
-        (send,) = [s for s in _role_statements(name) if any(str(a).startswith("sqs:") for a in _as_list(s["Action"]))]
-        assert (send["Action"], send["Resource"]) == ("sqs:SendMessage", {"Fn::GetAtt": [queue_name, "Arn"]})
-        # A record that arrives is seen (queue depth), and so is one that could not be delivered.
-        assert _alarms_on(
-            "AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": {"Fn::GetAtt": [queue_name, "QueueName"]}}
+        assert (_role_of(name), {"Fn::GetAtt": [queue_name, "Arn"]}) in senders
+        assert [role for role, resource in senders if resource == {"Fn::GetAtt": [queue_name, "Arn"]}] == [
+            _role_of(name)
+        ]
+        assert _alarms_on("AWS/Lambda", "DestinationDeliveryFailures", {"FunctionName": {"Ref": name}}) or (
+            name == RECOVERY  # a lost sweep is replaced by the next one, 5 minutes later
         )
-        assert _alarms_on("AWS/Lambda", "DestinationDeliveryFailures", {"FunctionName": {"Ref": name}})
-    # The queue refuses plain HTTP, like the bucket.
-    policy = RESOURCES[f"{FAILED_JOBS_QUEUE}Policy"]["Properties"]
-    assert policy["Queues"] == [{"Ref": FAILED_JOBS_QUEUE}]
-    (deny,) = policy["PolicyDocument"]["Statement"]
-    assert (deny["Effect"], deny["Condition"]) == ("Deny", {"Bool": {"aws:SecureTransport": "false"}})
+    assert destinations == {INDEXER: FAILED_JOBS_QUEUE, RECOVERY: REDRIVE_QUEUE}
+    # Every record ends where someone sees it: consumed, or in a queue whose depth is alarmed.
+    assert _alarms_on(
+        "AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": {"Fn::GetAtt": [REDRIVE_QUEUE, "QueueName"]}}
+    )
+
+
+def test_the_failure_queue_is_consumed_and_what_is_not_settled_is_redriven() -> None:
+    (source,) = [e for e in function_property(RECOVERY, "Events").values() if e["Type"] == "SQS"]
+    assert source["Properties"]["Queue"] == {"Fn::GetAtt": [FAILED_JOBS_QUEUE, "Arn"]}
+    assert source["Properties"]["BatchSize"] == 10
+    # Records the function could not settle are reported back, not the whole batch retried.
+    assert source["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    queue = RESOURCES[FAILED_JOBS_QUEUE]["Properties"]
+    # Lambda requires the visibility timeout to cover the function's; it advises six times.
+    assert queue["VisibilityTimeout"] >= 6 * function_property(RECOVERY, "Timeout")
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [REDRIVE_QUEUE, "Arn"]},
+        "maxReceiveCount": 3,
+    }
+    # The consumer's role may read and delete the failure queue's messages, and only its role.
+    consumers = [
+        (role, statement)
+        for role, statement in _sqs_statements()
+        if set(_as_list(statement["Action"])) & {"sqs:ReceiveMessage", "sqs:DeleteMessage"}
+    ]
+    assert [role for role, _ in consumers] == [_role_of(RECOVERY)]
+    ((_, consume),) = consumers
+    assert set(consume["Action"]) == {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+    assert consume["Resource"] == {"Fn::GetAtt": [FAILED_JOBS_QUEUE, "Arn"]}
+    # Resubmitted and re-driven jobs go to the indexer's alias, like every other submitter's.
+    assert function_environment(RECOVERY)["MCPBRIDGE_INDEXER_FUNCTION"] == {"Ref": f"{INDEXER}.Alias"}
+
+
+def test_the_sweep_runs_on_a_schedule() -> None:
+    (schedule,) = [e for e in function_property(RECOVERY, "Events").values() if e["Type"] == "ScheduleV2"]
+    properties = schedule["Properties"]
+    assert properties["ScheduleExpression"] == "rate(5 minutes)"
+    assert json.loads(properties["Input"]) == {"task": "sweep"}  # not an SQS event: the handler sweeps
+    # The deadline it applies is longer than Lambda keeps and retries an asynchronous job (1 h + 3 x 15 min).
+    indexer = function_property(INDEXER, "EventInvokeConfig")
+    attempts = indexer["MaximumRetryAttempts"] + 1
+    longest = indexer["MaximumEventAgeInSeconds"] + attempts * function_property(INDEXER, "Timeout")
+    assert Settings.model_fields["indexing_deadline_seconds"].default > longest
+    assert "MCPBRIDGE_INDEXING_DEADLINE_SECONDS" not in function_environment(RECOVERY)
 
 
 def test_bucket_expires_the_versions_of_deleted_and_replaced_objects() -> None:
@@ -1183,7 +1258,7 @@ def test_stack_alarms_exist() -> None:
         (
             "AWS/SQS",
             "ApproximateNumberOfMessagesVisible",
-            (("QueueName", {"Fn::GetAtt": [FAILED_JOBS_QUEUE, "QueueName"]}),),
+            (("QueueName", {"Fn::GetAtt": [REDRIVE_QUEUE, "QueueName"]}),),
         ),
         ("AWS/Lambda", "DestinationDeliveryFailures", (("FunctionName", {"Ref": INDEXER}),)),
         ("AWS/Lambda", "AsyncEventAge", (("FunctionName", {"Ref": INDEXER}),)),

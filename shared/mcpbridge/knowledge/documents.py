@@ -3,12 +3,18 @@
     WS#<ws> / DOC#<doc>      the document; gsi1 = KBDOCS#<kb> / <doc> (listing), gsi2 = DOCS_PENDING#<shard> / <doc>
                              while it waits for indexing (so a restart can resume it; one of 16 shards, see
                              ``domain.shards``; items written before the shards sit in DOCS_PENDING, read too)
+    WS#<ws> / DOCDEL#<doc>   a deleted document whose chunks and blobs its deletion job has yet to remove;
+                             gsi2 = DOCS_DELETING#<shard> / <doc> (so a lost job is re-driven)
     blobs: documents/<ws>/<doc>/v<version>/source   the bytes as received
            documents/<ws>/<doc>/v<version>/text     the canonical text chunks and line numbers refer to
 
 Creating or changing a document returns at once with ``parse_status: pending``; the job moves it to
 ``completed`` or ``failed`` (with the reason). Jobs carry the version they index, so a job for an older version
-does nothing once a newer one exists.
+does nothing once a newer one exists. Deleting one returns at once too: the item goes in the request, its chunks
+(a rewrite of the knowledge base's index) and blobs in a ``delete_document`` job. ``queued_at`` (epoch seconds) is
+when its current job was submitted, for the sweep that re-drives jobs that never ended
+(``knowledge.document_recovery``). A job that finds the knowledge base's index busy puts the document back to
+``pending`` and raises, so the job runner tries it again later rather than failing the document.
 """
 
 # Over 400 lines: a document's whole life: create, fetch, parse, index, update, delete, resume.
@@ -25,7 +31,7 @@ from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Update
 from mcpbridge.domain.knowledge import Chunk, Document, DocumentFormat, KnowledgeAccess
 from mcpbridge.domain.shards import list_partitions, shard_partition
-from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, NotFound, PayloadTooLarge
+from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, NotFound, PayloadTooLarge, Unavailable
 from mcpbridge.knowledge.bases import KnowledgeBases, kb_key
 from mcpbridge.knowledge.chunking import chunk_document
 from mcpbridge.knowledge.parsing import parse_document
@@ -41,11 +47,19 @@ TITLE_MAX_BYTES = 255
 PAGE_SIZE_DEFAULT = 20
 PAGE_SIZE_MAX = 100
 PENDING = "DOCS_PENDING"
+DELETING = "DOCS_DELETING"
+INDEX_CONTENTION = frozenset({"index_busy", "index_contention"})
+"""Codes of ``Unavailable`` meaning another writer held the knowledge base's index: worth trying again later."""
+DELETE_JOB = "delete_document"
 _CONTENT_TYPES: dict[DocumentFormat, str] = {"markdown": "text/markdown", "text": "text/plain"}
 
 
 def doc_key(workspace_id: str, document_id: str) -> Key:
     return Key(f"WS#{workspace_id}", f"DOC#{document_id}")
+
+
+def deletion_key(workspace_id: str, document_id: str) -> Key:
+    return Key(f"WS#{workspace_id}", f"DOCDEL#{document_id}")
 
 
 def blob_key(workspace_id: str, document_id: str, version: int, part: str) -> str:
@@ -175,6 +189,7 @@ class Documents:
             "created_at": now,
             "updated_at": now,
             "indexed_at": None,
+            "queued_at": self._clock.now(),
         }
         self._blobs.put(blob_key(access.workspace_id, document_id, 1, "source"), data, content_type=content_type)
         try:
@@ -191,7 +206,7 @@ class Documents:
         except ConditionFailed:
             self._blobs.delete(blob_key(access.workspace_id, document_id, 1, "source"))
             raise NotFound(f"knowledge base {kb_id!r} was not found", code="kb_not_found") from None
-        self._submit(access.workspace_id, document_id, 1)
+        self.submit_indexing(access.workspace_id, document_id, 1)
         return _document_of(item)
 
     def _check_size(self, data: bytes) -> None:
@@ -202,7 +217,7 @@ class Documents:
                 details={"limit_bytes": self._max_bytes},
             )
 
-    def _submit(self, workspace_id: str, document_id: str, version: int) -> None:
+    def submit_indexing(self, workspace_id: str, document_id: str, version: int) -> None:
         self._jobs.submit(
             "index_document", {"workspace_id": workspace_id, "document_id": document_id, "version": str(version)}
         )
@@ -282,6 +297,7 @@ class Documents:
             "updated_at": timestamp(self._clock.now()),
             "gsi2pk": shard_partition(PENDING, document_id),
             "gsi2sk": document_id,
+            "queued_at": self._clock.now(),
         }
         try:
             item = self._store.update(
@@ -294,29 +310,53 @@ class Documents:
             raise NotFound(
                 f"document {document_id!r} changed or was deleted meanwhile; retry", code="document_conflict"
             ) from None
-        self._submit(access.workspace_id, document_id, version)
+        self.submit_indexing(access.workspace_id, document_id, version)
         return _document_of(item)
 
     def delete(self, access: KnowledgeAccess, document_id: str) -> Document:
+        """Remove the document now; its chunks (a rewrite of the index) and blobs go in a ``delete_document`` job,
+        which a marker item (in the same transaction) lets the sweep re-drive if the job is lost."""
         current = self.get(access, document_id)
+        workspace_id, kb_id = access.workspace_id, current.knowledge_base_id
+        marker: Item = {
+            **deletion_key(workspace_id, document_id).as_dict(),
+            "gsi2pk": shard_partition(DELETING, document_id),
+            "gsi2sk": document_id,
+            "workspace_id": workspace_id,
+            "knowledge_base_id": kb_id,
+            "document_id": document_id,
+            "version": current.version,
+            "queued_at": self._clock.now(),
+        }
         try:
             self._store.transact(
                 [
-                    Remove(doc_key(access.workspace_id, document_id), Condition.exists("document_exists")),
+                    Remove(doc_key(workspace_id, document_id), Condition.exists("document_exists")),
                     Patch(
-                        kb_key(access.workspace_id, current.knowledge_base_id),
-                        Update(add={"document_count": -1}),
-                        Condition.exists("kb_exists"),
+                        kb_key(workspace_id, kb_id), Update(add={"document_count": -1}), Condition.exists("kb_exists")
                     ),
+                    Put(marker),
                 ]
             )
         except ConditionFailed as lost:
             if lost.condition == "document_exists":
                 raise NotFound(f"document {document_id!r} was not found", code="document_not_found") from None
-            # The knowledge base is being deleted: its purge removes the rest.
-        self._index.delete_document(current.knowledge_base_id, document_id)
-        self._delete_blobs(current)
+            return current  # the knowledge base is being deleted: its purge removes the rest
+        self.submit_deletion(marker)
         return current
+
+    def submit_deletion(self, marker: Item) -> None:
+        """Submit the ``delete_document`` job of a deletion marker."""
+        payload = {name: str(marker[name]) for name in ("workspace_id", "knowledge_base_id", "document_id", "version")}
+        self._jobs.submit(DELETE_JOB, payload)
+
+    def run_deletion(self, workspace_id: str, kb_id: str, document_id: str, version: int) -> None:
+        """Remove a deleted document's chunks and blobs, then its marker; safe to run twice."""
+        self._index.delete_document(kb_id, document_id)
+        for number in range(1, version + 1):
+            for part in ("source", "text"):
+                self._blobs.delete(blob_key(workspace_id, document_id, number, part))
+        self._store.delete(deletion_key(workspace_id, document_id))
 
     def _delete_blobs(self, document: Document) -> None:
         for version in range(1, document.version + 1):
@@ -348,6 +388,18 @@ class Documents:
                 document.knowledge_base_id, document_id, chunks, vectors, embedder_name, language=language
             )
             self._reanalyse_if_stale(workspace_id, document.knowledge_base_id, language)
+        except Unavailable as exc:
+            if exc.code not in INDEX_CONTENTION:
+                self._finish(key, version, failed=exc.message)
+                return
+            # Another writer held the index: back to pending, and the job runner tries again later (with backoff).
+            with contextlib.suppress(ConditionFailed):
+                self._store.update(
+                    key,
+                    Update(set={"parse_status": "pending"}),
+                    condition=Condition.equals("document_version", "version", version),
+                )
+            raise
         except MCPBridgeError as exc:
             self._finish(key, version, failed=exc.message)
             return
@@ -358,7 +410,9 @@ class Documents:
             log.exception("indexing document %s failed", document_id)
             self._finish(key, version, failed="internal error while indexing; update the document to retry")
             return
-        self._finish(key, version, chunk_count=len(chunks), line_count=line_count)
+        if not self._finish(key, version, chunk_count=len(chunks), line_count=line_count) and not self._store.get(key):
+            # Deleted while it was indexed: its deletion job may have run before these chunks went in.
+            self._index.delete_document(document.knowledge_base_id, document_id)
 
     def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[float]] | None, int, str]:
         data = self._blobs.get(blob_key(document.workspace_id, document.id, document.version, "source"))
@@ -395,7 +449,8 @@ class Documents:
 
     def _finish(
         self, key: Key, version: int, *, failed: str | None = None, chunk_count: int = 0, line_count: int = 0
-    ) -> None:
+    ) -> bool:
+        """Record the job's outcome; False when the document changed or went meanwhile."""
         now = timestamp(self._clock.now())
         changes: dict[str, object] = {"updated_at": now}
         if failed is None:
@@ -409,13 +464,17 @@ class Documents:
             }
         else:
             changes |= {"parse_status": "failed", "parse_error": failed}
-        # Losing means a newer version superseded this one while it was indexed: its own job owns the status.
-        with contextlib.suppress(ConditionFailed):
+        # Losing means a newer version superseded this one while it was indexed (its own job owns the status), or
+        # the document was deleted.
+        try:
             self._store.update(
                 key,
-                Update(set=changes, remove=["gsi2pk", "gsi2sk"]),
+                Update(set=changes, remove=["gsi2pk", "gsi2sk", "queued_at"]),
                 condition=Condition.equals("document_version", "version", version),
             )
+        except ConditionFailed:
+            return False
+        return True
 
     def _reanalyse_if_stale(self, workspace_id: str, kb_id: str, language: str | None) -> None:
         """An index analysed for another language, or by an older release, is re-analysed in the background."""
@@ -439,7 +498,7 @@ class Documents:
         """Submit a job for every document still waiting for indexing (after a restart). Returns how many."""
         submitted = 0
         for item in self._pending():
-            self._submit(item["workspace_id"], item["id"], int(item["version"]))
+            self.submit_indexing(item["workspace_id"], item["id"], int(item["version"]))
             submitted += 1
         return submitted
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from mcpbridge.knowledge.documents import Documents
+from mcpbridge.knowledge.documents import DELETE_JOB, Documents
 
 log = logging.getLogger("mcpbridge.knowledge")
 
@@ -18,5 +18,9 @@ def run_job(documents: Documents, kind: str, payload: dict[str, str]) -> None:
         documents.run_reanalysis(payload["workspace_id"], payload["knowledge_base_id"], payload["language"])
     elif kind == "purge_knowledge_base":
         documents.purge_knowledge_base(payload["workspace_id"], payload["knowledge_base_id"])
+    elif kind == DELETE_JOB:
+        documents.run_deletion(
+            payload["workspace_id"], payload["knowledge_base_id"], payload["document_id"], int(payload["version"])
+        )
     else:
         log.warning("unknown job kind %s ignored", kind)

@@ -49,7 +49,19 @@ def lease_key(kb_id: str) -> Key:
 class S3IndexFiles:
     """``IndexFiles`` on S3 + a DynamoDB version pointer, cached under ``cache_dir``."""
 
-    def __init__(self, store: Store, s3: S3Client, bucket: str, cache_dir: Path, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: Store,
+        s3: S3Client,
+        bucket: str,
+        cache_dir: Path,
+        clock: Clock,
+        *,
+        lease_wait_seconds: float = WAIT_FOR_LEASE_SECONDS,
+    ) -> None:
+        """``lease_wait_seconds``: how long a writer waits for the knowledge base's lease before it gives up with
+        ``Unavailable`` ``index_busy`` (the job is then tried again later, not failed)."""
+        self._lease_wait = lease_wait_seconds
         self._store = store
         self._s3 = s3
         self._bucket = bucket
@@ -161,7 +173,7 @@ class S3IndexFiles:
                 self._s3.delete_object(Bucket=self._bucket, Key=stale)
 
     def _take_lease(self, kb_id: str, holder: str) -> None:
-        deadline = time.monotonic() + WAIT_FOR_LEASE_SECONDS
+        deadline = time.monotonic() + self._lease_wait
         delay = 0.05
         while True:
             now = self._clock.now()
@@ -177,7 +189,8 @@ class S3IndexFiles:
             except ConditionFailed:
                 if time.monotonic() > deadline:
                     raise Unavailable(
-                        f"the index of knowledge base {kb_id} is busy; retry", code="index_busy"
+                        f"the index of knowledge base {kb_id} stayed busy (another write) for {self._lease_wait:g} s",
+                        code="index_busy",
                     ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)

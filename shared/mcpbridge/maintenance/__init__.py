@@ -1,0 +1,1 @@
+"""Keeping background work from hanging: jobs that failed for good, and the periodic sweep."""
