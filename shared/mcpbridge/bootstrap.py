@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.documents import Documents
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
+    from mcpbridge.knowledge.uploads import DocumentUploads
     from mcpbridge.knowledge.wiki import Wiki
     from mcpbridge.maintenance.failed_jobs import FailedJobs
     from mcpbridge.maintenance.sweep import Sweep
@@ -318,8 +319,15 @@ class Container:
             embedder=self.embedder,
             egress=self.egress,
             max_bytes=self.settings.max_document_bytes,
+            max_request_bytes=self.settings.max_request_document_bytes,
             fetch_timeout=self.settings.url_fetch_timeout_seconds,
         )
+
+    @cached_property
+    def uploads(self) -> DocumentUploads:
+        from mcpbridge.knowledge.uploads import DocumentUploads
+
+        return DocumentUploads(self.store, self.blobs, self.clock, self.knowledge_bases, self.documents)
 
     @cached_property
     def knowledge_search(self) -> KnowledgeSearch:

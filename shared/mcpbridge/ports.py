@@ -82,6 +82,15 @@ class SecretBox(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class UploadTarget:
+    """Where a client sends a file itself, as an HTML form would: a ``multipart/form-data`` POST to ``url`` with
+    ``fields`` first, then the file in the field ``file``."""
+
+    url: str
+    fields: dict[str, str]
+
+
 class Blobs(Protocol):
     """Opaque bytes by key (S3 on AWS, files in the data directory locally)."""
 
@@ -93,6 +102,20 @@ class Blobs(Protocol):
 
     def delete(self, key: str) -> None:
         """Idempotent."""
+        ...
+
+    def size(self, key: str) -> int | None:
+        """How many bytes the blob holds, or None when there is no such blob."""
+        ...
+
+    def copy(self, source: str, destination: str) -> None:
+        """Copy one blob to another key (inside the store: the bytes do not pass through this process on S3)."""
+        ...
+
+    def upload_target(self, key: str, *, content_type: str, max_bytes: int, expires_in: int) -> UploadTarget | None:
+        """A form the client posts a file of at most ``max_bytes`` and type ``content_type`` to, stored as ``key``,
+        for ``expires_in`` seconds (S3: a presigned POST, the size enforced by S3); None where uploads have to pass
+        through mcpbridge itself (the embedded backend)."""
         ...
 
 

@@ -71,7 +71,11 @@ class Settings(BaseSettings):
     # Knowledge
     index_cache_dir: Path | None = None
     """AWS mode: where index files fetched from S3 are cached (default: <system temp dir>/mcpbridge-indexes)."""
-    max_document_bytes: int = 5 * 1024 * 1024
+    max_document_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
+    """The largest document: uploaded straight to the blob store (``.../documents/uploads``) or fetched from a URL."""
+    max_request_document_bytes: int = Field(default=5 * 1024 * 1024, ge=1)
+    """The largest document sent inside a request (text, or a file in the request). On AWS a request is at most
+    6 MB once base64-encoded by API Gateway: the template sets 4 MiB."""
     url_fetch_timeout_seconds: float = 15.0
 
     embedding_provider: Literal["auto", "none", "local", "bedrock", "openai"] = "auto"

@@ -423,6 +423,7 @@ def test_parameters() -> None:
         "LlmOnBedrock": {"Fn::Equals": [{"Ref": "LlmProvider"}, "bedrock"]},
         "ResumesAgentCallbacks": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AgentStateMachineArns"}, ""]}]},
         "NotifiesAlarms": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]},
+        "HasAllowedOrigins": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AllowedOrigins"}, ""]}]},
         "ReservesApiConcurrency": {"Fn::Not": [{"Fn::Equals": [{"Ref": "ApiReservedConcurrency"}, -1]}]},
         "ReservesIndexerConcurrency": {"Fn::Not": [{"Fn::Equals": [{"Ref": "IndexerReservedConcurrency"}, -1]}]},
     }
@@ -1213,6 +1214,31 @@ def test_bucket_expires_the_versions_of_deleted_and_replaced_objects() -> None:
     assert (indexes["Prefix"], indexes["NoncurrentVersionExpiration"]) == ("indexes/", {"NoncurrentDays": 7})
     assert indexes["ExpiredObjectDeleteMarker"] is True
     assert rules["AbortIncompleteMultipartUploads"]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+    # What an abandoned large-document upload left (uploads/<ws>/<upload>, copied to documents/ on completion).
+    from mcpbridge.knowledge.uploads import UPLOAD_SECONDS, upload_blob
+
+    abandoned = rules["ExpireAbandonedUploads"]
+    assert upload_blob("ws", "upl").startswith(abandoned["Prefix"])
+    assert abandoned["ExpirationInDays"] * 24 * 3600 > UPLOAD_SECONDS  # never an upload still open
+    assert abandoned["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}
+
+
+def test_browsers_of_the_allowed_origins_may_post_uploads_to_the_bucket() -> None:
+    cors = RESOURCES["Bucket"]["Properties"]["CorsConfiguration"]
+    condition, rules, otherwise = cors["Fn::If"]
+    assert (condition, otherwise) == ("HasAllowedOrigins", _NO_VALUE)
+    (rule,) = rules["CorsRules"]
+    assert rule["AllowedMethods"] == ["POST"]  # the presigned form; nothing is read from a browser
+    assert rule["AllowedOrigins"] == {"Fn::Split": [",", {"Ref": "AllowedOrigins"}]}
+
+
+def test_documents_in_a_request_fit_what_api_gateway_and_lambda_carry() -> None:
+    # Lambda takes at most 6 MB (6,291,456 bytes) of request; API Gateway base64-encodes a file (4/3 larger) inside
+    # a JSON event with headers around it. Larger documents go straight to the bucket, up to the per-document limit.
+    in_request = int(GLOBAL_ENV["MCPBRIDGE_MAX_REQUEST_DOCUMENT_BYTES"])
+    assert in_request * 4 / 3 + 64 * 1024 <= 6_291_456
+    assert "MCPBRIDGE_MAX_DOCUMENT_BYTES" not in GLOBAL_ENV
+    assert Settings.model_fields["max_document_bytes"].default >= 100 * 1024 * 1024
 
 
 def _dimensions(alarm: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.documents import Documents
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
+    from mcpbridge.knowledge.uploads import DocumentUploads
     from mcpbridge.knowledge.wiki import Wiki
     from mcpbridge.oauth.service_oauth import ServiceOAuth
     from mcpbridge.outbound.policy import EgressPolicy
@@ -56,6 +57,10 @@ def _bases(request: Request) -> KnowledgeBases:
 
 def _documents(request: Request) -> Documents:
     return container_of(request).documents
+
+
+def _uploads(request: Request) -> DocumentUploads:
+    return container_of(request).uploads
 
 
 def _reader(request: Request) -> DocumentReader:
@@ -135,6 +140,7 @@ if TYPE_CHECKING:
     UserRemovalDep = Annotated[UserRemoval, Depends(_user_removal)]
     KnowledgeBasesDep = Annotated[KnowledgeBases, Depends(_bases)]
     DocumentsDep = Annotated[Documents, Depends(_documents)]
+    UploadsDep = Annotated[DocumentUploads, Depends(_uploads)]
     ReaderDep = Annotated[DocumentReader, Depends(_reader)]
     KnowledgeSearchDep = Annotated[KnowledgeSearch, Depends(_knowledge)]
     AnswererDep = Annotated[Answerer, Depends(_answerer)]
@@ -159,6 +165,7 @@ else:
     UserRemovalDep = Annotated[Any, Depends(_user_removal)]
     KnowledgeBasesDep = Annotated[Any, Depends(_bases)]
     DocumentsDep = Annotated[Any, Depends(_documents)]
+    UploadsDep = Annotated[Any, Depends(_uploads)]
     ReaderDep = Annotated[Any, Depends(_reader)]
     KnowledgeSearchDep = Annotated[Any, Depends(_knowledge)]
     AnswererDep = Annotated[Any, Depends(_answerer)]

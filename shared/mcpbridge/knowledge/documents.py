@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import new_id
-from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Update
+from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Update, WriteOp
 from mcpbridge.domain.knowledge import Chunk, Document, DocumentFormat, KnowledgeAccess
 from mcpbridge.domain.shards import list_partitions, shard_partition
 from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, NotFound, PayloadTooLarge, Unavailable
@@ -99,8 +99,12 @@ class Documents:
         embedder: Embedder | None,
         egress: EgressPolicy,
         max_bytes: int,
+        max_request_bytes: int | None = None,
         fetch_timeout: float,
     ) -> None:
+        """``max_bytes``: the largest document (uploaded straight to the blob store, or fetched from a URL);
+        ``max_request_bytes``: the largest one sent inside a request (text, a file in the request), by default the
+        same."""
         self._store = store
         self._blobs = blobs
         self._index = index
@@ -110,7 +114,16 @@ class Documents:
         self._embedder = embedder
         self._egress = egress
         self._max_bytes = max_bytes
+        self._max_request_bytes = max_bytes if max_request_bytes is None else min(max_request_bytes, max_bytes)
         self._fetch_timeout = fetch_timeout
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes
+
+    @property
+    def max_request_bytes(self) -> int:
+        return self._max_request_bytes
 
     # ------------------------------------------------------------------------------------------ create
 
@@ -121,6 +134,7 @@ class Documents:
         data = content.encode()
         if not content.strip():
             raise InvalidInput("content is empty", code="document_empty")
+        self._check_request_size(len(data), kb_id)
         return self._create(access, kb_id, title=title, data=data, content_type=_CONTENT_TYPES[format], source="text")
 
     def create_from_url(self, access: KnowledgeAccess, kb_id: str, *, title: str, url: str) -> Document:
@@ -129,6 +143,7 @@ class Documents:
         # Fetched now, through the SSRF guard (every redirect and resolved address checked), so a refusal is
         # reported to the caller and nothing is stored.
         fetched = fetch(url, policy=self._egress, timeout=self._fetch_timeout, max_bytes=self._max_bytes)
+        self._check_size(len(fetched.content))
         return self._create(
             access,
             kb_id,
@@ -146,6 +161,7 @@ class Documents:
         title = clean_title(title or filename)
         if not data:
             raise InvalidInput("the file is empty", code="document_empty")
+        self._check_request_size(len(data), kb_id)
         return self._create(
             access, kb_id, title=title, data=data, content_type=content_type, source="file", filename=filename
         )
@@ -162,10 +178,38 @@ class Documents:
         url: str | None = None,
         filename: str | None = None,
     ) -> Document:
-        self._check_size(data)
         self._bases.get(access, kb_id)
-        now = timestamp(self._clock.now())
         document_id = new_id("doc")
+        self._blobs.put(blob_key(access.workspace_id, document_id, 1, "source"), data, content_type=content_type)
+        return self.register(
+            access,
+            kb_id,
+            document_id,
+            title=title,
+            size=len(data),
+            content_type=content_type,
+            source=source,
+            url=url,
+            filename=filename,
+        )
+
+    def register(
+        self,
+        access: KnowledgeAccess,
+        kb_id: str,
+        document_id: str,
+        *,
+        title: str,
+        size: int,
+        content_type: str,
+        source: str,
+        url: str | None = None,
+        filename: str | None = None,
+        also: Sequence[WriteOp] = (),
+    ) -> Document:
+        """Store a new document whose first source blob is already in place (with ``also`` in the same
+        transaction), and submit its indexing. A lost condition of ``also`` propagates as ``ConditionFailed``."""
+        now = timestamp(self._clock.now())
         item: Item = {
             **doc_key(access.workspace_id, document_id).as_dict(),
             "gsi1pk": f"KBDOCS#{kb_id}",
@@ -180,7 +224,7 @@ class Documents:
             "url": url,
             "filename": filename,
             "content_type": content_type,
-            "size_bytes": len(data),
+            "size_bytes": size,
             "version": 1,
             "parse_status": "pending",
             "parse_error": None,
@@ -191,30 +235,37 @@ class Documents:
             "indexed_at": None,
             "queued_at": self._clock.now(),
         }
-        self._blobs.put(blob_key(access.workspace_id, document_id, 1, "source"), data, content_type=content_type)
+        kb_count = Patch(
+            kb_key(access.workspace_id, kb_id), Update(add={"document_count": 1}), Condition.exists("kb_exists")
+        )
         try:
-            self._store.transact(
-                [
-                    Put(item, Condition.absent("document_new")),
-                    Patch(
-                        kb_key(access.workspace_id, kb_id),
-                        Update(add={"document_count": 1}),
-                        Condition.exists("kb_exists"),
-                    ),
-                ]
-            )
-        except ConditionFailed:
+            # ``also`` first: when its condition is the one lost, that is the one reported.
+            self._store.transact([*also, Put(item, Condition.absent("document_new")), kb_count])
+        except ConditionFailed as lost:
+            if lost.condition not in ("kb_exists", "document_new"):
+                raise  # the caller's own condition: whoever won it owns the blob
             self._blobs.delete(blob_key(access.workspace_id, document_id, 1, "source"))
             raise NotFound(f"knowledge base {kb_id!r} was not found", code="kb_not_found") from None
         self.submit_indexing(access.workspace_id, document_id, 1)
         return _document_of(item)
 
-    def _check_size(self, data: bytes) -> None:
-        if len(data) > self._max_bytes:
+    def _check_size(self, size: int) -> None:
+        if size > self._max_bytes:
             raise PayloadTooLarge(
-                f"the document is {len(data)} bytes; the limit is {self._max_bytes}",
+                f"the document is {size} bytes; the limit is {self._max_bytes}",
                 code="document_too_large",
                 details={"limit_bytes": self._max_bytes},
+            )
+
+    def _check_request_size(self, size: int, kb_id: str) -> None:
+        """Documents sent inside a request: a smaller limit (API Gateway and Lambda cap a request's size); larger
+        ones are uploaded straight to the blob store."""
+        if size > self._max_request_bytes:
+            raise PayloadTooLarge(
+                f"the document is {size} bytes; one sent in the request may have at most {self._max_request_bytes}: "
+                f"upload it instead (POST /api/v1/knowledge-bases/{kb_id}/documents/uploads, up to {self._max_bytes})",
+                code="document_too_large",
+                details={"limit_bytes": self._max_request_bytes, "upload_limit_bytes": self._max_bytes},
             )
 
     def submit_indexing(self, workspace_id: str, document_id: str, version: int) -> None:
@@ -283,13 +334,19 @@ class Documents:
             if not content.strip():
                 raise InvalidInput("content is empty", code="document_empty")
             data = content.encode()
-            self._check_size(data)
+            self._check_request_size(len(data), current.knowledge_base_id)
             content_type = current.content_type if current.source == "text" else "text/markdown"
             changes |= {"size_bytes": len(data), "content_type": content_type, "source": "text"}
-        else:
-            data = self._blobs.get(blob_key(access.workspace_id, document_id, current.version, "source")) or b""
-            content_type = current.content_type
-        self._blobs.put(blob_key(access.workspace_id, document_id, version, "source"), data, content_type=content_type)
+            self._blobs.put(
+                blob_key(access.workspace_id, document_id, version, "source"), data, content_type=content_type
+            )
+        else:  # the same source, copied inside the blob store (it may be far larger than a request)
+            source = blob_key(access.workspace_id, document_id, current.version, "source")
+            target = blob_key(access.workspace_id, document_id, version, "source")
+            if self._blobs.size(source) is None:  # lost: the new version fails to index, saying so
+                self._blobs.put(target, b"", content_type=current.content_type)
+            else:
+                self._blobs.copy(source, target)
         changes |= {
             "version": version,
             "parse_status": "pending",

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mcpbridge.errors import Unavailable
+from mcpbridge.ports import UploadTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -50,6 +51,36 @@ class S3Blobs:
 
     def delete(self, key: str) -> None:
         self._call(lambda: self._client.delete_object(Bucket=self._bucket, Key=self.key(key)))
+
+    def size(self, key: str) -> int | None:
+        try:
+            head = self._client.head_object(Bucket=self._bucket, Key=self.key(key))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise Unavailable(f"S3 head failed ({_code(exc)})", code="blobs_unavailable") from exc
+        except BotoCoreError as exc:
+            raise Unavailable(f"S3 cannot be reached ({type(exc).__name__})", code="blobs_unavailable") from exc
+        return int(head["ContentLength"])
+
+    def copy(self, source: str, destination: str) -> None:
+        # The managed copy: one CopyObject, or a multipart copy for objects over its 5 GB limit.
+        origin: Any = {"Bucket": self._bucket, "Key": self.key(source)}
+        self._call(lambda: self._client.copy(origin, self._bucket, self.key(destination)))
+
+    def upload_target(self, key: str, *, content_type: str, max_bytes: int, expires_in: int) -> UploadTarget:
+        """A presigned POST: S3 refuses a file over ``max_bytes`` or of another type, and any other key."""
+        try:
+            post = self._client.generate_presigned_post(
+                Bucket=self._bucket,
+                Key=self.key(key),
+                Fields={"Content-Type": content_type},
+                Conditions=[{"Content-Type": content_type}, ["content-length-range", 1, max_bytes]],
+                ExpiresIn=expires_in,
+            )
+        except BotoCoreError as exc:  # no credentials to sign with
+            raise Unavailable("cannot sign an upload now", code="blobs_unavailable") from exc
+        return UploadTarget(url=str(post["url"]), fields={str(k): str(v) for k, v in post["fields"].items()})
 
     def _call(self, call: Any) -> None:
         try:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 from mcpbridge.errors import Unavailable
+from mcpbridge.ports import UploadTarget
 
 
 class FileBlobs:
@@ -51,3 +53,29 @@ class FileBlobs:
             self._path(key).unlink(missing_ok=True)
         except OSError as exc:
             raise Unavailable(f"cannot delete blob {key}: {exc.strerror}", code="blobs_unavailable") from exc
+
+    def size(self, key: str) -> int | None:
+        try:
+            return self._path(key).stat().st_size
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise Unavailable(f"cannot read blob {key}: {exc.strerror}", code="blobs_unavailable") from exc
+
+    def copy(self, source: str, destination: str) -> None:
+        origin, path = self._path(source), self._path(destination)
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            os.close(fd)
+            try:
+                shutil.copyfile(origin, tmp)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise Unavailable(f"cannot copy blob {source}: {exc.strerror}", code="blobs_unavailable") from exc
+
+    def upload_target(self, key: str, *, content_type: str, max_bytes: int, expires_in: int) -> UploadTarget | None:
+        return None  # uploads come through mcpbridge's own route

@@ -1,17 +1,20 @@
-"""Documents: ``/api/v1/knowledge-bases/{kb_id}/documents`` (list, create from text or URL, upload a file) and
-``/api/v1/documents/{id}`` (get, read, update, delete). Creating returns at once with ``parse_status: pending``."""
+"""Documents: ``/api/v1/knowledge-bases/{kb_id}/documents`` (list, create from text or URL, upload a file in the
+request), ``/api/v1/knowledge-bases/{kb_id}/documents/uploads`` and ``/api/v1/document-uploads/{id}/...`` (a large
+file straight to the blob store, then ``complete``) and ``/api/v1/documents/{id}`` (get, read, update, delete).
+Creating returns at once with ``parse_status: pending``; deleting removes the chunks in the background."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from anyio import to_thread
-from fastapi import APIRouter, File, Form, Query, Response, UploadFile
+from fastapi import APIRouter, File, Form, Query, Request, Response, UploadFile
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.errors import InvalidInput, PayloadTooLarge
 from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
-from mcpbridge.http.deps import DocumentsDep, ReaderDep, SettingsDep
+from mcpbridge.http.deps import DocumentsDep, ReaderDep, UploadsDep
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.views import ChunkOut, DocumentOut
 
@@ -88,16 +91,20 @@ def create_document(kb_id: str, body: DocumentIn, principal: CurrentPrincipal, d
 async def upload_document(
     kb_id: str,
     principal: CurrentPrincipal,
-    settings: SettingsDep,
     documents: DocumentsDep,
     file: Annotated[UploadFile, File(description="Markdown, text, HTML or PDF")],
     title: Annotated[str | None, Form(max_length=255)] = None,
 ) -> DocumentOut:
     access = knowledge_write_access(principal, "write")
-    limit = settings.max_document_bytes
+    limit = documents.max_request_bytes
     data = await file.read(limit + 1)
     if len(data) > limit:
-        raise PayloadTooLarge(f"the file is larger than {limit} bytes", code="document_too_large")
+        raise PayloadTooLarge(
+            f"the file is larger than {limit} bytes, the most a request may carry: upload it instead "
+            f"(POST /api/v1/knowledge-bases/{kb_id}/documents/uploads, up to {documents.max_bytes} bytes)",
+            code="document_too_large",
+            details={"limit_bytes": limit, "upload_limit_bytes": documents.max_bytes},
+        )
     if not file.filename:
         raise InvalidInput("the upload has no file name", code="invalid_file")
     document = await to_thread.run_sync(
@@ -111,6 +118,81 @@ async def upload_document(
         )
     )
     return DocumentOut.of(document)
+
+
+class UploadIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    filename: str = Field(min_length=1, max_length=255)
+    content_type: str = Field(min_length=3, max_length=255, pattern=r"^[\w.+-]+/[\w.+-]+$")
+    size_bytes: int = Field(ge=1, description="The file's size; at most the per-document limit.")
+    title: str | None = Field(default=None, min_length=1, max_length=255)
+
+
+class UploadOut(BaseModel):
+    """Post the file as an HTML form would (``multipart/form-data``): ``fields`` first, then the file as ``file``;
+    then ``POST complete_url``."""
+
+    upload_id: str
+    document_id: str
+    method: Literal["POST"] = "POST"
+    url: str
+    fields: dict[str, str]
+    file_field: Literal["file"] = "file"
+    max_bytes: int
+    expires_at: str
+    complete_url: str
+
+
+@router.post("/knowledge-bases/{kb_id}/documents/uploads", status_code=201, responses=problems(400, 413))
+def start_upload(
+    kb_id: str, body: UploadIn, request: Request, principal: CurrentPrincipal, uploads: UploadsDep
+) -> UploadOut:
+    """A form to post a large file to (straight to S3 on AWS), up to the per-document limit."""
+    access = knowledge_write_access(principal, "write")
+    upload = uploads.start(
+        access,
+        kb_id,
+        filename=body.filename,
+        content_type=body.content_type,
+        size_bytes=body.size_bytes,
+        title=body.title,
+    )
+    target = uploads.target(upload)
+    if target is None:  # the embedded backend: the file comes to this server, authenticated by the token
+        url = str(request.url_for("receive_upload", upload_id=upload.id))
+        fields = {"workspace_id": upload.workspace_id, "token": upload.token}
+    else:
+        url, fields = target.url, target.fields
+    return UploadOut(
+        upload_id=upload.id,
+        document_id=upload.document_id,
+        url=url,
+        fields=fields,
+        max_bytes=upload.max_bytes,
+        expires_at=datetime.fromtimestamp(int(upload.expires_at), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        complete_url=str(request.url_for("complete_upload", upload_id=upload.id)),
+    )
+
+
+@router.post("/document-uploads/{upload_id}/content", status_code=204, responses=problems(404, 413))
+async def receive_upload(
+    upload_id: str,
+    uploads: UploadsDep,
+    workspace_id: Annotated[str, Form(max_length=64)],
+    token: Annotated[str, Form(max_length=128)],
+    file: Annotated[UploadFile, File()],
+) -> Response:
+    """The embedded backend's upload form (no API key: the upload's one-time token authenticates it)."""
+    data = await file.read(uploads.max_bytes + 1)
+    await to_thread.run_sync(lambda: uploads.receive(workspace_id, upload_id, token, data))
+    return Response(status_code=204)
+
+
+@router.post("/document-uploads/{upload_id}/complete", status_code=201, responses=problems(404, 409, 413))
+def complete_upload(upload_id: str, principal: CurrentPrincipal, uploads: UploadsDep) -> DocumentOut:
+    """Make a document of the uploaded file; its indexing starts (``parse_status: pending``)."""
+    return DocumentOut.of(uploads.complete(knowledge_write_access(principal, "write"), upload_id))
 
 
 @router.get("/documents/{document_id}")
