@@ -2,12 +2,13 @@
 (infra/tool_call_state_machine.asl.json)."""
 
 from mcpbridge.agent.lambda_steps import make_steps_handler
-from mcpbridge.bootstrap import build_container
+from mcpbridge.lambda_entry import lambda_container
 from mcpbridge.observability import LambdaLogging
 
-container = build_container()
-container.preload()
+container = lambda_container()
 # The steps (and what they import) are built at the first invocation.
 handler = make_steps_handler(
-    lambda: container.tool_call_steps, lambda_logging=LambdaLogging(container.settings.log_level)
+    lambda: container.tool_call_steps,
+    lambda_logging=LambdaLogging(container.settings.log_level),
+    telemetry=container.telemetry,
 )

@@ -15,7 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpbridge.identity.accounts import Accounts
-from mcpbridge.ports import Blobs, Clock, Embedder, Events, Jobs, Llm, SearchIndex, SecretBox, Store, Workflow
+from mcpbridge.ports import (
+    Blobs,
+    Clock,
+    Embedder,
+    Events,
+    Jobs,
+    Llm,
+    SearchIndex,
+    SecretBox,
+    Store,
+    Telemetry,
+    Workflow,
+)
 from mcpbridge.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -53,7 +65,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcpbridge.bootstrap")
 
-_OVERRIDABLE = frozenset({"clock", "store", "secrets", "blobs", "search_index", "embedder", "llm", "egress", "jobs"})
+_OVERRIDABLE = frozenset(
+    {"clock", "store", "secrets", "blobs", "search_index", "embedder", "llm", "egress", "jobs", "telemetry"}
+)
 
 
 class Container:
@@ -66,6 +80,13 @@ class Container:
             raise TypeError(f"cannot override {', '.join(sorted(unknown))}")
         self.settings = settings
         self.__dict__.update(overrides)
+
+    @cached_property
+    def telemetry(self) -> Telemetry:
+        """Nothing by default; the Lambda entry points give it Powertools Metrics and Tracer."""
+        from mcpbridge.observability import NoTelemetry
+
+        return NoTelemetry()
 
     @cached_property
     def clock(self) -> Clock:
@@ -291,7 +312,7 @@ class Container:
     def sweep(self) -> Sweep:
         from mcpbridge.maintenance.sweep import Sweep
 
-        return Sweep(self.indexing_recovery)
+        return Sweep(self.indexing_recovery, self.tool_call_records, self.telemetry)
 
     def run_job(self, kind: str, payload: dict[str, str]) -> None:
         """Carry out one background job (called by the thread pool, or by the indexer Lambda function)."""
@@ -357,7 +378,7 @@ class Container:
     def rate_limiter(self) -> RateLimiter:
         from mcpbridge.publishing.rate_limit import RateLimiter
 
-        return RateLimiter(self.store, self.clock)
+        return RateLimiter(self.store, self.clock, telemetry=self.telemetry)
 
     @cached_property
     def services(self) -> ServiceRegistry:
@@ -389,6 +410,7 @@ class Container:
             self.tool_policies,
             self.egress,
             SpecSource(self.services, lambda: self.oauth),
+            telemetry=self.telemetry,
         )
 
     @cached_property
@@ -482,7 +504,7 @@ class Container:
     def tool_call_records(self) -> ToolCalls:
         from mcpbridge.agent.calls import ToolCalls
 
-        return ToolCalls(self.store, self.clock, self.secrets)
+        return ToolCalls(self.store, self.clock, self.secrets, self.telemetry)
 
     @cached_property
     def tool_resolution(self) -> ToolResolution:
@@ -495,7 +517,7 @@ class Container:
         from mcpbridge.agent.invoke import ToolInvoker
         from mcpbridge.agent.steps import ToolCallSteps
 
-        invoker = ToolInvoker(self.services, self.connections, self.oauth)
+        invoker = ToolInvoker(self.services, self.connections, self.oauth, self.telemetry)
         return ToolCallSteps(
             self.tool_call_records,
             self.clock,
@@ -546,5 +568,5 @@ class Container:
                 close()
 
 
-def build_container(settings: Settings | None = None) -> Container:
-    return Container(settings or get_settings())
+def build_container(settings: Settings | None = None, **overrides: Any) -> Container:
+    return Container(settings or get_settings(), **overrides)

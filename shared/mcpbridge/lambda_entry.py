@@ -2,13 +2,15 @@
 
 Only construction happens here (no network call, no randomness), so the state SnapStart snapshots is the same
 for every sandbox restored from it. ``lifespan="off"``: Mangum would otherwise run the ASGI lifespan on every
-invocation.
+invocation. Every function records metrics and traces through :class:`~mcpbridge.observability.LambdaTelemetry`,
+its metrics written as each invocation ends.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,16 +19,32 @@ from mangum.adapter import DEFAULT_TEXT_MIME_TYPES
 
 from mcpbridge.bootstrap import Container, build_container
 from mcpbridge.http.apps import Surface, create_app
-from mcpbridge.observability import LambdaLogging
+from mcpbridge.observability import LambdaLogging, LambdaTelemetry
 
 log = logging.getLogger("mcpbridge.lambda")
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
+BACKLOG_EVERY_SECONDS = 60.0
+"""The indexer reports the backlog after each job, counting it at most this often per sandbox (a count reads every
+waiting document's entry)."""
+
+
+def lambda_container() -> Container:
+    """The container of a Lambda function: settings from the environment, Powertools telemetry."""
+    container = build_container(telemetry=LambdaTelemetry())
+    container.preload()
+    return container
+
+
+def _flush(container: Container) -> None:
+    flush = getattr(container.telemetry, "flush", None)
+    if flush is not None:
+        flush()
+
 
 def make_handler(surface: Surface) -> LambdaHandler:
-    container = build_container()
-    container.preload()
+    container = lambda_container()
     logging_ = LambdaLogging(container.settings.log_level)
     # Error bodies are problem+json: text, so they go back to API Gateway readable rather than base64-encoded.
     text_types = [*DEFAULT_TEXT_MIME_TYPES, "application/problem+json"]
@@ -34,21 +52,31 @@ def make_handler(surface: Surface) -> LambdaHandler:
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logging_.bind(context)
-        response: dict[str, Any] = asgi(event, context)
+        try:
+            response: dict[str, Any] = asgi(event, context)
+        finally:
+            _flush(container)
         return response
 
     return handler
 
 
 def make_job_handler() -> LambdaHandler:
-    """The indexer function: runs one background job per (asynchronous) invocation."""
-    container = build_container()
-    container.preload()
+    """The indexer function: runs one background job per (asynchronous) invocation; a job that raises is retried
+    by Lambda. After each job it reports the indexing backlog (``IndexingBacklog``)."""
+    container = lambda_container()
     logging_ = LambdaLogging(container.settings.log_level)
+    backlog: list[float] = []  # [when it was counted, the count]
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logging_.bind(context)
-        container.run_job(str(event["kind"]), {k: str(v) for k, v in dict(event["payload"]).items()})
+        try:
+            container.run_job(str(event["kind"]), {k: str(v) for k, v in dict(event["payload"]).items()})
+        finally:
+            try:
+                _report_backlog(container, backlog)
+            finally:
+                _flush(container)
         return {"status": "done"}
 
     return handler
@@ -58,20 +86,29 @@ def make_recovery_handler(container: Container | None = None) -> LambdaHandler:
     """The job-recovery function: a batch of the indexer's failure records (an SQS event; the records it could not
     settle are reported back, so SQS delivers them again and, in the end, to the redrive queue), or the periodic
     sweep (any other event, from EventBridge Scheduler). ``container``: the one to use (tests), else built here."""
-    if container is None:
-        container = build_container()
-        container.preload()
-    wired = container
+    wired = container if container is not None else lambda_container()
     logging_ = LambdaLogging(wired.settings.log_level)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logging_.bind(context)
-        if isinstance(event.get("Records"), list):
-            return {"batchItemFailures": _settle_failed_jobs(wired, event["Records"])}
-        report = wired.sweep.run()
+        try:
+            if isinstance(event.get("Records"), list):
+                return {"batchItemFailures": _settle_failed_jobs(wired, event["Records"])}
+            report = wired.sweep.run()
+        finally:
+            _flush(wired)
         return {"status": "swept", "backlog": report.backlog, "redriven": report.redriven, "failed": report.failed}
 
     return handler
+
+
+def _report_backlog(container: Container, last: list[float]) -> None:
+    try:
+        if not last or time.monotonic() - last[0] >= BACKLOG_EVERY_SECONDS:
+            last[:] = [time.monotonic(), float(container.indexing_recovery.backlog())]
+        container.telemetry.count("IndexingBacklog", last[1])
+    except Exception as exc:  # the job's own outcome stands
+        log.warning("the indexing backlog could not be counted (%s)", type(exc).__name__)
 
 
 def _settle_failed_jobs(container: Container, records: list[Mapping[str, Any]]) -> list[dict[str, str]]:

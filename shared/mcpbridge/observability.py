@@ -1,4 +1,5 @@
-"""Logging: structured JSON in Lambda (powertools formatter, request id on every line), plain text locally.
+"""Logging: structured JSON in Lambda (powertools formatter, request id on every line), plain text locally; and
+telemetry (``ports.Telemetry``): Powertools Metrics and Tracer in Lambda, nothing locally.
 
 Nothing logs a secret, token, authorization code or state value: modules log ids and hints only. Libraries are
 less careful: ``httpx`` and ``httpx2`` log every request's full URL at INFO, uvicorn's access log keeps the query
@@ -11,9 +12,11 @@ URLs shown in API responses.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -205,3 +208,90 @@ class LambdaLogging:
         request_id = getattr(context, "aws_request_id", None)
         if request_id:
             self._formatter.append_keys(request_id=request_id)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Telemetry
+
+log = logging.getLogger("mcpbridge.observability")
+
+
+class NoTelemetry:
+    """``ports.Telemetry`` that records nothing (the embedded backend, tests, any process outside Lambda)."""
+
+    def count(self, name: str, value: float = 1, *, unit: str = "Count", **dimensions: str) -> None:
+        return None
+
+    def span(self, name: str, **annotations: str) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def flush(self) -> None:
+        return None
+
+
+class LambdaTelemetry:
+    """``ports.Telemetry`` in a Lambda function: CloudWatch metrics in the embedded metric format (Powertools
+    Metrics: namespace ``POWERTOOLS_METRICS_NAMESPACE``, the one dimension ``service`` = ``POWERTOOLS_SERVICE_NAME``;
+    a metric with dimensions of its own, e.g. ``outcome``, is written on its own at once) and X-Ray subsegments
+    (Powertools Tracer; botocore is patched, so every AWS call, the store's included, is a subsegment too).
+
+    Built at import (no I/O); :meth:`flush` writes the invocation's metrics (call it when each invocation ends)."""
+
+    def __init__(self) -> None:
+        from aws_lambda_powertools import Metrics
+
+        self._metrics = Metrics()
+        self._pending = False
+        self._tracer: Any = None
+        try:
+            from aws_lambda_powertools import Tracer
+
+            self._tracer = Tracer(patch_modules=["botocore"])
+        except ImportError:  # aws-xray-sdk missing from the layer: metrics still work
+            log.warning("tracing is off: aws-xray-sdk is not installed")
+
+    def count(self, name: str, value: float = 1, *, unit: str = "Count", **dimensions: str) -> None:
+        from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+        try:
+            if not dimensions:
+                self._metrics.add_metric(name=name, unit=MetricUnit(unit), value=value)
+                self._pending = True
+                return
+            service = self._metrics.service or "mcpbridge"
+            namespace = self._metrics.namespace
+            with single_metric(
+                name, MetricUnit(unit), value, namespace=namespace, default_dimensions={"service": service}
+            ) as metric:
+                for dimension, dimension_value in dimensions.items():
+                    metric.add_dimension(dimension, dimension_value)
+        except Exception as exc:  # a metric is never worth failing the request for
+            log.warning("metric %s not recorded (%s)", name, type(exc).__name__)
+
+    @contextlib.contextmanager
+    def span(self, name: str, **annotations: str) -> Iterator[None]:
+        if self._tracer is None:
+            yield
+            return
+        try:
+            manager = self._tracer.provider.in_subsegment(name=name)
+            subsegment = manager.__enter__()
+            for key, annotation in annotations.items():
+                subsegment.put_annotation(key, annotation)
+        except Exception:  # no segment to hang it on (tracing off): no span
+            yield
+            return
+        try:
+            yield
+        except BaseException as exc:
+            manager.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        manager.__exit__(None, None, None)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._pending = False
+            try:
+                self._metrics.flush_metrics()
+            except Exception as exc:
+                log.warning("metrics not written (%s)", type(exc).__name__)

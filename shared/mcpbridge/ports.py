@@ -7,6 +7,7 @@ tests match a Protocol without inheriting from it.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -259,6 +260,22 @@ class Workflow(Protocol):
 
     def send_failure(self, task_token: str, error: str, cause: str) -> None:
         """Fail the paused step (``error`` is a short code, ``cause`` a safe message)."""
+        ...
+
+
+MetricUnit = Literal["Count", "Milliseconds", "Seconds", "Bytes"]
+
+
+class Telemetry(Protocol):
+    """What an operator watches: metrics (CloudWatch, in the embedded metric format, in Lambda) and trace spans
+    around slow calls (X-Ray subsegments in Lambda). Locally it does nothing at all."""
+
+    def count(self, name: str, value: float = 1, *, unit: MetricUnit = "Count", **dimensions: str) -> None:
+        """Record ``value`` under ``name`` (``dimensions`` beside the service's own, e.g. ``outcome``)."""
+        ...
+
+    def span(self, name: str, **annotations: str) -> AbstractContextManager[None]:
+        """A span around a block (``annotations`` are searchable in the trace: ids, never secrets)."""
         ...
 
 

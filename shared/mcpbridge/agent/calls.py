@@ -37,8 +37,9 @@ from mcpbridge.domain.items import AnyOf, Compare, Condition, Item, Key, Update
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.domain.shards import list_partitions, shard_partition
 from mcpbridge.errors import ConditionFailed, Conflict, NotFound
+from mcpbridge.observability import NoTelemetry
 from mcpbridge.paging import every_item
-from mcpbridge.ports import Clock, SecretBox, Store
+from mcpbridge.ports import Clock, SecretBox, Store, Telemetry
 from mcpbridge.sealing import open_secret_or_none
 
 log = logging.getLogger("mcpbridge.agent")
@@ -125,10 +126,12 @@ class ToolCall:
 class ToolCalls:
     """Reading and moving call records. Every move is conditional on the status it leaves."""
 
-    def __init__(self, store: Store, clock: Clock, secrets: SecretBox) -> None:
+    def __init__(self, store: Store, clock: Clock, secrets: SecretBox, telemetry: Telemetry | None = None) -> None:
+        """``telemetry`` counts calls as they end (``ToolCalls``, by ``outcome``)."""
         self._store = store
         self._clock = clock
         self._secrets = secrets
+        self._telemetry = telemetry or NoTelemetry()
 
     # -- reading ----------------------------------------------------------------------------------------------
 
@@ -167,6 +170,16 @@ class ToolCalls:
                 if item is not None and item.get("status") not in TERMINAL:
                     calls.append(_call_of(item))
         return calls
+
+    def count_waiting(self, status: Status, cap: int = 10_000) -> int:
+        """How many calls, every workspace, are in ``status`` by the open list (its entries may lag a moment)."""
+        found = 0
+        for partition in list_partitions(OPEN_PARTITION):
+            for entry in every_item(self._store, partition, index="gsi2", page_size=500):
+                found += entry.get("status") == status
+                if found >= cap:
+                    return found
+        return found
 
     def task_token(self, call: ToolCall, name: Literal["task_token", "callback_task_token"]) -> str | None:
         return open_secret_or_none(self._secrets, call.item.get(f"sealed_{name}"), call.secret_context)
@@ -207,6 +220,8 @@ class ToolCalls:
                 "gsi2sk": f"{timestamp(now)}#{record['id']}",
             }
         self._store.put(record, condition=Condition.absent("call_new"))
+        if record["status"] in TERMINAL:
+            self._telemetry.count("ToolCalls", outcome=record["status"])
         return _call_of(record)
 
     def move(
@@ -249,6 +264,8 @@ class ToolCalls:
             raise Conflict("this call was already resolved", code="already_resolved") from None
         moved = _call_of(item)
         log.info("tool call %s: %s -> %s", call.id, call.status, to)
+        if to in TERMINAL and call.status not in TERMINAL:
+            self._telemetry.count("ToolCalls", outcome=to)
         return moved
 
     def note(self, call: ToolCall, sets: Mapping[str, Any]) -> ToolCall:

@@ -9,6 +9,7 @@ request left is :class:`~mcpbridge.client.connection.OutcomeUnknown` and is neve
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,8 @@ from mcpbridge.client.pool import ConnectionPools, PoolKey
 from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.domain.external_services import WORKSPACE_SCOPE, ExternalService
 from mcpbridge.errors import Conflict
+from mcpbridge.observability import NoTelemetry
+from mcpbridge.ports import Telemetry
 
 if TYPE_CHECKING:
     from mcpbridge.client.bearer_auth import BearerSource
@@ -25,11 +28,19 @@ if TYPE_CHECKING:
 
 
 class ToolInvoker:
-    def __init__(self, registry: ServiceRegistry, pools: ConnectionPools, tokens: BearerSource | None = None) -> None:
-        """``tokens``: where users' OAuth bearers come from (None: OAuth services cannot be called here)."""
+    def __init__(
+        self,
+        registry: ServiceRegistry,
+        pools: ConnectionPools,
+        tokens: BearerSource | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        """``tokens``: where users' OAuth bearers come from (None: OAuth services cannot be called here);
+        ``telemetry``: a span around each upstream call, and its latency (``UpstreamLatency``)."""
         self._registry = registry
         self._pools = pools
         self._tokens = tokens
+        self._telemetry = telemetry or NoTelemetry()
 
     async def call(
         self, service: ExternalService, workspace_id: str, user_id: str, tool_name: str, arguments: Mapping[str, Any]
@@ -48,7 +59,12 @@ class ToolInvoker:
             secrets = await to_thread.run_sync(self._registry.connection_secrets, service)
             spec, scope = connection_spec(service, secrets), WORKSPACE_SCOPE
         pool = self._pools.for_running_loop()
-        async with pool.session(PoolKey(service.id, scope), spec) as connection:
-            result = await connection.call_tool(tool_name, arguments)
+        started = time.monotonic()
+        with self._telemetry.span("upstream.call_tool", service_id=service.id, tool=tool_name[:100]):
+            try:
+                async with pool.session(PoolKey(service.id, scope), spec) as connection:
+                    result = await connection.call_tool(tool_name, arguments)
+            finally:
+                self._telemetry.count("UpstreamLatency", (time.monotonic() - started) * 1000, unit="Milliseconds")
         dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         return dumped

@@ -35,6 +35,7 @@ from mcpbridge.errors import InvalidInput, MCPBridgeError
 
 if TYPE_CHECKING:
     from mcpbridge.observability import LambdaLogging
+    from mcpbridge.ports import Telemetry
 
 log = logging.getLogger("mcpbridge.agent.lambda_steps")
 
@@ -94,13 +95,18 @@ def run_step(steps: Steps, event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def make_steps_handler(
-    steps_factory: Callable[[], Steps], *, lambda_logging: LambdaLogging | None = None
+    steps_factory: Callable[[], Steps],
+    *,
+    lambda_logging: LambdaLogging | None = None,
+    telemetry: Telemetry | None = None,
 ) -> LambdaHandler:
     """The Lambda handler of the tool-call function.
 
     ``steps_factory`` is called once, at the first invocation (so building this handler imports and builds
-    nothing); ``lambda_logging``, when given, tags every log line with the invocation's request id.
+    nothing); ``lambda_logging``, when given, tags every log line with the invocation's request id; ``telemetry``,
+    when it can ``flush``, writes the invocation's metrics as it ends.
     """
+    flush = getattr(telemetry, "flush", None)
     resolved: list[Steps] = []
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -117,6 +123,9 @@ def make_steps_handler(
             code = exc.code if isinstance(exc, MCPBridgeError) else type(exc).__name__
             log.warning("tool call %.80s: step %.20s failed (%s)", call_id, step, code)
             raise
+        finally:
+            if flush is not None:
+                flush()
 
     return handler
 

@@ -45,8 +45,9 @@ from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import AttrAbsent, Compare, Condition, Key, Update
 from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, OAuthRequired, UpstreamError
+from mcpbridge.observability import NoTelemetry
 from mcpbridge.outbound.policy import EgressPolicy
-from mcpbridge.ports import Blobs, Clock, Store
+from mcpbridge.ports import Blobs, Clock, Store, Telemetry
 
 if TYPE_CHECKING:  # the MCP client is imported on use: reading a catalog (admin API) should not pay for it
     from mcp.types import Resource, Tool
@@ -98,7 +99,10 @@ class ToolCatalog:
         policies: ToolPolicies,
         egress: EgressPolicy,
         spec_for: SpecFor,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        """``telemetry``: a span around each pull, and the failed ones counted (``CatalogRefreshFailures``)."""
+        self._telemetry = telemetry or NoTelemetry()
         self._store = store
         self._blobs = blobs  # asked for on first use: reading policies or resolving a tool needs no blob store
         self._clock = clock
@@ -168,8 +172,10 @@ class ToolCatalog:
         started = timestamp(self._clock.now())
         try:
             spec = await self._spec_for(service, principal)
-            pulled = await self._pull(spec)
+            with self._telemetry.span("upstream.refresh_catalog", service_id=service.id):
+                pulled = await self._pull(spec)
         except (UpstreamError, InvalidInput, OAuthRequired) as failure:
+            self._telemetry.count("CatalogRefreshFailures")
             await to_thread.run_sync(self._record_failure, key, service, scope, failure, started)
             raise
         return await to_thread.run_sync(self._save, principal, service, scope, pulled, started)

@@ -61,7 +61,8 @@ from dataclasses import dataclass
 
 from mcpbridge.domain.items import Compare, Condition, Item, ItemExists, Key, all_of
 from mcpbridge.errors import ConditionFailed, Unavailable
-from mcpbridge.ports import Clock, Store
+from mcpbridge.observability import NoTelemetry
+from mcpbridge.ports import Clock, Store, Telemetry
 
 WINDOW_MS = 60_000
 EXPIRE_AFTER_SECONDS = 120
@@ -114,7 +115,9 @@ class RateLimiter:
         max_attempts: int = MAX_ATTEMPTS,
         sleep: Callable[[float], None] = time.sleep,
         recent: int = RECENT,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        """``telemetry`` counts the calls refused (``RateLimitedCalls``)."""
         if recent < 1:
             raise ValueError("recent must be at least 1")
         self._store = store
@@ -122,6 +125,7 @@ class RateLimiter:
         self._max_attempts = max_attempts
         self._sleep = sleep
         self._recent = recent
+        self._telemetry = telemetry or NoTelemetry()
         self._chunks: OrderedDict[Key, tuple[int, ...]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -142,6 +146,7 @@ class RateLimiter:
             if head is not None:
                 oldest = self._time_of(endpoint_id, head, head.version + 1 - limit)
                 if oldest is not None and at - oldest < WINDOW_MS:
+                    self._telemetry.count("RateLimitedCalls")
                     wait_ms = oldest + WINDOW_MS - at
                     return RateDecision(allowed=False, retry_after_seconds=max(1, math.ceil(wait_ms / 1000)))
                 if head.version % self._recent == 0:
