@@ -227,7 +227,9 @@ def test_list_shows_the_services(
 
     listed = cli(["services", "list", "--json", *installed.data_args], capsys, monkeypatch)
     assert listed.code == 0
-    assert {(row["id"], row["auth_type"]) for row in json.loads(listed.out)} == {
+    shown = json.loads(listed.out)
+    assert shown["next_cursor"] is None, "the REST API's list body, every page in one"
+    assert {(row["id"], row["auth_config"]["auth_type"]) for row in shown["items"]} == {
         (installed.oauth_service, "oauth"),
         (installed.plain_service, "none"),
     }

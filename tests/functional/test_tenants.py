@@ -320,7 +320,7 @@ def test_the_operator_manages_workspaces_from_the_machine_that_holds_the_data(tm
     assert created["admin_api_key"]["key"].startswith("sk_")
     workspace = created["id"]
     assert cli("workspaces", "disable", workspace)["status"] == "disabled"
-    assert {w["id"]: w["status"] for w in cli("workspaces", "list")}[workspace] == "disabled"
+    assert {w["id"]: w["status"] for w in cli("workspaces", "list")["items"]}[workspace] == "disabled"
     assert cli("workspaces", "enable", workspace)["status"] == "active"
     recovered = cli("keys", "create", "--admin", "--workspace", workspace, "--user", created["admin_user_id"])
     assert (recovered["user_id"], recovered["role"], recovered["capabilities"]) == (
@@ -339,7 +339,7 @@ def test_the_operator_manages_workspaces_from_the_machine_that_holds_the_data(tm
         container.close()
 
     assert cli("workspaces", "delete", workspace)["status"] == "deleting"
-    assert workspace not in {w["id"] for w in cli("workspaces", "list")}, "purged before the command returned"
+    assert workspace not in {w["id"] for w in cli("workspaces", "list")["items"]}, "purged before the command returned"
     gone = subprocess.run(
         [*run, "workspaces", "enable", workspace, "--data-dir", str(data)], capture_output=True, text=True
     )

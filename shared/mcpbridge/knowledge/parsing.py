@@ -55,6 +55,8 @@ _EXTENSION_KINDS: dict[str, _Kind] = {
     "xhtml": "html",
     "pdf": "pdf",
 }
+KNOWN_EXTENSIONS = frozenset(_EXTENSION_KINDS)
+"""The file-name extensions that name a kind of document (a folder imported by the CLI contributes these files)."""
 _BINARY_EXTENSIONS = frozenset(
     {
         "png",

@@ -1,0 +1,275 @@
+"""``mcpbridge kb``: knowledge bases through ``/api/v1/knowledge-bases``, ``/api/v1/documents`` and
+``/api/v1/knowledge/search``.
+
+``kb add`` sends each file in one request (``.../documents/upload``), or, above the size a request may carry,
+through an upload (``.../documents/uploads``: the file posted to the form it answers, straight to S3 on AWS, then
+``complete``); a URL is fetched by the API (``.../documents`` with ``url``). Then it follows each document's
+``parse_status`` until it is ``completed`` or ``failed``, with a progress bar on a terminal. On the embedded backend
+(or on AWS without the indexer function) the indexing runs in this process, and the command ends once it is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+
+from mcpbridge.cli.api import Api, Problem, command
+from mcpbridge.cli.output import Column, Progress, deleted, emit, field, shorten, table
+from mcpbridge.errors import InvalidInput
+from mcpbridge.knowledge.parsing import KNOWN_EXTENSIONS
+
+KNOWLEDGE_BASES = "/api/v1/knowledge-bases"
+DOCUMENTS = "/api/v1/documents"
+FOLDER_SUFFIXES = frozenset(f".{extension}" for extension in KNOWN_EXTENSIONS)
+"""What a folder contributes: the files the parser knows by their extension (Markdown, text, HTML, PDF)."""
+_FINAL = frozenset({"completed", "failed"})
+_UPLOAD_SECONDS = 900.0
+_URL = re.compile(r"^https?://", re.IGNORECASE)
+
+
+async def kb_id(api: Api, reference: str) -> str:
+    return await api.resolve(KNOWLEDGE_BASES, reference, "kb", "knowledge base")
+
+
+_KB_COLUMNS: list[Column] = [
+    ("ID", field("id")),
+    ("NAME", field("name")),
+    ("DOCUMENTS", field("document_count")),
+    ("CAPABILITIES", field("capabilities")),
+    ("DESCRIPTION", lambda row: shorten(row["description"], 50)),
+]
+_DOCUMENT_COLUMNS: list[Column] = [
+    ("ID", field("id")),
+    ("STATUS", field("parse_status")),
+    ("CHUNKS", field("chunk_count")),
+    ("TITLE", field("title")),
+]
+
+
+@command()
+async def kb_list(api: Api, args: argparse.Namespace) -> None:
+    body = await api.every(KNOWLEDGE_BASES)
+    emit(args, body, lambda b: table(b["items"], _KB_COLUMNS, empty="No knowledge bases."))
+
+
+def _print_kb(body: dict[str, Any]) -> None:
+    print(f"{body['id']}  {body['name']}")
+    for label, name in (("description", "description"), ("language", "language"), ("documents", "document_count")):
+        print(f"  {label}: {body[name]}")
+    print(f"  capabilities: {', '.join(body['capabilities'])}")
+
+
+@command()
+async def kb_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, await api.get(f"{KNOWLEDGE_BASES}/{await kb_id(api, args.kb)}"), _print_kb)
+
+
+@command()
+async def kb_create(api: Api, args: argparse.Namespace) -> None:
+    request = {"name": args.name, "description": args.description, "language": args.language}
+    body = await api.post(KNOWLEDGE_BASES, json=request)
+    hint = "fill it: mcpbridge kb add"
+    emit(args, body, lambda b: print(f"Knowledge base {b['id']} ({b['name']}) created; {hint} {b['id']} ./docs"))
+
+
+@command()
+async def kb_delete(api: Api, args: argparse.Namespace) -> None:
+    target = await kb_id(api, args.kb)
+    await api.delete(f"{KNOWLEDGE_BASES}/{target}")
+    deleted(args, "knowledge base", target, " Its documents and index are removed in the background.")
+
+
+@command()
+async def kb_documents(api: Api, args: argparse.Namespace) -> None:
+    params = {"keyword": args.keyword} if args.keyword else {}
+    body = await api.every(f"{KNOWLEDGE_BASES}/{await kb_id(api, args.kb)}/documents", params)
+    listed = "items" if "items" in body else "documents"
+    emit(args, body, lambda b: table(b[listed], _DOCUMENT_COLUMNS, empty="No documents."))
+
+
+@command()
+async def kb_search(api: Api, args: argparse.Namespace) -> None:
+    request: dict[str, Any] = {"query": args.query, "mode": args.mode, "limit": args.limit}
+    if args.kb:
+        request["knowledge_base_ids"] = [await kb_id(api, kb) for kb in args.kb]
+    body = await api.post("/api/v1/knowledge/search", json=request)
+    emit(args, body, _print_results)
+
+
+def _print_results(body: dict[str, Any]) -> None:
+    for notice in body["notices"]:
+        print(f"note: {notice}")
+    if not body["results"]:
+        print("Nothing found.")
+    for rank, hit in enumerate(body["results"], 1):
+        where = " › ".join([hit["document_title"], *hit["heading_path"]])
+        print(f"{rank}. {where}  (lines {hit['start_line']}-{hit['end_line']}, score {hit['score']:.3f})")
+        print(f"   {hit['document_id']} in {hit['knowledge_base_id']}")
+        for line in [line for line in hit["text"].splitlines() if line.strip()][:3]:
+            print(f"   {shorten(line, 110)}")
+
+
+# ---------------------------------------------------------------------------------------------------- kb add
+
+
+@dataclass(frozen=True)
+class Source:
+    label: str
+    title: str | None
+    url: str | None = None
+    path: Path | None = None
+
+
+def sources_of(arguments: list[str], title: str | None) -> list[Source]:
+    """Every document the arguments name, checked before anything is sent: a source that is neither an http(s)
+    URL, a file nor a folder holding a document is refused, and nothing is added."""
+    found: list[Source] = []
+    for raw in arguments:
+        if _URL.match(raw):
+            found.append(Source(raw, title or _url_title(raw), url=raw))
+            continue
+        path = Path(raw).expanduser()
+        if path.is_file():
+            found.append(Source(raw, title, path=path))
+        elif path.is_dir():
+            files = _documents_in(path)
+            if not files:
+                raise InvalidInput(f"{raw}: no Markdown, text, HTML or PDF file in this folder", code="invalid_source")
+            found += [Source(str(f), f.relative_to(path).as_posix(), path=f) for f in files]
+        else:
+            raise InvalidInput(f"{raw}: no such file or folder (nor an http:// or https:// URL)", code="invalid_source")
+    if title is not None and len(found) > 1:
+        raise InvalidInput(f"--title names one document, and these sources are {len(found)}", code="invalid_title")
+    return found
+
+
+def _documents_in(folder: Path) -> list[Path]:
+    """The folder's documents, recursively, in name order; hidden files and folders are left out."""
+    return sorted(
+        path
+        for path in folder.rglob("*")
+        if path.is_file()
+        and path.suffix.lower() in FOLDER_SUFFIXES
+        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    )
+
+
+def _url_title(url: str) -> str:
+    parts = urlsplit(url)
+    last = parts.path.rstrip("/").rpartition("/")[2]
+    return (last or parts.hostname or url)[:255]
+
+
+@command()
+async def kb_add(api: Api, args: argparse.Namespace) -> int:
+    if not 0 < args.timeout <= 86_400:
+        raise InvalidInput("--timeout must be from 0 to 86400 seconds", code="invalid_timeout")
+    sources = sources_of(args.sources, args.title)
+    target = await kb_id(api, args.kb)
+    await api.get(f"{KNOWLEDGE_BASES}/{target}")  # a knowledge base this caller cannot reach: nothing is sent
+    progress = Progress(len(sources), "Adding", quiet=args.json)
+    created: list[tuple[Source, dict[str, Any]]] = []
+    errors: list[dict[str, Any]] = []
+    for done, source in enumerate(sources, 1):
+        progress.update(done - 1, source.label)
+        try:
+            created.append((source, await _send(api, target, source)))
+        except Problem as problem:
+            errors.append({"source": source.label, **problem.body})
+            progress.note(f"not added  {source.label}: {problem.message}")
+        except OSError as exc:
+            errors.append({"source": source.label, "status": None, "code": "unreadable", "detail": str(exc)})
+            progress.note(f"not added  {source.label}: {exc}")
+    progress.close()
+    documents = await _indexed(api, created, errors, args)
+    emit(args, {"items": documents, "errors": errors}, lambda _: _summary(args.kb, documents, errors))
+    return 0 if not errors and all(d["parse_status"] == "completed" for d in documents) else 1
+
+
+async def _send(api: Api, kb: str, source: Source) -> dict[str, Any]:
+    if source.url is not None:
+        body: dict[str, Any] = await api.post(
+            f"{KNOWLEDGE_BASES}/{kb}/documents", json={"title": source.title, "url": source.url}
+        )
+        return body
+    assert source.path is not None
+    data = await anyio.to_thread.run_sync(source.path.read_bytes)
+    if len(data) > api.settings.max_request_document_bytes:
+        return await _upload(api, kb, source, data)
+    form = {"title": source.title} if source.title else {}
+    files = {"file": (source.path.name, data, "application/octet-stream")}
+    body = await api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/upload", files=files, data=form)
+    return body
+
+
+async def _upload(api: Api, kb: str, source: Source, data: bytes) -> dict[str, Any]:
+    """A file larger than a request may carry: posted to the form an upload answers, then completed."""
+    assert source.path is not None
+    request: dict[str, Any] = {
+        "filename": source.path.name[:255],
+        "content_type": "application/octet-stream",
+        "size_bytes": len(data),
+    }
+    if source.title:
+        request["title"] = source.title
+    upload = await api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/uploads", json=request)
+    files = {upload["file_field"]: (source.path.name, data, "application/octet-stream")}
+    if api.same_origin(upload["url"]):  # the embedded backend's own route: in this process
+        await api.post(upload["url"], data=upload["fields"], files=files)
+    else:  # a presigned POST to S3
+        # Each read or write may stall for 25 s at most; the whole file for _UPLOAD_SECONDS.
+        with anyio.fail_after(_UPLOAD_SECONDS):
+            async with httpx.AsyncClient(timeout=httpx.Timeout(25.0)) as client:
+                posted = await client.post(upload["url"], data=upload["fields"], files=files)
+        if posted.status_code >= 300:
+            refused = f"the blob store refused the file (HTTP {posted.status_code})"
+            raise Problem(posted.status_code, {"detail": refused})
+    completed: dict[str, Any] = await api.post(upload["complete_url"])
+    return completed
+
+
+async def _indexed(
+    api: Api, created: list[tuple[Source, dict[str, Any]]], errors: list[dict[str, Any]], args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Each created document once its indexing ended (or as it stands when --timeout runs out)."""
+    latest = {body["id"]: body for _, body in created}
+    labels = {body["id"]: source.label for source, body in created}
+    waiting = [identifier for identifier, body in latest.items() if body["parse_status"] not in _FINAL]
+    progress = Progress(len(latest), "Indexing", quiet=args.json)
+    deadline = time.monotonic() + args.timeout
+    while True:
+        for identifier in list(waiting):
+            latest[identifier] = body = await api.get(f"{DOCUMENTS}/{identifier}")
+            if body["parse_status"] in _FINAL:
+                waiting.remove(identifier)
+                progress.note(_outcome(labels[identifier], body))
+        progress.update(len(latest) - len(waiting), labels[waiting[0]] if waiting else "")
+        if not waiting or time.monotonic() >= deadline:
+            break
+        await anyio.sleep(0.25)
+    progress.close()
+    for identifier in waiting:
+        detail = f"still {latest[identifier]['parse_status']} after {args.timeout:g} s"
+        errors.append({"source": labels[identifier], "status": None, "code": "indexing_timeout", "detail": detail})
+    return list(latest.values())
+
+
+def _outcome(label: str, body: dict[str, Any]) -> str:
+    if body["parse_status"] == "completed":
+        return f"indexed    {label} ({body['chunk_count']} chunks)"
+    return f"failed     {label}: {body.get('parse_error') or 'indexing failed'}"
+
+
+def _summary(kb: str, documents: list[dict[str, Any]], errors: list[dict[str, Any]]) -> None:
+    indexed = sum(1 for d in documents if d["parse_status"] == "completed")
+    print(f"Added {len(documents)} document(s) to {kb}: {indexed} indexed, {len(documents) - indexed} not.")
+    for error in errors:
+        print(f"  {error['source']}: {error.get('detail') or error.get('code')}")

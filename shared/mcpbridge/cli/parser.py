@@ -1,0 +1,485 @@
+"""The command line's grammar: every command, its arguments, its help and an example. Nothing but argparse is
+imported here, so ``mcpbridge --help`` stays fast; each command names the function that runs it
+(``module:function`` under :mod:`mcpbridge.cli`), imported only when it runs."""
+
+# Over 400 lines: the help text and example of every command of the operator's command line.
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from mcpbridge import __version__
+
+_ACTING = (
+    "Run on the machine or account that holds the data, it acts as the operator: full authority in --workspace (by "
+    "default the platform's own workspace, the one `mcpbridge init` created), no API key needed. With "
+    "MCPBRIDGE_API_KEY set, it acts as that key's user, with that key's authority (and its workspace)."
+)
+_EXIT = "Exit status: 0 on success, 1 when the command failed (the message says why), 2 when it could not be parsed."
+_BACKEND = (
+    "The backend comes from MCPBRIDGE_BACKEND: local (the default: the data directory) or aws (DynamoDB, KMS and S3, "
+    "with the operator's AWS credentials and the MCPBRIDGE_* settings of the deployment)."
+)
+_CAPABILITIES = (
+    "read, ask, wiki, write, manage_knowledge, manage_channels, manage_services, act_as, call_tools, manage_keys, "
+    "approve_calls, manage_users, manage_workspaces"
+)
+DEFAULT_CALLBACK_PORT = 8080
+AUTHORIZE_TIMEOUT = 600.0
+"""How long ``services authorize`` waits for the browser by default: the lifetime of an authorization's state."""
+
+Commands = Any  # argparse's private _SubParsersAction
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcpbridge",
+        description="A two-way MCP hub: publish knowledge bases as MCP endpoints, broker agents' calls to external "
+        f"MCP servers.\n\n{_ACTING}\n\n{_BACKEND}",
+        epilog="examples:\n  mcpbridge init\n  mcpbridge serve --port 8080\n  mcpbridge kb add handbook ./docs\n"
+        "  mcpbridge calls pending\n\n`mcpbridge COMMAND --help` shows a command's options and an example.\n"
+        f"{_EXIT}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"mcpbridge {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_setup(commands)
+    _add_workspaces(commands)
+    _add_users(commands)
+    _add_keys(commands)
+    _add_kb(commands)
+    _add_endpoints(commands)
+    _add_services(commands)
+    _add_calls(commands)
+    return parser
+
+
+def _leaf(
+    commands: Commands, name: str, summary: str, example: str, run: str, *, workspace: bool = True, details: str = ""
+) -> argparse.ArgumentParser:
+    """A command with its help, its example and the options every command takes."""
+    description = f"{summary[0].upper()}{summary[1:]}." + (f"\n\n{details}" if details else "")
+    leaf: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=f"example:\n  {example}\n\n{_EXIT}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    leaf.add_argument("--data-dir", type=Path, help="data directory (default ./.mcpbridge or MCPBRIDGE_DATA_DIR)")
+    leaf.add_argument("--json", action="store_true", help="print the result as JSON (the REST API's body)")
+    if workspace:
+        leaf.add_argument(
+            "--workspace",
+            metavar="WORKSPACE",
+            help="the workspace to act in, by id or name (default: the platform's own)",
+        )
+    leaf.set_defaults(run=run)
+    return leaf
+
+
+def _group(commands: Commands, name: str, summary: str) -> Commands:
+    group = commands.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}.\n\n{_ACTING}",
+        epilog=f"`mcpbridge {name} COMMAND --help` shows a command's options and an example.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return group.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
+
+
+# ---------------------------------------------------------------------------------------------------- setup
+
+
+def _add_setup(commands: Commands) -> None:
+    _leaf(
+        commands,
+        "init",
+        "create the platform's workspace, its admin user and an admin API key (once; run again, it creates nothing)",
+        "mcpbridge init --data-dir ./.mcpbridge",
+        "serving:init",
+        workspace=False,
+    )
+    serve = _leaf(
+        commands,
+        "serve",
+        "run every HTTP surface (REST API, MCP endpoints, OAuth callback) in this process, initialising on first start",
+        "mcpbridge serve --host 127.0.0.1 --port 8080",
+        "serving:serve",
+        workspace=False,
+        details="The port is bound before anything else happens: if it is taken, serve says so and exits with "
+        "status 1, changing nothing.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+
+
+# ---------------------------------------------------------------------------------------------------- tenants
+
+
+def _add_workspaces(commands: Commands) -> None:
+    actions = _group(commands, "workspaces", "the platform's workspaces, as their operator")
+    _leaf(
+        actions,
+        "list",
+        "every workspace with its status",
+        "mcpbridge workspaces list",
+        "tenants:workspaces_list",
+        workspace=False,
+    )
+    show = _leaf(
+        actions, "show", "one workspace", "mcpbridge workspaces show ws_...", "tenants:workspace_show", workspace=False
+    )
+    show.add_argument("target", metavar="WORKSPACE", help="the workspace's id (ws_...) or name")
+    create = _leaf(
+        actions,
+        "create",
+        "create a workspace, its first user and that user's unrestricted admin API key (shown once)",
+        'mcpbridge workspaces create "Acme" --admin-name alice',
+        "tenants:workspace_create",
+        workspace=False,
+    )
+    create.add_argument("name", help="the workspace's name")
+    create.add_argument("--admin-name", default="admin", help="the name of its first user (default admin)")
+    rename = _leaf(
+        actions,
+        "rename",
+        "rename a workspace",
+        'mcpbridge workspaces rename ws_... "Acme Corp"',
+        "tenants:workspace_rename",
+        workspace=False,
+    )
+    rename.add_argument("target", metavar="WORKSPACE", help="the workspace's id (ws_...) or name")
+    rename.add_argument("name", help="its new name")
+    for name, summary in (
+        ("disable", "refuse every key and endpoint token of a workspace from the next request on"),
+        ("enable", "enable a disabled workspace"),
+        ("delete", "delete a workspace and everything it holds (its keys are refused at once, the rest is purged)"),
+    ):
+        action = _leaf(
+            actions, name, summary, f"mcpbridge workspaces {name} ws_...", f"tenants:workspace_{name}", workspace=False
+        )
+        action.add_argument("target", metavar="WORKSPACE", help="the workspace's id (ws_...) or name")
+
+
+def _add_users(commands: Commands) -> None:
+    actions = _group(commands, "users", "the users of a workspace")
+    _leaf(
+        actions,
+        "list",
+        "the workspace's users with their status",
+        "mcpbridge users list --workspace Acme",
+        "tenants:users_list",
+    )
+    create = _leaf(
+        actions,
+        "create",
+        "create a user (without keys: give it one with `mcpbridge keys create --user`)",
+        'mcpbridge users create "Bob" --workspace Acme',
+        "tenants:user_create",
+    )
+    create.add_argument("name", help="the user's name")
+    for name, summary in (
+        ("show", "one user"),
+        ("disable", "refuse the user's keys from the next request on"),
+        ("enable", "enable a disabled user"),
+        ("delete", "delete a user with its keys, OAuth tokens and sessions (its paused calls are cancelled)"),
+    ):
+        action = _leaf(actions, name, summary, f"mcpbridge users {name} usr_...", f"tenants:user_{name}")
+        action.add_argument("user", metavar="USER", help="the user's id (usr_...)")
+
+
+def _add_keys(commands: Commands) -> None:
+    actions = _group(commands, "keys", "API keys")
+    listing = _leaf(
+        actions,
+        "list",
+        "the workspace's API keys (never the keys themselves)",
+        "mcpbridge keys list",
+        "tenants:keys_list",
+    )
+    listing.add_argument("--user", help="only this user's keys")
+    create = _leaf(
+        actions,
+        "create",
+        "mint an API key for a user of the workspace (shown once)",
+        'mcpbridge keys create --user usr_... --name "Bob\'s agent" --capability call_tools',
+        "tenants:key_create",
+        details="--admin mints an unrestricted admin key straight in the data this machine holds: it is the way "
+        "back after losing every admin key (no API key is needed, whatever keys exist). Without --admin, the key "
+        f"is minted by the REST API's rules (never broader than the caller). Capabilities: {_CAPABILITIES}.",
+    )
+    create.add_argument("--admin", action="store_true", help="an unrestricted admin key (the recovery path)")
+    create.add_argument(
+        "--user",
+        help="the user the key belongs to (needed without --admin; default with --admin: the workspace's admin user)",
+    )
+    create.add_argument("--name", help="the key's name")
+    create.add_argument("--role", choices=("viewer", "admin"), help="viewer (default) or admin")
+    create.add_argument("--capability", action="append", metavar="CAPABILITY", help="grant only these (repeat)")
+    create.add_argument("--kb", action="append", metavar="KB", help="reach only these knowledge bases (repeat)")
+    revoke = _leaf(
+        actions, "revoke", "revoke an API key at once", "mcpbridge keys revoke key_...", "tenants:key_revoke"
+    )
+    revoke.add_argument("key", metavar="KEY", help="the key's id (key_...)")
+
+
+# ---------------------------------------------------------------------------------------------------- knowledge
+
+
+def _add_kb(commands: Commands) -> None:
+    actions = _group(commands, "kb", "knowledge bases: create, fill, search")
+    _leaf(actions, "list", "the workspace's knowledge bases", "mcpbridge kb list", "knowledge:kb_list")
+    show = _leaf(actions, "show", "one knowledge base", "mcpbridge kb show handbook", "knowledge:kb_show")
+    show.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
+    create = _leaf(
+        actions,
+        "create",
+        "create a knowledge base",
+        'mcpbridge kb create handbook --description "HR"',
+        "knowledge:kb_create",
+    )
+    create.add_argument("name", help="its name")
+    create.add_argument("--description", default="", help="what it holds")
+    create.add_argument("--language", default="auto", help="how keyword search analyses text (default auto)")
+    add = _leaf(
+        actions,
+        "add",
+        "add files, folders (their Markdown, text, HTML and PDF files) or URLs, and wait while they are indexed",
+        "mcpbridge kb add handbook ./docs guide.pdf https://example.com/faq.html",
+        "knowledge:kb_add",
+        details="A progress bar (on a terminal) follows the parsing and indexing. Sources that do not exist are "
+        "refused before anything is added. Exit status 1 when a document could not be added or indexed.",
+    )
+    add.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
+    add.add_argument("sources", nargs="+", metavar="SOURCE", help="a file, a folder or an http(s) URL")
+    add.add_argument("--title", help="the document's title (one source only; default: its file name or URL)")
+    add.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for indexing (default 900)")
+    documents = _leaf(
+        actions,
+        "documents",
+        "the documents of a knowledge base",
+        "mcpbridge kb documents handbook",
+        "knowledge:kb_documents",
+    )
+    documents.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
+    documents.add_argument("--keyword", help="only documents whose title has this word")
+    search = _leaf(
+        actions,
+        "search",
+        "search knowledge bases from the terminal",
+        'mcpbridge kb search "refund policy"',
+        "knowledge:kb_search",
+    )
+    search.add_argument("query", help="what to look for")
+    search.add_argument("--kb", action="append", metavar="KB", help="search only these (repeat; default: every one)")
+    search.add_argument("--mode", choices=("hybrid", "semantic", "keyword"), default="hybrid", help="default hybrid")
+    search.add_argument("--limit", type=int, default=10, help="results, 1 to 30 (default 10)")
+    delete = _leaf(
+        actions,
+        "delete",
+        "delete a knowledge base and its documents",
+        "mcpbridge kb delete handbook",
+        "knowledge:kb_delete",
+    )
+    delete.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
+
+
+# ---------------------------------------------------------------------------------------------------- endpoints
+
+
+def _add_endpoints(commands: Commands) -> None:
+    actions = _group(commands, "endpoints", "MCP endpoints that publish knowledge bases")
+    _leaf(actions, "list", "the workspace's MCP endpoints", "mcpbridge endpoints list", "publishing:endpoints_list")
+    create = _leaf(
+        actions,
+        "create",
+        "publish knowledge bases as an MCP endpoint: prints its token once and the client configs",
+        'mcpbridge endpoints create "Claude" --kb handbook',
+        "publishing:endpoint_create",
+        details="The URL in the configs is under MCPBRIDGE_PUBLIC_BASE_URL, else http://127.0.0.1:8080 (where "
+        "`mcpbridge serve` listens by default).",
+    )
+    create.add_argument("name", help="its name (the server name in client configs comes from it)")
+    create.add_argument("--kb", action="append", metavar="KB", help="publish only these (repeat; default: every one)")
+    create.add_argument("--tool", action="append", metavar="TOOL", help="offer only these tools (repeat)")
+    create.add_argument("--description", default="", help="what it is for")
+    create.add_argument("--rate-limit", type=int, default=60, help="calls per minute, 1 to 6000 (default 60)")
+    create.add_argument("--agent", help="the agent profile its tool calls use (agt_...)")
+    create.add_argument("--disabled", action="store_true", help="create it disabled")
+    for name, summary in (
+        ("show", "one endpoint (never its token)"),
+        ("rotate", "issue a new token (the old one stops working at once): prints it once, with the client configs"),
+        ("disable", "refuse the endpoint's token from the next request on"),
+        ("enable", "enable a disabled endpoint"),
+        ("delete", "delete an endpoint"),
+    ):
+        action = _leaf(actions, name, summary, f"mcpbridge endpoints {name} ep_...", f"publishing:endpoint_{name}")
+        action.add_argument("endpoint", metavar="ENDPOINT", help="the endpoint's id or name")
+
+
+# ---------------------------------------------------------------------------------------------------- services
+
+
+def _service_leaf(actions: Commands, name: str, summary: str, example: str, **kwargs: Any) -> argparse.ArgumentParser:
+    leaf = _leaf(actions, name, summary, example, f"services:service_{name.replace('-', '_')}", **kwargs)
+    leaf.add_argument("service", metavar="SERVICE", help="the service's id (svc_...) or name")
+    return leaf
+
+
+def _add_services(commands: Commands) -> None:
+    actions = _group(commands, "services", "external MCP servers the workspace's agents call")
+    _leaf(actions, "list", "the workspace's external MCP services", "mcpbridge services list", "services:services_list")
+    _add_service_add(actions)
+    imported = _leaf(
+        actions,
+        "import",
+        "register every server of an `mcpServers` JSON file (Claude Desktop, Cursor...); stdio entries are refused",
+        "mcpbridge services import ~/.cursor/mcp.json",
+        "services:service_import",
+    )
+    imported.add_argument("file", type=Path, metavar="FILE", help='a JSON file with {"mcpServers": {...}} ("-": stdin)')
+    _service_leaf(actions, "show", "one service (never a secret)", "mcpbridge services show github")
+    for name, summary in (
+        ("test", "connect to the service now: handshake, tools and resources"),
+        ("refresh", "pull the service's tool catalog again"),
+        ("tools", "the service's tools with the workspace's policy for each"),
+    ):
+        leaf = _service_leaf(actions, name, summary, f"mcpbridge services {name} github")
+        leaf.add_argument("--user", help="use this user's OAuth authorization (default: none, as the operator)")
+    _add_policy(actions)
+    credentials = _service_leaf(
+        actions,
+        "credentials",
+        "set a secret of the service (read from standard input, never echoed)",
+        "mcpbridge services credentials github token < token.txt",
+        details="FIELD is api_key, token (a bearer token) or client_secret (OAuth). The value is sealed at rest and "
+        "never shown again.",
+    )
+    credentials.add_argument("field", choices=("api_key", "token", "client_secret"), metavar="FIELD")
+    _service_leaf(
+        actions, "delete", "delete a service with its policies and OAuth tokens", "mcpbridge services delete github"
+    )
+    _add_authorize(actions)
+
+
+def _add_service_add(actions: Commands) -> None:
+    add = _leaf(
+        actions,
+        "add",
+        "register an external MCP server (Streamable HTTP or SSE; its URL is checked against the SSRF guard)",
+        "mcpbridge services add github https://api.githubcopilot.com/mcp/ --auth oauth",
+        "services:service_add",
+        details="Secrets (an API key, a bearer token, a client secret) are set with `mcpbridge services "
+        "credentials`, which reads them from standard input, never from the command line.",
+    )
+    add.add_argument("name", help="its name, unique in the workspace")
+    add.add_argument("url", help="the server's MCP URL")
+    add.add_argument("--transport", choices=("http-streamable", "sse"), default="http-streamable")
+    add.add_argument("--auth", choices=("none", "api_key", "bearer", "oauth"), default="none", help="default none")
+    add.add_argument("--api-key-header", help="the header an api_key goes in (default X-API-Key)")
+    add.add_argument("--scope", action="append", metavar="SCOPE", help="OAuth scopes to ask for (repeat)")
+    add.add_argument("--client-id", help="a pre-registered OAuth client id")
+    add.add_argument("--header", action="append", metavar="NAME:VALUE", help="a custom header (repeat)")
+    add.add_argument("--description", default="", help="what it is for")
+    add.add_argument("--disabled", action="store_true", help="register it disabled")
+
+
+def _add_policy(actions: Commands) -> None:
+    policy = _service_leaf(
+        actions,
+        "policy",
+        "set a tool's policy: enabled or not, approval required or not",
+        "mcpbridge services policy github create_issue --require-approval",
+    )
+    policy.add_argument("tool", metavar="TOOL", help="the tool's name")
+    enabled = policy.add_mutually_exclusive_group()
+    enabled.add_argument("--enable", dest="enabled", action="store_const", const=True, help="offer the tool")
+    enabled.add_argument("--disable", dest="enabled", action="store_const", const=False, help="hide the tool")
+    approval = policy.add_mutually_exclusive_group()
+    approval.add_argument(
+        "--require-approval",
+        dest="approval",
+        action="store_const",
+        const=True,
+        help="pause each call until a person approves it",
+    )
+    approval.add_argument(
+        "--no-approval", dest="approval", action="store_const", const=False, help="run calls without approval"
+    )
+    policy.add_argument("--pre-register", action="store_true", help="accept a tool the catalog does not list yet")
+
+
+def _add_authorize(actions: Commands) -> None:
+    authorize = _service_leaf(
+        actions,
+        "authorize",
+        "authorize an OAuth service for a user: print the URL to open, then finish with the redirected URL",
+        "mcpbridge services authorize github --user usr_... --listen",
+        details="Start an OAuth authorization of an external MCP service for a user and print the URL to open. "
+        "Finish it by pasting the URL the browser was sent back to (stdin), with --redirected-url later, or with "
+        "--listen (the browser comes back to this command on 127.0.0.1).",
+    )
+    authorize.add_argument("--user", help="the user to authorize for (default: the workspace's admin user)")
+    finish = authorize.add_mutually_exclusive_group()
+    finish.add_argument(
+        "--redirected-url", metavar="URL", help="finish an authorization started earlier with the URL it redirected to"
+    )
+    finish.add_argument(
+        "--listen", action="store_true", help="wait for the browser on 127.0.0.1 at the redirect URI's port"
+    )
+    authorize.add_argument(
+        "--port",
+        type=int,
+        help="port of the redirect URI http://127.0.0.1:PORT/api/v1/mcp-oauth/callback when "
+        f"MCPBRIDGE_PUBLIC_BASE_URL is unset (default {DEFAULT_CALLBACK_PORT})",
+    )
+    authorize.add_argument(
+        "--timeout",
+        type=float,
+        default=AUTHORIZE_TIMEOUT,
+        help=f"seconds to wait for the browser or the pasted URL (default {AUTHORIZE_TIMEOUT:g})",
+    )
+    authorize.set_defaults(run="authorize:cmd_services_authorize")
+
+
+# ---------------------------------------------------------------------------------------------------- calls
+
+
+def _add_calls(commands: Commands) -> None:
+    actions = _group(commands, "calls", "agents' tool calls waiting for a person")
+    _leaf(
+        actions,
+        "pending",
+        "the calls waiting for an approval or an authorization",
+        "mcpbridge calls pending",
+        "calls:calls_pending",
+        details="As the operator: every waiting call of the workspace. With MCPBRIDGE_API_KEY: the key's user's "
+        "own calls (every one of the workspace for an admin key with approve_calls).",
+    )
+    show = _leaf(actions, "show", "one tool call", "mcpbridge calls show call_...", "calls:call_show")
+    show.add_argument("call", metavar="CALL", help="the call's id")
+    approve = _leaf(
+        actions,
+        "approve",
+        "approve a call waiting for approval (it runs next)",
+        'mcpbridge calls approve call_... --args \'{"text": "hi"}\'',
+        "calls:call_approve",
+        details="Only the call's owner or an approver may resolve it: the operator is one; with MCPBRIDGE_API_KEY, "
+        "the key's user must own the call or hold an admin key with approve_calls.",
+    )
+    approve.add_argument("call", metavar="CALL", help="the call's id")
+    approve.add_argument("--args", metavar="JSON", help="a JSON object replacing the call's arguments")
+    approve.add_argument("--reason", help="why (kept on the call)")
+    reject = _leaf(
+        actions,
+        "reject",
+        "reject a call waiting for approval, or cancel one waiting for an authorization",
+        'mcpbridge calls reject call_... --reason "not today"',
+        "calls:call_reject",
+    )
+    reject.add_argument("call", metavar="CALL", help="the call's id")
+    reject.add_argument("--reason", help="why (the agent is told)")

@@ -1,0 +1,109 @@
+"""``mcpbridge endpoints``: MCP endpoints through ``/api/v1/mcp-endpoints``. ``create`` and ``rotate`` print the
+token once with the client configs the API answers (Claude Code, Cursor, VS Code, and ``mcp-remote`` for stdio-only
+clients)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from mcpbridge.cli.api import Api, command
+from mcpbridge.cli.knowledge import kb_id
+from mcpbridge.cli.output import Column, deleted, emit, field, table
+
+ENDPOINTS = "/api/v1/mcp-endpoints"
+_COLUMNS: list[Column] = [
+    ("ID", field("id")),
+    ("NAME", field("name")),
+    ("ENABLED", field("enabled")),
+    ("KNOWLEDGE BASES", lambda row: row["knowledge_base_ids"] or "all"),
+    ("TOKEN", lambda row: f"…{row['token_hint']}"),
+    ("LAST USED", field("last_used_at")),
+]
+
+
+async def _endpoint_id(api: Api, reference: str) -> str:
+    return await api.resolve(ENDPOINTS, reference, "ep", "endpoint")
+
+
+def _print_endpoint(body: dict[str, Any]) -> None:
+    state = "enabled" if body["enabled"] else "disabled"
+    kbs = ", ".join(body["knowledge_base_ids"]) or "every knowledge base"
+    print(f"{body['id']}  {body['name']}  ({state}; {kbs}; {body['rate_limit_per_minute']} calls/min)")
+    print(f"  tools: {', '.join(body['tools'])}")
+
+
+def print_issued(body: dict[str, Any], what: str) -> None:
+    """An endpoint with its token, as create and rotate answer it: the token once, then the client configs."""
+    configs = body["client_configs"]
+    print(f"{what}: {body['url']}")
+    print("Token (shown once; store it now):")
+    print(f"  {body['token']}")
+    print("\nClaude Code:")
+    print(f"  {configs['claude_code']}")
+    for title, name in (
+        ("Cursor (~/.cursor/mcp.json)", "cursor"),
+        ("VS Code (.vscode/mcp.json)", "vscode"),
+        ("Other clients, over stdio through mcp-remote (Claude Desktop...)", "mcp_remote"),
+    ):
+        print(f"\n{title}:")
+        print("\n".join(f"  {line}" for line in json.dumps(configs[name], indent=2).splitlines()))
+
+
+@command()
+async def endpoints_list(api: Api, args: argparse.Namespace) -> None:
+    body = await api.every(ENDPOINTS)
+    emit(args, body, lambda b: table(b["items"], _COLUMNS, empty="No MCP endpoints."))
+
+
+@command()
+async def endpoint_create(api: Api, args: argparse.Namespace) -> None:
+    request: dict[str, Any] = {
+        "name": args.name,
+        "description": args.description,
+        "enabled": not args.disabled,
+        "knowledge_base_ids": [await kb_id(api, kb) for kb in args.kb or []],
+        "rate_limit_per_minute": args.rate_limit,
+    }
+    if args.tool is not None:
+        request["tools"] = args.tool
+    if args.agent is not None:
+        request["default_agent_id"] = args.agent
+    body = await api.post(ENDPOINTS, json=request)
+    emit(args, body, lambda b: print_issued(b, f"Endpoint {b['id']} ({b['name']}) published"))
+
+
+@command()
+async def endpoint_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, await api.get(f"{ENDPOINTS}/{await _endpoint_id(api, args.endpoint)}"), _print_endpoint)
+
+
+@command()
+async def endpoint_rotate(api: Api, args: argparse.Namespace) -> None:
+    body = await api.post(f"{ENDPOINTS}/{await _endpoint_id(api, args.endpoint)}/rotate-token")
+    refused = "the old one is refused from now on"
+    emit(args, body, lambda b: print_issued(b, f"New token of endpoint {b['id']} ({b['name']}); {refused}"))
+
+
+async def _set_enabled(api: Api, args: argparse.Namespace, enabled: bool) -> None:
+    body = await api.put(f"{ENDPOINTS}/{await _endpoint_id(api, args.endpoint)}", json={"enabled": enabled})
+    state = "enabled" if enabled else "disabled: its token is refused from the next request on"
+    emit(args, body, lambda b: print(f"Endpoint {b['id']} ({b['name']}) {state}."))
+
+
+@command()
+async def endpoint_disable(api: Api, args: argparse.Namespace) -> None:
+    await _set_enabled(api, args, False)
+
+
+@command()
+async def endpoint_enable(api: Api, args: argparse.Namespace) -> None:
+    await _set_enabled(api, args, True)
+
+
+@command()
+async def endpoint_delete(api: Api, args: argparse.Namespace) -> None:
+    target = await _endpoint_id(api, args.endpoint)
+    await api.delete(f"{ENDPOINTS}/{target}")
+    deleted(args, "endpoint", target)

@@ -1,0 +1,112 @@
+"""``mcpbridge init`` and ``mcpbridge serve``.
+
+``serve`` binds its port first: a port already taken is reported (exit status 1) before anything is initialised,
+resumed or printed as listening; the bound socket is the one uvicorn then serves on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import socket
+
+from mcpbridge.bootstrap import Container
+from mcpbridge.cli.context import close, settings_of, where
+from mcpbridge.errors import Conflict, InvalidInput
+from mcpbridge.identity.accounts import Initialization
+from mcpbridge.settings import Settings
+
+_BACKLOG = 2048  # uvicorn's default
+
+
+def _print_initialization(result: Initialization, settings: Settings) -> None:
+    if result.created:
+        print(f"Initialised mcpbridge in {where(settings)}: workspace {result.workspace_id}.")
+        print("Admin API key (shown once; store it now):")
+        print(f"  {result.api_key}")
+    else:
+        print(f"Already initialised in {where(settings)} (workspace {result.workspace_id}); nothing created.")
+
+
+def init(args: argparse.Namespace) -> int:
+    settings = settings_of(args)
+    container = Container(settings)
+    try:
+        result = container.identity.initialize()
+    finally:
+        container.close()
+    if args.json:
+        print(json.dumps({"workspace_id": result.workspace_id, "api_key": result.api_key, "created": result.created}))
+    else:
+        _print_initialization(result, settings)
+    return 0
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, or a clear error when the address cannot be had (the port is taken)."""
+    if not 0 <= port <= 65535:
+        raise InvalidInput(f"--port must be from 0 to 65535, not {port}", code="invalid_port")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise InvalidInput(f"cannot listen on {host!r}: {exc.strerror}", code="invalid_host") from None
+    listener = socket.socket(family, kind, proto)
+    # As uvicorn does: a restart right after a stop binds again (a port another socket listens on stays refused).
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(address)
+        listener.listen(_BACKLOG)
+    except OSError as exc:
+        listener.close()
+        reason = exc.strerror or str(exc)
+        raise Conflict(
+            f"cannot listen on {host}:{port}: {reason}. Another program (perhaps another `mcpbridge serve`) holds "
+            "it: stop it, or choose another port with --port",
+            code="port_unavailable",
+        ) from None
+    return listener
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from mcpbridge.http.apps import create_combined_app
+    from mcpbridge.observability import configure_local_logging
+
+    listener = bind(args.host, args.port)
+    try:
+        settings = settings_of(args)
+        configure_local_logging(settings.log_level)
+        container = Container(settings)
+        try:
+            _start(container, settings)
+            host, port = listener.getsockname()[:2]
+            shown = f"[{host}]" if ":" in host else host
+            print(f"mcpbridge listening on http://{shown}:{port} (Ctrl-C stops it)", flush=True)
+            config = uvicorn.Config(
+                create_combined_app(container), log_level=settings.log_level.lower(), server_header=False
+            )
+            # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again: that is a clean stop.
+            with contextlib.suppress(KeyboardInterrupt):
+                uvicorn.Server(config).run(sockets=[listener])
+        finally:
+            close(container)
+    finally:
+        listener.close()
+    return 0
+
+
+def _start(container: Container, settings: Settings) -> None:
+    """Initialise on first start, and resume what an earlier run left unfinished."""
+    _print_initialization(container.identity.initialize(), settings)
+    resumed = container.documents.resume_pending()
+    if resumed:
+        print(f"Resumed indexing of {resumed} document(s) left pending.", flush=True)
+    if container.workspace_purge.resume():
+        print("Resumed the deletion of the workspaces left being deleted.", flush=True)
+    recover = getattr(container.workflow, "recover", None)  # the embedded workflow picks up paused calls
+    if recover is not None and recover():
+        print("Resumed the agent tool calls left unfinished.", flush=True)

@@ -1,0 +1,201 @@
+"""``mcpbridge workspaces``, ``users`` and ``keys``: the REST routes of ``/api/v1/workspaces``, ``/users`` and
+``/api-keys``, plus ``keys create --admin``, the way back after every admin key is lost (minted straight in the data
+this machine holds: whoever can run it holds the data anyway)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from mcpbridge.cli.api import Api, command
+from mcpbridge.cli.context import acting_workspace, admin_user, known_user, opened, where
+from mcpbridge.cli.output import Column, deleted, emit, field, table
+from mcpbridge.errors import InvalidInput
+
+WORKSPACES = "/api/v1/workspaces"
+USERS = "/api/v1/users"
+KEYS = "/api/v1/api-keys"
+_STATUS_COLUMNS: list[Column] = [("ID", field("id")), ("STATUS", field("status")), ("NAME", field("name"))]
+
+
+def _one_line(body: dict[str, Any]) -> None:
+    print(f"{body['id']}  {body['status']:<8}  {body['name']}")
+
+
+# ---------------------------------------------------------------------------------------------------- workspaces
+
+
+async def _workspace_id(api: Api, reference: str) -> str:
+    return await api.resolve(WORKSPACES, reference, "ws", "workspace")
+
+
+@command()
+async def workspaces_list(api: Api, args: argparse.Namespace) -> None:
+    body = await api.every(WORKSPACES)
+    emit(args, body, lambda b: table(b["items"], _STATUS_COLUMNS, empty="No workspaces."))
+
+
+@command()
+async def workspace_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, await api.get(f"{WORKSPACES}/{await _workspace_id(api, args.target)}"), _one_line)
+
+
+@command()
+async def workspace_create(api: Api, args: argparse.Namespace) -> None:
+    body = await api.post(WORKSPACES, json={"name": args.name, "admin_name": args.admin_name})
+
+    def human(created: dict[str, Any]) -> None:
+        print(f"Workspace {created['id']} ({created['name']}) created.")
+        print(f"Admin API key of its user {created['admin_user_id']} (shown once; store it now):")
+        print(f"  {created['admin_api_key']['key']}")
+
+    emit(args, body, human)
+
+
+@command()
+async def workspace_rename(api: Api, args: argparse.Namespace) -> None:
+    target = await _workspace_id(api, args.target)
+    emit(args, await api.put(f"{WORKSPACES}/{target}", json={"name": args.name}), _one_line)
+
+
+@command()
+async def workspace_disable(api: Api, args: argparse.Namespace) -> None:
+    emit(args, await api.post(f"{WORKSPACES}/{await _workspace_id(api, args.target)}/disable"), _one_line)
+
+
+@command()
+async def workspace_enable(api: Api, args: argparse.Namespace) -> None:
+    emit(args, await api.post(f"{WORKSPACES}/{await _workspace_id(api, args.target)}/enable"), _one_line)
+
+
+@command()
+async def workspace_delete(api: Api, args: argparse.Namespace) -> None:
+    # The purge is a background job: here it runs in this process, and the command returns once it is done.
+    body = await api.delete(f"{WORKSPACES}/{await _workspace_id(api, args.target)}")
+
+    def human(shown: dict[str, Any]) -> None:
+        print(
+            f"Workspace {shown['id']} ({shown['name']}) is being deleted: its keys and tokens are refused; what it "
+            "held is purged by a background job (the indexer on AWS; here, before this command returned)."
+        )
+
+    emit(args, body, human)
+
+
+# ---------------------------------------------------------------------------------------------------- users
+
+
+@command()
+async def users_list(api: Api, args: argparse.Namespace) -> None:
+    body = await api.every(USERS)
+    emit(args, body, lambda b: table(b["items"], _STATUS_COLUMNS, empty="No users."))
+
+
+@command()
+async def user_create(api: Api, args: argparse.Namespace) -> None:
+    body = await api.post(USERS, json={"name": args.name})
+    hint = "give it a key: mcpbridge keys create --user"
+    emit(args, body, lambda b: print(f"User {b['id']} ({b['name']}) created; {hint} {b['id']}"))
+
+
+@command()
+async def user_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, await api.get(f"{USERS}/{args.user}"), _one_line)
+
+
+@command()
+async def user_disable(api: Api, args: argparse.Namespace) -> None:
+    emit(args, await api.post(f"{USERS}/{args.user}/disable"), _one_line)
+
+
+@command()
+async def user_enable(api: Api, args: argparse.Namespace) -> None:
+    emit(args, await api.post(f"{USERS}/{args.user}/enable"), _one_line)
+
+
+@command()
+async def user_delete(api: Api, args: argparse.Namespace) -> None:
+    await api.delete(f"{USERS}/{args.user}")
+    deleted(args, "user", args.user, " Its keys, OAuth tokens and sessions are gone; its paused calls cancelled.")
+
+
+# ---------------------------------------------------------------------------------------------------- keys
+
+_KEY_COLUMNS: list[Column] = [
+    ("ID", field("id")),
+    ("USER", field("user_id")),
+    ("ROLE", field("role")),
+    ("STATUS", field("status")),
+    ("CAPABILITIES", lambda row: "all" if row["capabilities"] is None else row["capabilities"]),
+    ("HINT", field("hint")),
+    ("NAME", field("name")),
+]
+
+
+@command()
+async def keys_list(api: Api, args: argparse.Namespace) -> None:
+    body = await api.every(KEYS)
+    if args.user:
+        body = {**body, "items": [key for key in body["items"] if key["user_id"] == args.user]}
+    emit(args, body, lambda b: table(b["items"], _KEY_COLUMNS, empty="No API keys."))
+
+
+def key_create(args: argparse.Namespace) -> int:
+    if args.admin:
+        return _recover_admin_key(args)
+    if not args.user:
+        raise InvalidInput(
+            "name the key's user with --user (usr_...), or mint an unrestricted admin key with --admin",
+            code="invalid_arguments",
+        )
+    return _mint_key(args)
+
+
+@command()
+async def _mint_key(api: Api, args: argparse.Namespace) -> None:
+    from mcpbridge.cli.knowledge import KNOWLEDGE_BASES
+
+    request: dict[str, Any] = {"name": args.name or "cli", "role": args.role or "viewer"}
+    if args.capability is not None:
+        request["capabilities"] = args.capability
+    if args.kb is not None:
+        request["knowledge_base_ids"] = [
+            await api.resolve(KNOWLEDGE_BASES, kb, "kb", "knowledge base") for kb in args.kb
+        ]
+    body = await api.post(f"{USERS}/{args.user}/api-keys", json=request)
+    emit(args, body, lambda b: _print_key(b, f"API key {b['id']} ({b['role']}) for user {b['user_id']}"))
+
+
+def _print_key(body: dict[str, Any], what: str) -> None:
+    print(f"{what} (shown once; store it now):")
+    print(f"  {body['key']}")
+
+
+def _recover_admin_key(args: argparse.Namespace) -> int:
+    """An unrestricted admin API key, minted straight in the store, whatever keys exist."""
+    from mcpbridge.http.routes.api_keys import CreatedApiKey
+
+    if args.role or args.capability or args.kb:
+        raise InvalidInput(
+            "--admin mints an unrestricted admin key: leave out --role, --capability and --kb (or leave out --admin)",
+            code="invalid_arguments",
+        )
+    with opened(args) as container:
+        workspace_id = acting_workspace(container, args.workspace)
+        user_id = known_user(container, workspace_id, args.user) if args.user else admin_user(container, workspace_id)
+        created = container.identity.recover_admin_key(workspace_id, user_id, name=args.name or "admin (recovered)")
+        settings = container.settings
+    body = CreatedApiKey.of_new(created).model_dump(mode="json")
+    if args.json:
+        print(json.dumps(body))
+    else:
+        _print_key(body, f"Admin API key {body['id']} for user {user_id} in {where(settings)}")
+    return 0
+
+
+@command()
+async def key_revoke(api: Api, args: argparse.Namespace) -> None:
+    await api.delete(f"{KEYS}/{args.key}")
+    body = await api.get(f"{KEYS}/{args.key}")
+    emit(args, body, lambda b: print(f"API key {b['id']} of user {b['user_id']} revoked: it is refused from now on."))
