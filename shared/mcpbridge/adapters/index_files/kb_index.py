@@ -519,6 +519,20 @@ class KbIndexFile:
             value = _meta(held.conn, "embedder")
         return None if value is None else str(value)
 
+    def vectors_of(self, document_id: str) -> tuple[str, list[list[float]]] | None:
+        """The embedder and the vectors of the document's chunks in reading order (what a migration copies); None
+        when the document has no chunk or some chunk no vector."""
+        with self._reading() as held:
+            rows = held.conn.execute(
+                "SELECT v.vector FROM chunks AS c LEFT JOIN vectors AS v ON v.rowid = c.rowid "
+                "WHERE c.document_id = ? ORDER BY c.seq",
+                (document_id,),
+            ).fetchall()
+            embedder = _meta(held.conn, "embedder")
+        if not rows or embedder is None or any(row[0] is None for row in rows):
+            return None
+        return str(embedder), [np.frombuffer(row[0], dtype="<f4").astype(float).tolist() for row in rows]
+
     def generation(self) -> int:
         """A number that every write that changed the file increased."""
         with self._using() as held:

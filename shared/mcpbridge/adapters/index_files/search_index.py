@@ -180,5 +180,34 @@ class FileSearchIndex:
     def has_vectors(self, kb_id: str) -> bool:
         return self._read(kb_id, lambda i: i.has_vectors(), False)
 
+    # What a migration to another engine reads (``adapters.lance.builds.LegacyIndex``).
+
+    def document_ids(self, kb_id: str) -> list[str]:
+        return self._read(kb_id, lambda i: i.document_ids(), [])
+
+    def export(self, kb_id: str, document_id: str) -> tuple[list[Chunk], list[list[float]] | None, str | None]:
+        """The document's chunks in reading order, their vectors (None unless every chunk has one) and embedder."""
+
+        def read(index: KbIndexFile) -> tuple[list[Chunk], list[list[float]] | None, str | None]:
+            vectors = index.vectors_of(document_id)
+            chunks = index.chunks(document_id)
+            if vectors is None or len(vectors[1]) != len(chunks):
+                return chunks, None, None
+            return chunks, vectors[1], vectors[0]
+
+        nothing: tuple[list[Chunk], list[list[float]] | None, str | None] = ([], None, None)
+        return self._read(kb_id, read, nothing)
+
+    def embedder_of(self, kb_id: str) -> tuple[str, int] | None:
+        def read(index: KbIndexFile) -> tuple[str, int] | None:
+            name = index.embedder_name()
+            for document_id in index.document_ids() if name else []:
+                held = index.vectors_of(document_id)
+                if held is not None:
+                    return name or held[0], len(held[1][0])
+            return None
+
+        return self._read(kb_id, read, None)
+
     def close(self) -> None:
         self._files.close()

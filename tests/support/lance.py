@@ -1,0 +1,118 @@
+"""Lance search indexes for tests: in a directory with a SQLite store, or on S3 with the DynamoDB commit store and a
+DynamoDB store for the pointers, against a moto server on 127.0.0.1 (Lance's own S3 and DynamoDB clients speak
+HTTP: moto's in-process mock cannot reach them)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import httpx
+from moto.server import ThreadedMotoServer
+
+from mcpbridge.adapters.aws.dynamodb import DynamoStore
+from mcpbridge.adapters.lance.tables import LanceLocation
+from tests.support.aws import table_create_kwargs
+from tests.support.serve import free_port
+
+REGION = "eu-west-1"
+FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+
+
+def commit_table_kwargs(name: str) -> dict[str, Any]:
+    """Lance's commit store table, as ``template.yaml`` declares ``IndexCommitsTable``."""
+    return {
+        "TableName": name,
+        "KeySchema": [
+            {"AttributeName": "base_uri", "KeyType": "HASH"},
+            {"AttributeName": "version", "KeyType": "RANGE"},
+        ],
+        "AttributeDefinitions": [
+            {"AttributeName": "base_uri", "AttributeType": "S"},
+            {"AttributeName": "version", "AttributeType": "N"},
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+
+
+@dataclass(frozen=True)
+class LanceOnS3:
+    endpoint_url: str
+    bucket: str
+    table_name: str
+    commit_table: str
+
+    @property
+    def location(self) -> LanceLocation:
+        return LanceLocation(
+            f"s3+ddb://{self.bucket}/lance",
+            commit_table=self.commit_table,
+            storage_options=storage_options(self.endpoint_url),
+        )
+
+    def client(self, service: str) -> Any:
+        return boto3.client(
+            service,  # type: ignore[call-overload]
+            region_name=REGION,
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+    def store(self, clock: Any) -> DynamoStore:
+        return DynamoStore(self.client("dynamodb"), self.table_name, clock)
+
+    def object_bytes(self) -> list[bytes]:
+        """Every object of the bucket, current versions and older ones."""
+        s3 = self.client("s3")
+        found: list[bytes] = []
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=self.bucket):
+            for version in page.get("Versions", []):
+                body = s3.get_object(Bucket=self.bucket, Key=version["Key"], VersionId=version["VersionId"])["Body"]
+                found.append(body.read())
+        return found
+
+
+def storage_options(endpoint_url: str) -> dict[str, str]:
+    return {
+        "aws_endpoint": endpoint_url,
+        "dynamodb_endpoint": endpoint_url,
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+        "aws_region": REGION,
+        "allow_http": "true",
+    }
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """A moto server on a free 127.0.0.1 port (its state is the process's: it is reset when it stops)."""
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        yield url
+    finally:
+        try:
+            httpx.post(f"{url}/moto-api/reset", timeout=10.0, trust_env=False)
+        finally:
+            server.stop()
+
+
+def create_lance_resources(endpoint_url: str, *, versioned: bool = False) -> LanceOnS3:
+    """A bucket, the store's table and Lance's commit table on the server at ``endpoint_url``."""
+    suffix = uuid.uuid4().hex[:10]
+    made = LanceOnS3(endpoint_url, f"mcpbridge-lance-{suffix}", f"store-{suffix}", f"commits-{suffix}")
+    dynamodb = made.client("dynamodb")
+    dynamodb.create_table(**table_create_kwargs(made.table_name))
+    dynamodb.create_table(**commit_table_kwargs(made.commit_table))
+    s3 = made.client("s3")
+    s3.create_bucket(Bucket=made.bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    if versioned:
+        s3.put_bucket_versioning(Bucket=made.bucket, VersioningConfiguration={"Status": "Enabled"})
+    return made
