@@ -100,11 +100,22 @@ class Container:
 
         return boto3.session.Session(region_name=self.settings.aws_region or None)
 
-    def _aws_client(self, service: str, **config: Any) -> Any:
+    def _aws_client(self, service: str, *, attempts: int = 4, **config: Any) -> Any:
+        """A client trying each request ``attempts`` times in all (botocore's ``max_attempts`` counts retries)."""
         from botocore.config import Config
 
         # AWS_ENDPOINT_URL (read by botocore itself) points every client at moto's server in tests.
-        return self._aws.client(service, config=Config(retries={"mode": "standard", "max_attempts": 3}, **config))  # type: ignore[call-overload]
+        retries: Any = {"mode": "standard", "total_max_attempts": attempts}
+        return self._aws.client(service, config=Config(retries=retries, **config))  # type: ignore[call-overload]
+
+    def _within_budget(self, seconds: float, share: float) -> float:
+        """``seconds``, or ``share`` of the request budget when that is shorter (no budget: ``seconds``)."""
+        budget = self.settings.request_budget_seconds
+        return min(seconds, budget * share) if budget else seconds
+
+    @property
+    def _request_budget(self) -> float | None:
+        return self.settings.request_budget_seconds or None
 
     @cached_property
     def store(self) -> Store:
@@ -227,8 +238,11 @@ class Container:
         if provider == "bedrock":
             from mcpbridge.adapters.aws.bedrock import BedrockEmbedder
 
-            timeout = settings.embedding_timeout_seconds
-            client = self._aws_client("bedrock-runtime", connect_timeout=2, read_timeout=timeout)
+            # Behind API Gateway a query's embedding must leave room for the rest of the request: two tries of a
+            # quarter of the budget at most.
+            timeout = self._within_budget(settings.embedding_timeout_seconds, 0.25)
+            attempts = 2 if self._request_budget else 4
+            client = self._aws_client("bedrock-runtime", attempts=attempts, connect_timeout=2, read_timeout=timeout)
             model = settings.embedding_model or "amazon.titan-embed-text-v2:0"
             return BedrockEmbedder(client, model_id=model, dimensions=settings.embedding_dimensions or None)
         if provider == "openai":
@@ -240,9 +254,9 @@ class Container:
                 model=settings.embedding_model or "text-embedding-3-small",
                 # 0: the model's own size (Ollama and most local servers ignore a requested size).
                 dimensions=settings.embedding_dimensions or None,
-                timeout=settings.embedding_timeout_seconds,
+                timeout=self._within_budget(settings.embedding_timeout_seconds, 0.25),
                 timeout_per_text=settings.embedding_timeout_per_text_seconds,
-                attempts=settings.embedding_attempts,
+                attempts=min(settings.embedding_attempts, 2) if self._request_budget else settings.embedding_attempts,
                 roles=settings.embedding_roles,
                 query_prefix=settings.embedding_query_prefix,
                 passage_prefix=settings.embedding_passage_prefix,
@@ -255,7 +269,10 @@ class Container:
         if settings.llm_provider == "bedrock":
             from mcpbridge.adapters.aws.bedrock import BedrockLlm
 
-            client = self._aws_client("bedrock-runtime", connect_timeout=2, read_timeout=120)
+            # One try within the budget (less the search before it): a retry would outlast the request.
+            timeout = self._within_budget(settings.llm_timeout_seconds, 0.75)
+            attempts = 1 if self._request_budget else 4
+            client = self._aws_client("bedrock-runtime", attempts=attempts, connect_timeout=2, read_timeout=timeout)
             return BedrockLlm(client, model_id=settings.llm_model or "anthropic.claude-3-5-haiku-20241022-v1:0")
         if settings.llm_provider == "openai":
             from mcpbridge.adapters.openai_compatible import OpenAIChat
@@ -264,6 +281,7 @@ class Container:
                 settings.llm_base_url or "https://api.openai.com/v1",
                 settings.llm_api_key,
                 model=settings.llm_model or "gpt-4o-mini",
+                timeout=self._within_budget(settings.llm_timeout_seconds, 0.75),
             )
         return None
 
@@ -411,6 +429,7 @@ class Container:
             self.egress,
             SpecSource(self.services, lambda: self.oauth),
             telemetry=self.telemetry,
+            request_budget=self._request_budget,
         )
 
     @cached_property
@@ -544,6 +563,7 @@ class Container:
             self._oauth_gate,
             callbacks_supported=self._uses_step_functions,
             user_usable=self.identity.user_usable,
+            request_budget=self._request_budget,
         )
 
     @cached_property

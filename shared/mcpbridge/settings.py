@@ -103,6 +103,13 @@ class Settings(BaseSettings):
     """OpenAI-compatible: text put before each query / passage, for an E5-style model served without roles
     (``"query: "`` and ``"passage: "``)."""
 
+    llm_timeout_seconds: float = Field(default=60.0, gt=0)
+    """How long the language model may take to answer (shortened to fit ``request_budget_seconds``)."""
+    request_budget_seconds: float = Field(default=0.0, ge=0)
+    """How long a synchronous request may wait on what is outside mcpbridge (tool calls, the language model,
+    embeddings, catalog pulls); 0: no limit. The template sets 20 on the functions behind API Gateway, which ends a
+    request after 29 s: a tool call to a service that may take longer runs in the background instead, and an answer
+    whose model is too slow falls back to an extractive one."""
     llm_provider: Literal["none", "bedrock", "openai"] = "none"
     llm_model: str = ""
     """Default: anthropic.claude-3-5-haiku-20241022-v1:0 (bedrock), gpt-4o-mini (openai)."""

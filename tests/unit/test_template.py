@@ -380,6 +380,20 @@ def test_function_environment(name: str) -> None:
         assert not _references(env, INDEXER)
 
 
+def test_requests_behind_the_api_have_a_budget_inside_api_gateways_limit() -> None:
+    # HTTP APIs end an integration after 30 s and the functions after 29 s: what a request waits on upstreams (tool
+    # calls, models, catalog pulls) ends sooner, with room for the store and the function itself.
+    for name in FUNCTIONS:
+        budget = function_environment(name).get("MCPBRIDGE_REQUEST_BUDGET_SECONDS")
+        if name in HTTP_FUNCTIONS:
+            assert budget is not None, name
+            assert 0 < float(budget) <= function_property(name, "Timeout") - 5, name
+        else:
+            # The indexer, the tool-call steps and job recovery are not waited on by a person: no budget.
+            assert budget is None, name
+    assert "request_budget_seconds" in Settings.model_fields
+
+
 def test_globals_environment_does_not_name_the_indexer() -> None:
     # The indexer inherits Globals: referencing it there would make it depend on itself.
     assert not _references(GLOBAL_ENV, INDEXER)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+import anyio
 from anyio import to_thread
 
 from mcpbridge.agent.arguments import validate_arguments
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcpbridge.agent")
 
 _USER_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
+BACKGROUND_NOTICE = (
+    "{service} may take up to {timeout:g} s to answer, longer than a request may wait here ({budget:g} s): the call "
+    "runs in the background; poll GET /api/v1/agent/tool-calls/{call_id} (or pass callback_task_token)"
+)
 OAUTH_NOTICE = (
     "This tool needs your authorization of {service}. Authorize it in the console (MCP services), then ask again; "
     "the agent continues without the tool for now."
@@ -115,6 +120,7 @@ class ToolCallBroker:
         *,
         callbacks_supported: bool,
         user_usable: Callable[[str, str], bool] | None = None,
+        request_budget: float | None = None,
     ) -> None:
         """``workflow`` is asked for on use (the embedded workflow runs the steps this broker starts);
         ``user_usable(workspace_id, user_id)`` says whether a user a call acts for may still be acted for."""
@@ -129,6 +135,7 @@ class ToolCallBroker:
         self._oauth = oauth
         self._callbacks_supported = callbacks_supported
         self._user_usable = user_usable
+        self._budget = request_budget
 
     # -- submitting -------------------------------------------------------------------------------------------
 
@@ -145,6 +152,7 @@ class ToolCallBroker:
         callback_task_token: str | None = None,
         base_url: str | None = None,
     ) -> Submitted:
+        until = None if self._budget is None else anyio.current_time() + self._budget
         if callback_task_token and not self._callbacks_supported:
             raise InvalidInput(
                 "callback_task_token needs the AWS backend (Step Functions)", code="callback_not_supported"
@@ -160,8 +168,10 @@ class ToolCallBroker:
             call = await to_thread.run_sync(lambda: self._record(draft, "cancelled", error=error))
             return Submitted(call=call, paused=False, notice=notice)
         if not draft.needs_approval and not draft.needs_oauth:
+            if self._in_background(draft.service):
+                return await to_thread.run_sync(lambda: self._run_in_background(draft, callback_task_token))
             call = await to_thread.run_sync(lambda: self._record(draft, "running", callback=callback_task_token))
-            call, agent_result = await self._steps.run(call, draft.service)
+            call, agent_result = await self._steps.run(call, draft.service, until=until)
             await to_thread.run_sync(self._steps.finish, call.id, call.workspace_id)
             finished = await to_thread.run_sync(self._calls.find, call.workspace_id, call.id)
             return Submitted(call=finished, paused=False, agent_result=agent_result)
@@ -184,6 +194,22 @@ class ToolCallBroker:
             return call
 
         return Submitted(call=await to_thread.run_sync(pause), paused=True)
+
+    def _in_background(self, service: ExternalService) -> bool:
+        """A call that may outlast the request (its service's timeout is longer than the request's budget) runs in
+        the workflow instead, where a Lambda task may take minutes, when there is one apart from this process."""
+        return self._budget is not None and self._callbacks_supported and service.advanced.timeout > self._budget
+
+    def _run_in_background(self, draft: _Draft, callback: str | None) -> Submitted:
+        call = self._record(draft, "ready", callback=callback)
+        self._workflow().start(
+            CallStart(call.id, call.workspace_id, call.approval_timeout_seconds, call.oauth_timeout_seconds)
+        )
+        assert self._budget is not None
+        notice = BACKGROUND_NOTICE.format(
+            service=draft.service.name, timeout=draft.service.advanced.timeout, budget=self._budget, call_id=call.id
+        )
+        return Submitted(call=call, paused=True, notice=notice)
 
     def _prepare(
         self,

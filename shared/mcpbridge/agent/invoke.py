@@ -43,9 +43,17 @@ class ToolInvoker:
         self._telemetry = telemetry or NoTelemetry()
 
     async def call(
-        self, service: ExternalService, workspace_id: str, user_id: str, tool_name: str, arguments: Mapping[str, Any]
+        self,
+        service: ExternalService,
+        workspace_id: str,
+        user_id: str,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        *,
+        until: float | None = None,
     ) -> dict[str, Any]:
-        """The tool's result as sent (``CallToolResult`` as JSON: content, structuredContent, isError)."""
+        """The tool's result as sent (``CallToolResult`` as JSON: content, structuredContent, isError). ``until`` (on
+        anyio's clock): everything, connecting included, ends by then (a synchronous request's budget)."""
         from mcpbridge.client.specs import connection_spec, oauth_connection_spec
 
         spec: ConnectionSpec
@@ -62,8 +70,8 @@ class ToolInvoker:
         started = time.monotonic()
         with self._telemetry.span("upstream.call_tool", service_id=service.id, tool=tool_name[:100]):
             try:
-                async with pool.session(PoolKey(service.id, scope), spec) as connection:
-                    result = await connection.call_tool(tool_name, arguments)
+                async with pool.session(PoolKey(service.id, scope), spec, until=until) as connection:
+                    result = await connection.call_tool(tool_name, arguments, until=until)
             finally:
                 self._telemetry.count("UpstreamLatency", (time.monotonic() - started) * 1000, unit="Milliseconds")
         dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)

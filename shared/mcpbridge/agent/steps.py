@@ -219,16 +219,19 @@ class ToolCallSteps:
             validate_arguments(definition.get("inputSchema") or {}, call.arguments)
         return service, definition
 
-    async def run(self, call: ToolCall, service: ExternalService) -> tuple[ToolCall, dict[str, Any] | None]:
+    async def run(
+        self, call: ToolCall, service: ExternalService, *, until: float | None = None
+    ) -> tuple[ToolCall, dict[str, Any] | None]:
         """Call the upstream tool for a ``running`` call and record the outcome. Returns the moved call and the
-        result as the agent may see it (images included; only the redacted form is stored)."""
+        result as the agent may see it (images included; only the redacted form is stored). ``until`` (on anyio's
+        clock): the end of the request that runs it at once."""
         from mcpbridge.client.connection import OutcomeUnknown
 
         status: Status
         for_agent: dict[str, Any] | None = None
         try:
             result = await self._invoker.call(
-                service, call.workspace_id, call.owner_user_id, call.tool_name, call.arguments
+                service, call.workspace_id, call.owner_user_id, call.tool_name, call.arguments, until=until
             )
         except OutcomeUnknown as lost:  # it may have run: reported, never replayed
             status, sets = "uncertain", {"error": _error(lost.code, lost.message)}

@@ -988,15 +988,24 @@ class Connection:
             details={"max_pages": MAX_PAGES},
         )
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> CallToolResult:
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, until: float | None = None
+    ) -> CallToolResult:
         """Call ``name``; the result as the server sent it (``structuredContent`` and ``isError`` kept).
 
         A call the upstream rejected for its session is retried once on a new session (within the same deadline);
         any other failure after sending raises :class:`OutcomeUnknown` and is never replayed. A JSON-RPC error the
-        server answered is ``upstream_error`` with ``details["jsonrpc_code"]``.
+        server answered is ``upstream_error`` with ``details["jsonrpc_code"]``. ``until`` (on anyio's clock, a
+        synchronous request's end) shortens the call's deadline to end by then.
         """
         args = dict(arguments or {})
-        return await self._run(lambda client: client.call_tool(name, args, read_timeout_seconds=self.spec.timeout))
+        deadline = None
+        if until is not None:
+            deadline = self._deadline(self.spec.timeout, _Deadline(max(0.0, until - anyio.current_time()), until))
+        wait = self.spec.timeout if deadline is None else max(0.01, deadline.seconds)
+        return await self._run(
+            lambda client: client.call_tool(name, args, read_timeout_seconds=wait), deadline=deadline
+        )
 
 
 async def _page_at(

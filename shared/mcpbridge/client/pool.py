@@ -31,8 +31,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from mcpbridge.client.connection import Connection, ConnectionSpec
 from mcpbridge.domain.external_services import WORKSPACE_SCOPE
+from mcpbridge.errors import UpstreamError
 from mcpbridge.outbound.policy import EgressPolicy
 
 log = logging.getLogger("mcpbridge.services")
@@ -96,16 +99,20 @@ class ConnectionPool:
     # -- use ------------------------------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def session(self, key: PoolKey, spec: ConnectionSpec) -> AsyncIterator[Connection]:
+    async def session(
+        self, key: PoolKey, spec: ConnectionSpec, *, until: float | None = None
+    ) -> AsyncIterator[Connection]:
         """The cached connection for ``key`` built from ``spec`` (opened, or replaced when ``spec`` changed).
 
         While the block runs the connection is not retired. Connection failures propagate as the connection layer
-        raises them (:class:`~mcpbridge.errors.UpstreamError` and subclasses); a failed open is not cached.
+        raises them (:class:`~mcpbridge.errors.UpstreamError` and subclasses); a failed open is not cached. ``until``
+        (on anyio's clock): stop waiting for a connection still opening then, with ``upstream_timeout`` (nothing
+        was sent; the opening goes on for the next caller).
         """
         # Claimed before it is ready: a connection retired meanwhile waits for this operation too.
         entry = self._claim(key, spec)
         try:
-            await entry.ready.wait()
+            await self._ready(entry, spec, until)
             if entry.connection is None:
                 with self._lock:
                     if self._entries.get(key) is entry:
@@ -118,6 +125,21 @@ class ConnectionPool:
             entry.last_used = self._clock()
             if entry.users == 0:
                 entry.idle.set()
+
+    @staticmethod
+    async def _ready(entry: _Entry, spec: ConnectionSpec, until: float | None) -> None:
+        if until is None:
+            await entry.ready.wait()
+            return
+        left = max(0.0, until - anyio.current_time())
+        with anyio.move_on_after(left):
+            await entry.ready.wait()
+        if not entry.ready.is_set():
+            raise UpstreamError(
+                f"{spec.host} could not be reached within the {left:.0f} s this request had left; nothing was sent",
+                code="upstream_timeout",
+                details={"timeout_seconds": round(left, 2)},
+            )
 
     def _claim(self, key: PoolKey, spec: ConnectionSpec) -> _Entry:
         """The entry for ``key`` built from ``spec`` (a new one opening when there is none or it was built from

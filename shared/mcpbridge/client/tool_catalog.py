@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from anyio import to_thread
 
 from mcpbridge.client.policies import ToolPolicies
@@ -100,9 +101,13 @@ class ToolCatalog:
         egress: EgressPolicy,
         spec_for: SpecFor,
         telemetry: Telemetry | None = None,
+        request_budget: float | None = None,
     ) -> None:
-        """``telemetry``: a span around each pull, and the failed ones counted (``CatalogRefreshFailures``)."""
+        """``telemetry``: a span around each pull, and the failed ones counted (``CatalogRefreshFailures``);
+        ``request_budget``: the seconds a pull may take in all (a synchronous request's), None for the services'
+        own timeouts alone."""
         self._telemetry = telemetry or NoTelemetry()
+        self._budget = request_budget
         self._store = store
         self._blobs = blobs  # asked for on first use: reading policies or resolving a tool needs no blob store
         self._clock = clock
@@ -183,7 +188,8 @@ class ToolCatalog:
     async def _pull(self, spec: ConnectionSpec) -> dict[str, Any]:
         from mcpbridge.client.connection import Connection
 
-        async with Connection(spec, self._egress) as connection:
+        until = None if self._budget is None else anyio.current_time() + self._budget
+        async with Connection(spec, self._egress, until=until) as connection:
             tools = await connection.list_tools()
             resources: list[Resource] = []
             if connection.capabilities.resources is not None:

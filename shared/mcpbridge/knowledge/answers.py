@@ -19,6 +19,7 @@ scope.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,9 +28,11 @@ from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import AllOf, Compare, Condition, ItemAbsent, Key, Update, all_of
 from mcpbridge.domain.knowledge import Hit, KnowledgeAccess
 from mcpbridge.domain.text_tokens import analyser_for, search_tokens
-from mcpbridge.errors import ConditionFailed, InvalidInput, NotFound
+from mcpbridge.errors import ConditionFailed, InvalidInput, NotFound, RateLimited, Unavailable, UpstreamError
 from mcpbridge.knowledge.search import KnowledgeSearch
 from mcpbridge.ports import ChatMessage, Clock, Llm, Store
+
+log = logging.getLogger("mcpbridge.knowledge")
 
 QUESTION_MAX_CHARS = 4000
 PASSAGES = 6
@@ -110,15 +113,36 @@ class Answerer:
         notices = list(outcome.notices)
         if turns and not earlier:
             notices.append("this question does not follow on from the earlier ones: it was answered on its own")
-        if self._llm is not None:
-            text = self._llm.complete(SYSTEM_PROMPT, self._messages(earlier, question, hits), max_tokens=1024)
-            mode: Literal["llm", "extractive"] = "llm"
-        else:
-            text = _extractive(references, searched=bool(outcome.hits))
-            mode = "extractive"
-            notices.append("no language model configured: this is an extractive answer (the best passages, cited)")
+        text, mode, notice = self._compose(earlier, question, hits, references, searched=bool(outcome.hits))
+        if notice:
+            notices.append(notice)
         session_id = self._remember(access, binding, session_id, question, text)
         return Answer(text, references, session_id, mode, notices)
+
+    def _compose(
+        self,
+        earlier: list[dict[str, str]],
+        question: str,
+        hits: list[Hit],
+        references: list[Reference],
+        *,
+        searched: bool,
+    ) -> tuple[str, Literal["llm", "extractive"], str | None]:
+        """The model's answer; an extractive one (the best passages, cited) without a model, or when the model
+        failed or took longer than the request may wait (the answer says so: never a gateway timeout)."""
+        if self._llm is None:
+            notice = "no language model configured: this is an extractive answer (the best passages, cited)"
+            return _extractive(references, searched=searched), "extractive", notice
+        try:
+            return (
+                self._llm.complete(SYSTEM_PROMPT, self._messages(earlier, question, hits), max_tokens=1024),
+                "llm",
+                None,
+            )
+        except (UpstreamError, Unavailable, RateLimited) as failed:
+            log.warning("the language model failed (%s): extractive answer", failed.code)
+            notice = f"the language model did not answer ({failed.code}): this is an extractive answer instead"
+            return _extractive(references, searched=searched), "extractive", notice
 
     def _messages(self, turns: list[dict[str, str]], question: str, hits: list[Hit]) -> list[ChatMessage]:
         messages: list[ChatMessage] = []
