@@ -34,12 +34,16 @@ class Store(Protocol):
         """The live item, read consistently, or None."""
         ...
 
-    def put(self, item: Item, *, condition: Condition | None = None) -> None:
-        """Create or replace the whole item."""
+    def put(self, item: Item, *, condition: Condition | None = None, durable: bool = True) -> None:
+        """Create or replace the whole item.
+
+        ``durable=False``: the write may be lost to a power cut (never to a crash of the process) if a store
+        would otherwise sync it to disk on its own; for records worth less than that on every request."""
         ...
 
-    def update(self, key: Key, update: Update, *, condition: Condition | None = None) -> Item:
-        """Change some attributes (creating the item when absent) and return the item as written."""
+    def update(self, key: Key, update: Update, *, condition: Condition | None = None, durable: bool = True) -> Item:
+        """Change some attributes (creating the item when absent) and return the item as written
+        (``durable`` as for ``put``)."""
         ...
 
     def delete(self, key: Key, *, condition: Condition | None = None) -> Item | None:

@@ -87,12 +87,12 @@ class CountingStore:
         self.tally.read_units += max(1, math.ceil(item_size(item) / 4096)) if item else 1
         return item
 
-    def put(self, item: Item, *, condition: Condition | None = None) -> None:
+    def put(self, item: Item, *, condition: Condition | None = None, **options: Any) -> None:
         self._wrote(item)
-        self._inner.put(item, condition=condition)
+        self._inner.put(item, condition=condition, **options)
 
-    def update(self, key: Key, update: Update, *, condition: Condition | None = None) -> Item:
-        item = self._inner.update(key, update, condition=condition)
+    def update(self, key: Key, update: Update, *, condition: Condition | None = None, **options: Any) -> Item:
+        item = self._inner.update(key, update, condition=condition, **options)
         self._wrote(item)
         return item
 

@@ -477,3 +477,21 @@ def test_racing_single_use_delete_has_one_taker(store: Store) -> None:
     store.put(item(state="s"))
     wins, losses = _race(5, lambda i: store.delete(K, condition=Condition.exists("state_unused")))
     assert (wins, losses) == (1, 4)
+
+
+# ---------------------------------------------------------------------------------------------------- durability
+
+
+def test_writes_that_need_no_disk_sync_keep_every_other_promise(store: Store) -> None:
+    """``durable=False`` only waives the disk sync: conditions, reads and races behave as for any write."""
+    store.put(item(n=1), durable=False)
+    assert store.get(K) == item(n=1)
+    with pytest.raises(ConditionFailed) as lost:
+        store.put(item(n=2), condition=Condition.absent("new"), durable=False)
+    assert lost.value.current == item(n=1)
+    assert store.update(K, Update(add={"n": 1}), durable=False) == item(n=2)
+    below = Condition("under_limit", Compare("n", "<", 6))
+    wins, losses = _race(8, lambda i: store.update(K, Update(add={"n": 1}), condition=below, durable=False))
+    assert (wins, losses) == (4, 4)
+    store.put(item(n=7))  # a durable write after them
+    assert store.get(K) == item(n=7)

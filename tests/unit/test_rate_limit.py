@@ -167,18 +167,20 @@ class _AlwaysLosing:
     def get(self, key: Key) -> Item | None:
         return self._inner.get(key)
 
-    def put(self, item: Item, *, condition: Condition | None = None) -> None:
+    def put(self, item: Item, *, condition: Condition | None = None, durable: bool = True) -> None:
         self.puts += 1
         raise ConditionFailed(condition.name if condition else "live", None)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def update(self, key: Key, update: Update, *, condition: Condition | None = None) -> Item:
+    def update(self, key: Key, update: Update, *, condition: Condition | None = None, durable: bool = True) -> Item:
         raise AssertionError("the limiter only puts")
 
 
 def test_endless_contention_is_an_error_never_a_silent_allow(store: Store, clock: FakeClock) -> None:
+    """Lost races are decided again at once (the failed write returned the winner's head); only a run of losses
+    backs off, with sleeps bounded by 50 ms; then the call fails rather than being allowed uncounted."""
     losing = _AlwaysLosing(store)
     sleeps: list[float] = []
     limiter = RateLimiter(losing, clock, max_attempts=7, sleep=sleeps.append)
@@ -186,7 +188,7 @@ def test_endless_contention_is_an_error_never_a_silent_allow(store: Store, clock
         limiter.hit("ep_a", 3)
     assert raised.value.code == "rate_limiter_contention"
     assert losing.puts == 7
-    assert len(sleeps) == 6
+    assert len(sleeps) == 3, "the first four attempts do not sleep"
     assert all(0 <= s <= 0.05 for s in sleeps)
 
 
@@ -362,11 +364,11 @@ class _PausingStore:
         self._inner = inner
         self._pause: Callable[[], None] | None = pause
 
-    def put(self, item: Item, *, condition: Condition | None = None) -> None:
+    def put(self, item: Item, *, condition: Condition | None = None, durable: bool = True) -> None:
         if self._pause is not None and item["sk"] == "LOG":
             pause, self._pause = self._pause, None
             pause()
-        self._inner.put(item, condition=condition)
+        self._inner.put(item, condition=condition, durable=durable)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -399,17 +401,19 @@ class CountingStore:
         self._inner = inner
         self.reads = 0
         self.written: list[int] = []
+        self.durable: list[bool] = []
 
     def get(self, key: Key) -> Item | None:
         self.reads += 1
         return self._inner.get(key)
 
-    def put(self, item: Item, *, condition: Condition | None = None) -> None:
+    def put(self, item: Item, *, condition: Condition | None = None, durable: bool = True) -> None:
         self.written.append(item_size(item))
-        self._inner.put(item, condition=condition)
+        self.durable.append(durable)
+        self._inner.put(item, condition=condition, durable=durable)
 
-    def update(self, key: Key, update: Update, *, condition: Condition | None = None) -> Item:
-        item = self._inner.update(key, update, condition=condition)
+    def update(self, key: Key, update: Update, *, condition: Condition | None = None, durable: bool = True) -> Item:
+        item = self._inner.update(key, update, condition=condition, durable=durable)
         self.written.append(item_size(item))
         return item
 
@@ -419,9 +423,10 @@ class CountingStore:
 
 @pytest.mark.parametrize("limit", [60, 200, 6000])
 def test_the_cost_of_a_call_does_not_grow_with_the_limit(store: Store, clock: FakeClock, limit: int) -> None:
-    """With the window as full as the limit lets it be (up to 300 calls), an allowed call still reads the head (and,
-    at limits over 64, a chunk of earlier times, once for many calls) and writes it back (a chunk too, once every
-    64 calls), each item under 1 KB; a denied call writes nothing."""
+    """With the window as full as the limit lets it be (up to 300 calls), an allowed call reads no head (the one it
+    wrote last is known) and at limits over 64 a chunk of earlier times, once for many calls, and writes the head
+    (a chunk too, once every 64 calls), each item under 1 KB and none synced to disk one by one; a denied call
+    reads the head (it is decided on the log as it is) and writes nothing."""
     counting = CountingStore(store)
     limiter = RateLimiter(counting, clock)
     # At 60 a minute, calls just over a second apart keep the window full and every call allowed.
@@ -436,8 +441,9 @@ def test_the_cost_of_a_call_does_not_grow_with_the_limit(store: Store, clock: Fa
         assert limiter.hit("ep_cost", limit).allowed
     assert max(counting.written) < 1024, "no item grows with the number of calls in the window: one write unit"
     assert len(counting.written) <= measured + 2, "one head write a call, one chunk write every 64 calls"
-    assert counting.reads <= measured + 8, "the head, and a chunk once for the many calls that look it up"
+    assert counting.reads <= 8, "no head read: only a chunk, once for the many calls that look it up"
+    assert not any(counting.durable), "the log is worth no disk sync per call"
     counting.reads, counting.written = 0, []
     assert not limiter.hit("ep_cost", 10).allowed
     assert counting.written == []
-    assert counting.reads <= 2
+    assert 1 <= counting.reads <= 2

@@ -203,6 +203,7 @@ class Accounts:
                 api_key_key(item["workspace_id"], item["id"]),
                 Update(set={"last_used_at": timestamp(now)}),
                 condition=Condition("last_used_stale", stale_and_active),
+                durable=False,  # a use time is not worth a disk sync: a power cut may forget the last one
             )
 
     # ------------------------------------------------------------------------------------------ keys

@@ -6,8 +6,13 @@ from __future__ import annotations
 import logging
 
 from mcpbridge.knowledge.documents import DELETE_JOB, Documents
+from mcpbridge.ports import IndexMaintenance
 
 log = logging.getLogger("mcpbridge.knowledge")
+
+OPTIMISE_INDEX_JOB = "optimise_index"
+MIGRATE_INDEX_JOB = "migrate_index"
+INDEX_JOBS = frozenset({OPTIMISE_INDEX_JOB, MIGRATE_INDEX_JOB})
 
 
 def run_job(documents: Documents, kind: str, payload: dict[str, str]) -> None:
@@ -24,3 +29,16 @@ def run_job(documents: Documents, kind: str, payload: dict[str, str]) -> None:
         )
     else:
         log.warning("unknown job kind %s ignored", kind)
+
+
+def run_index_job(maintenance: IndexMaintenance | None, kind: str, payload: dict[str, str]) -> None:
+    """The search engine's upkeep of one knowledge base; nothing when the engine needs none (a job submitted before
+    a deployment went back to the file index, say)."""
+    if maintenance is None:
+        log.info("%s for knowledge base %s: this search engine needs none", kind, payload.get("knowledge_base_id"))
+        return
+    kb_id = payload["knowledge_base_id"]
+    if kind == OPTIMISE_INDEX_JOB:
+        maintenance.optimise(kb_id)
+    elif maintenance.migrate(kb_id):
+        log.info("the index of knowledge base %s was migrated", kb_id)

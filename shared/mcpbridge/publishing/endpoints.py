@@ -382,6 +382,7 @@ class EndpointService:
                 endpoint_key(endpoint.workspace_id, endpoint.id),
                 Update(set={"last_used_at": timestamp(now)}),
                 condition=Condition("last_used_stale", stale),
+                durable=False,  # a use time is not worth a disk sync: a power cut may forget the last one
             )
         except ConditionFailed:
             pass  # another request recorded it this minute, or the endpoint is gone: nothing to do

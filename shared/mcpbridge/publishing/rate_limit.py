@@ -40,7 +40,14 @@ at least 60 s older than it; so a 60 s window holding call ``j``, the latest in 
 
 An allowed call reads the head (and, above RECENT, a chunk, cached for the next calls) and writes the head (and,
 every RECENT calls, a chunk): items under 1 KB whatever the limit (1 to 6000), one DynamoDB write unit per call
-where the single-item log of every time in the window took up to 53. Clocks of instances are assumed to agree
+where the single-item log of every time in the window took up to 53. The head this process last wrote is kept in
+memory and used instead of the read: if another instance moved the head meanwhile, the conditional write fails and
+returns the current head, so a stale copy costs one lost write, never a wrong count; a denial is only ever decided
+on a head just read (its retry hint is then exact). Calls of one process for one endpoint take turns (a lock per
+endpoint), so they never race each other; a race lost to another process is decided again at once, with the
+winner's head, and only after a few such losses in a row do retries back off. The log's writes are not synced to
+disk one by one on the embedded store (``durable=False``): a power cut may forget the last calls counted, and as
+many more calls than the limit could then pass in the minute after it. Clocks of instances are assumed to agree
 (to well under the 60 s window); one running behind records its calls at the latest time already in the log
 rather than in the past. A call's time is read before its write, so an instance frozen in between is counted at
 the time it read. ``retry_after_seconds`` on a denial is the wait until call ``n + 1 - limit`` leaves the window,
@@ -70,6 +77,10 @@ RECENT = 64
 """Calls whose times the head keeps; a chunk holds as many. At 64 times the head stays under 1 KB."""
 MAX_ATTEMPTS = 30
 _CACHED_CHUNKS = 32
+_CACHED_HEADS = 4096
+_STRIPES = 64
+_IMMEDIATE_ATTEMPTS = 4
+"""Lost races retried at once (with the winner's head, which the failed write returned) before any backoff."""
 _BACKOFF_BASE_SECONDS = 0.002
 _BACKOFF_CAP_SECONDS = 0.05
 
@@ -127,7 +138,9 @@ class RateLimiter:
         self._recent = recent
         self._telemetry = telemetry or NoTelemetry()
         self._chunks: OrderedDict[Key, tuple[int, ...]] = OrderedDict()
+        self._heads: OrderedDict[Key, Item] = OrderedDict()
         self._lock = threading.Lock()
+        self._stripes = tuple(threading.Lock() for _ in range(_STRIPES))
 
     def hit(self, endpoint_id: str, limit: int) -> RateDecision:
         """Allow and count the call if fewer than ``limit`` calls were allowed in the last minute (``limit <= 0``:
@@ -135,10 +148,18 @@ class RateLimiter:
         if limit <= 0:
             return RateDecision(allowed=True, retry_after_seconds=0)
         key = window_key(endpoint_id)
-        current = self._store.get(key)
+        # Calls of this process for one endpoint take turns: they never race each other, only other processes.
+        with self._stripes[hash(key) % len(self._stripes)]:
+            return self._hit(endpoint_id, key, limit)
+
+    def _hit(self, endpoint_id: str, key: Key, limit: int) -> RateDecision:
+        current = self._known_head(key)
+        fresh = current is None
+        if fresh:
+            current = self._store.get(key)
         for attempt in range(self._max_attempts):
-            if attempt:
-                # Jittered exponential backoff: racers spread out instead of colliding again.
+            if attempt >= _IMMEDIATE_ATTEMPTS:
+                # Still losing to other instances: spread out (jittered exponential backoff) instead of colliding.
                 self._sleep(random.uniform(0, min(_BACKOFF_CAP_SECONDS, _BACKOFF_BASE_SECONDS * 2**attempt)))
             head = _Head.of(current)
             now_ms = math.floor(self._clock.now() * 1000)
@@ -146,18 +167,48 @@ class RateLimiter:
             if head is not None:
                 oldest = self._time_of(endpoint_id, head, head.version + 1 - limit)
                 if oldest is not None and at - oldest < WINDOW_MS:
+                    if not fresh:  # a denial is decided on the log as it is now, so its retry hint is exact
+                        current, fresh = self._store.get(key), True
+                        continue
+                    self._remember(key, current)
                     self._telemetry.count("RateLimitedCalls")
                     wait_ms = oldest + WINDOW_MS - at
                     return RateDecision(allowed=False, retry_after_seconds=max(1, math.ceil(wait_ms / 1000)))
                 if head.version % self._recent == 0:
                     self._write_chunk(endpoint_id, head)
+            written = self._next(key, head, at)
             try:
-                self._store.put(self._next(key, head, at), condition=_unchanged(head))
+                # Not worth a disk sync per call: a power cut may forget the last calls, never count one twice.
+                self._store.put(written, condition=_unchanged(head), durable=False)
             except ConditionFailed as lost:
-                current = lost.current  # the winner's head: decide again against it
+                current, fresh = lost.current, True  # the winner's head: decide again against it, at once
                 continue
+            self._remember(key, written)
             return RateDecision(allowed=True, retry_after_seconds=0)
+        self._forget(key)
         raise Unavailable("the rate limiter is too contended right now; retry shortly", code="rate_limiter_contention")
+
+    def _known_head(self, key: Key) -> Item | None:
+        """The head this process last wrote or read (other instances may have moved it since: the conditional
+        write then fails and returns the current one, so a stale head costs one lost write, never a wrong count)."""
+        with self._lock:
+            head = self._heads.get(key)
+            if head is not None:
+                self._heads.move_to_end(key)
+            return head
+
+    def _remember(self, key: Key, head: Item | None) -> None:
+        with self._lock:
+            if head is None:
+                self._heads.pop(key, None)
+                return
+            self._heads[key] = head
+            self._heads.move_to_end(key)
+            while len(self._heads) > _CACHED_HEADS:
+                self._heads.popitem(last=False)
+
+    def _forget(self, key: Key) -> None:
+        self._remember(key, None)
 
     def _time_of(self, endpoint_id: str, head: _Head, number: int) -> int | None:
         """The time of call ``number`` of the log, or None when it is before the log or known to be older than a
@@ -204,7 +255,7 @@ class RateLimiter:
         }
         # Written already, by a racer holding the same head: the same times.
         with contextlib.suppress(ConditionFailed):
-            self._store.put(item, condition=Condition.absent("rate_chunk_new"))
+            self._store.put(item, condition=Condition.absent("rate_chunk_new"), durable=False)
 
     def _next(self, key: Key, head: _Head | None, at: int) -> Item:
         """The head with the call at ``at`` appended, times a window older than it dropped."""

@@ -10,17 +10,27 @@ from mcpbridge.identity.workspaces import PURGE_JOB
 
 if TYPE_CHECKING:
     from mcpbridge.knowledge.documents import Documents
+    from mcpbridge.ports import IndexMaintenance
     from mcpbridge.tenancy.workspace_purge import WorkspacePurge
 
 
 def run_job(
-    kind: str, payload: dict[str, str], *, purge: Callable[[], WorkspacePurge], documents: Callable[[], Documents]
+    kind: str,
+    payload: dict[str, str],
+    *,
+    purge: Callable[[], WorkspacePurge],
+    documents: Callable[[], Documents],
+    maintenance: Callable[[], IndexMaintenance | None] = lambda: None,
 ) -> None:
     """Carry out one job; each imports and builds only what it needs (an indexing job never loads the agent's
     modules, which a purge needs)."""
     if kind == PURGE_JOB:
         purge().run(payload["workspace_id"])
         return
+    from mcpbridge.knowledge.jobs import INDEX_JOBS, run_index_job
     from mcpbridge.knowledge.jobs import run_job as run_knowledge_job
 
+    if kind in INDEX_JOBS:
+        run_index_job(maintenance(), kind, payload)
+        return
     run_knowledge_job(documents(), kind, payload)

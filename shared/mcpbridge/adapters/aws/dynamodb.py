@@ -148,7 +148,8 @@ class DynamoStore:
         item = _from_dynamo(response.get("Item"))
         return item if is_live(item, self._clock.now()) else None
 
-    def put(self, item: Item, *, condition: Condition | None = None) -> None:
+    def put(self, item: Item, *, condition: Condition | None = None, durable: bool = True) -> None:
+        # Every DynamoDB write is durable once acknowledged: ``durable`` changes nothing here.
         validate_item(item)
         expr = _Expression()
         kwargs = expr.kwargs(expr.on_live_view(condition, self._now()))
@@ -161,7 +162,7 @@ class DynamoStore:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
 
-    def update(self, key: Key, update: Update, *, condition: Condition | None = None) -> Item:
+    def update(self, key: Key, update: Update, *, condition: Condition | None = None, durable: bool = True) -> Item:
         for _ in range(_ATTEMPTS):
             now = self._now()
             expr = _Expression()

@@ -159,20 +159,19 @@ def _copy(
 
 
 def _copy_batch(index: LanceSearchIndex, pointer: Pointer, source: _Source, batch: Sequence[str]) -> None:
+    """One commit for the batch, then again for the documents that changed meanwhile (see the module docstring)."""
     building = pointer.building
     assert building is not None
     pending = list(batch)
     for _ in range(ATTEMPTS):
         read = source.read(pending)
+        documents = []
         for document_id in pending:
-            if document_id in read:
-                (chunks, vectors, embedder), stamp = read[document_id]
-                if vectors is not None and embedder is not None and embedder == pointer.embedder:
-                    index.write_rows(pointer, building.table, building.language, document_id, chunks, vectors, stamp)
-                else:
-                    index.write_rows(pointer, building.table, building.language, document_id, chunks, None, stamp)
-            else:
-                index.write_rows(pointer, building.table, building.language, document_id, [], None, "")
+            (chunks, vectors, embedder), stamp = read.get(document_id, (([], None, None), ""))
+            # Vectors of another embedder than the knowledge base's are left out (its documents are re-embedded).
+            kept = vectors if vectors is not None and embedder is not None and embedder == pointer.embedder else None
+            documents.append((document_id, chunks, kept, stamp))
+        index.write_documents(pointer, building.table, building.language, documents)
         again = source.read(pending)
         pending = [d for d in pending if (read.get(d) or (None, ""))[1] != (again.get(d) or (None, ""))[1]]
         if not pending:

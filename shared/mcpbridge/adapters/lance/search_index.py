@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+import pyarrow as pa
 
 from mcpbridge.adapters.lance import maintenance
 from mcpbridge.adapters.lance.datasets import Datasets, lance_errors
@@ -68,7 +69,7 @@ KEYWORD_COVERAGE_FLOOR = 0.25
 OPTIMISE_EVERY = 50
 NPROBES = 24
 REFINE_FACTOR = 10
-OPTIMISE_JOB = "optimise_index"
+OPTIMISE_JOB = "optimise_index"  # knowledge.jobs runs them
 MIGRATE_JOB = "migrate_index"
 
 _T = TypeVar("_T")
@@ -211,20 +212,37 @@ class LanceSearchIndex:
         write_id: str,
     ) -> bool:
         """Make ``chunks`` the document's rows in ``table``, in one commit; whether rows were replaced or removed."""
+        return self.write_documents(pointer, table, language, [(document_id, chunks, vectors, write_id)])
+
+    def write_documents(
+        self,
+        pointer: Pointer,
+        table: str,
+        language: str | None,
+        documents: Sequence[tuple[str, Sequence[Chunk], Sequence[Sequence[float]] | None, str]],
+    ) -> bool:
+        """Make each (document, chunks, vectors, write id) the document's rows in ``table``, all in one commit (a
+        document without chunks loses its rows); whether rows were replaced or removed."""
         dataset = self._datasets.get(table, pointer.writes)
-        if not chunks:
-            dataset.delete(f"document_id = {literal(document_id)}")
-            self._datasets.forget(table)
-            return True
         has_vectors = "vector" in dataset.schema.names
         dimension = dataset.schema.field("vector").type.list_size if has_vectors else None
-        rows = chunk_rows(document_id, chunks, vectors, analyser_for(language), dimension=dimension, write_id=write_id)
+        analyser = analyser_for(language)
+        parts = [
+            chunk_rows(document_id, chunks, vectors, analyser, dimension=dimension, write_id=write_id)
+            for document_id, chunks, vectors, write_id in documents
+            if chunks
+        ]
+        scope = documents_filter([document_id for document_id, *_ in documents])
+        if not parts:
+            dataset.delete(scope)
+            self._datasets.forget(table)
+            return True
         result = (
             dataset.merge_insert("id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(f"document_id = {literal(document_id)}")
-            .execute(rows)
+            .when_not_matched_by_source_delete(scope)
+            .execute(pa.concat_tables(parts))
         )
         self._datasets.forget(table)
         return bool(result.get("num_updated_rows") or result.get("num_deleted_rows"))

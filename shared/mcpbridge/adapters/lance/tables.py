@@ -81,6 +81,20 @@ class LanceLocation:
     def directory(path: Path) -> LanceLocation:
         return LanceLocation(str(path))
 
+    @staticmethod
+    def on_s3(bucket: str, commit_table: str, *, region: str | None, endpoint_url: str | None) -> LanceLocation:
+        """``s3://<bucket>/lance`` with ``commit_table``; credentials come from the environment (the function's
+        role); ``endpoint_url`` (``AWS_ENDPOINT_URL``) points S3 and DynamoDB elsewhere (a moto server in tests).
+        Every request has a deadline well inside API Gateway's 29 seconds."""
+        options = {"timeout": "20s", "connect_timeout": "3s"}
+        if region:
+            options["aws_region"] = region
+        if endpoint_url:
+            options |= {"aws_endpoint": endpoint_url, "dynamodb_endpoint": endpoint_url}
+            if endpoint_url.startswith("http://"):
+                options["allow_http"] = "true"
+        return LanceLocation(f"s3+ddb://{bucket}/lance", commit_table=commit_table, storage_options=options)
+
 
 def new_dataset_name(kb_id: str) -> str:
     if not kb_id or "/" in kb_id or kb_id.startswith(".") or "?" in kb_id:
@@ -156,8 +170,6 @@ def check_vectors(
         raise ValueError("vectors must be non-empty sequences of numbers")
     if not np.isfinite(matrix).all():
         raise ValueError("vectors must hold finite numbers")
-    if (np.linalg.norm(matrix, axis=1) == 0).any():
-        raise ValueError("vectors must not be zero")
     return int(matrix.shape[1])
 
 

@@ -2,7 +2,17 @@
 
 Every write runs in a ``BEGIN IMMEDIATE`` transaction: it reads the current row, evaluates the named condition with
 the reference semantics of ``domain.items.evaluate`` and writes. SQLite lets one writer in at a time (across
-threads and processes), so two writers racing on the same condition cannot both win.
+threads and processes), so two writers racing on the same condition cannot both win. Threads of one process wait
+for each other on a lock of their own, woken the moment the writer before them commits, rather than in SQLite's
+busy handler, which polls with sleeps of up to 100 ms; the busy handler is left for writers of other processes.
+
+Durability. A write returns once it is durable (``synchronous=FULL``: the WAL is synced to disk at its commit), so
+neither a crash of the process nor a power cut loses it. A write made with ``durable=False`` is committed with
+``synchronous=NORMAL``: the WAL is not synced at its commit but at the next durable commit or checkpoint, so a crash
+of the process still loses nothing (the commit is in the operating system's cache), while a power cut or a crash of
+the operating system may roll back the last such writes, never corrupting the file nor anything committed durably
+before them (WAL frames are applied in order; a durable commit syncs every frame before it). That is for records
+worth less than a disk sync on every request: the rate limit's log, the time an endpoint or a key was last used.
 """
 
 from __future__ import annotations
@@ -62,6 +72,8 @@ CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at) WHERE expires_at I
 """
 
 _COLUMNS = ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "expires_at", "body")
+_WRITER_WAIT_SECONDS = 30.0  # as long as SQLite's own busy timeout
+
 # Larger than any character, so "prefix || _TOP" bounds every string that starts with prefix.
 _TOP = "\U0010ffff"
 
@@ -75,6 +87,7 @@ class SqliteStore:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._writer = threading.Lock()  # one writer of this process at a time (see the module docstring)
         self._ready = False
 
     # ------------------------------------------------------------------------------------------ connections
@@ -91,7 +104,7 @@ class SqliteStore:
                 if not self._ready:
                     _initialise(conn)
                     self._ready = True
-            # FULL: a committed write survives a power cut, not only a crash of the process.
+            # FULL: a committed write survives a power cut, not only a crash of the process (durable=False: NORMAL).
             conn.execute("PRAGMA synchronous=FULL")
             # Deleted and overwritten rows are zeroed, not left in free pages: a replaced or deleted credential (or
             # a deleted workspace's data) is not readable from the file afterwards.
@@ -99,6 +112,7 @@ class SqliteStore:
         except (sqlite3.Error, OSError) as exc:
             raise Unavailable(f"cannot open the SQLite store at {self._path}: {exc}", code="store_unavailable") from exc
         self._local.conn = conn
+        self._local.durable = True
         with self._lock:
             self._connections.append(conn)
         return conn
@@ -118,19 +132,29 @@ class SqliteStore:
         self._local = threading.local()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
         conn = self._connection()
+        if not self._writer.acquire(timeout=_WRITER_WAIT_SECONDS):
+            raise Unavailable(
+                "the SQLite store is busy: another write of this process takes too long", code="store_busy"
+            )
         try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise Unavailable(f"the SQLite store is busy: {exc}", code="store_busy") from exc
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
-            conn.execute("COMMIT")
+            if self._local.durable != durable:  # a pragma changes only outside a transaction
+                conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+                self._local.durable = durable
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise Unavailable(f"the SQLite store is busy: {exc}", code="store_busy") from exc
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+        finally:
+            self._writer.release()
 
     # ------------------------------------------------------------------------------------------ rows
 
@@ -162,14 +186,14 @@ class SqliteStore:
     def get(self, key: Key) -> Item | None:
         return self._live(self._connection(), key)
 
-    def put(self, item: Item, *, condition: Condition | None = None) -> None:
+    def put(self, item: Item, *, condition: Condition | None = None, durable: bool = True) -> None:
         validate_item(item)
-        with self._write() as conn:
+        with self._write(durable=durable) as conn:
             self._check(condition, self._live(conn, key_of(item)))
             self._write_row(conn, item)
 
-    def update(self, key: Key, update: Update, *, condition: Condition | None = None) -> Item:
-        with self._write() as conn:
+    def update(self, key: Key, update: Update, *, condition: Condition | None = None, durable: bool = True) -> Item:
+        with self._write(durable=durable) as conn:
             current = self._live(conn, key)
             self._check(condition, current)
             item = update.apply(key, current)

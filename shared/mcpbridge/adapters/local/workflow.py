@@ -2,8 +2,10 @@
 
 Each execution loops over the steps (``prepare`` -> wait -> ``prepare`` ... -> ``invoke`` -> ``finish``), exactly
 as the Step Functions state machine does. A pause is a token ``local:<call>:<nonce>`` registered in memory and
-parked on the call's record by ``await_resolution``; :meth:`LocalWorkflow.send_success` wakes the thread. The wait
-ends at the call's deadline (checked against the injected clock at least every second), which runs ``timeout``.
+parked on the call's record by ``await_resolution``; :meth:`LocalWorkflow.send_success` wakes the thread. The record
+is read again at least every second: a call resolved by another process on the same data (``mcpbridge calls
+approve`` while ``mcpbridge serve`` runs it) goes on within that second; the wait ends at the call's deadline (checked
+against the injected clock), which runs ``timeout``.
 
 Nothing lives only in memory: every pause and decision is on the record, so after a restart
 :meth:`LocalWorkflow.recover` starts an execution again for every unfinished call; it parks a new token and
@@ -32,6 +34,7 @@ log = logging.getLogger("mcpbridge.agent")
 TOKEN_PREFIX = "local:"  # noqa: S105 - a prefix, not a secret
 _SLICE_SECONDS = 1.0
 _MAX_STEPS = 50
+_WAITING = frozenset({"awaiting_approval", "awaiting_oauth"})
 
 
 @dataclass
@@ -140,9 +143,12 @@ class LocalWorkflow:
             steps.await_resolution(call_id, workspace_id, kind, token)
             while not waiter.woken.is_set():
                 try:
-                    deadline = self._calls().find(workspace_id, call_id).deadline_at
+                    call = self._calls().find(workspace_id, call_id)
                 except NotFound:  # its workspace or user was deleted: the call just ends
                     return "finish"
+                if call.status not in _WAITING:
+                    break  # resolved by another process on the same data (the CLI, another server): go on
+                deadline = call.deadline_at
                 remaining = None if deadline is None else deadline - self._clock.now()
                 if remaining is not None and remaining <= 0:
                     return str(steps.timeout(call_id, workspace_id, kind)["next"])
