@@ -9,6 +9,7 @@ random or networked is captured at import time (SnapStart restores the same snap
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +21,7 @@ from mcpbridge.ports import (
     Clock,
     Embedder,
     Events,
+    IndexMaintenance,
     Jobs,
     Llm,
     SearchIndex,
@@ -33,6 +35,7 @@ from mcpbridge.settings import Settings, get_settings
 if TYPE_CHECKING:
     import boto3
 
+    from mcpbridge.adapters.index_files.search_index import FileSearchIndex
     from mcpbridge.agent.broker import ToolCallBroker
     from mcpbridge.agent.calls import ToolCalls
     from mcpbridge.agent.discovery import AgentCatalog
@@ -213,6 +216,31 @@ class Container:
 
     @cached_property
     def search_index(self) -> SearchIndex:
+        files = self._file_search_index()
+        if self.settings.search_engine != "lance":
+            return files
+        from mcpbridge.adapters.lance.search_index import LanceSearchIndex
+        from mcpbridge.adapters.lance.tables import LanceLocation
+
+        settings = self.settings
+        if settings.backend != "aws":
+            location = LanceLocation.directory(settings.lance_dir)
+        else:
+            if not settings.lance_commit_table:
+                from mcpbridge.errors import Unavailable
+
+                raise Unavailable("MCPBRIDGE_LANCE_COMMIT_TABLE is not set", code="search_index_unconfigured")
+            location = LanceLocation.on_s3(
+                self._bucket(),
+                settings.lance_commit_table,
+                region=self._aws.region_name,
+                endpoint_url=os.environ.get("AWS_ENDPOINT_URL"),
+            )
+        return LanceSearchIndex(
+            self.store, location, self.clock, self.jobs, legacy=files, optimise_every=settings.lance_optimise_every
+        )
+
+    def _file_search_index(self) -> FileSearchIndex:
         from mcpbridge.adapters.index_files.search_index import DirectoryIndexFiles, FileSearchIndex
 
         if self.settings.backend == "aws":
@@ -221,6 +249,12 @@ class Container:
             cache = self.settings.index_cache_dir or Path(tempfile.gettempdir()) / "mcpbridge-indexes"
             return FileSearchIndex(S3IndexFiles(self.store, self._s3, self._bucket(), cache, self.clock))
         return FileSearchIndex(DirectoryIndexFiles(self.settings.indexes_dir))
+
+    @property
+    def index_maintenance(self) -> IndexMaintenance | None:
+        """The search index's upkeep jobs, when its engine has any."""
+        index = self.search_index
+        return index if isinstance(index, IndexMaintenance) else None
 
     @cached_property
     def embedder(self) -> Embedder | None:
@@ -336,7 +370,13 @@ class Container:
         """Carry out one background job (called by the thread pool, or by the indexer Lambda function)."""
         from mcpbridge.tenancy.jobs import run_job
 
-        run_job(kind, payload, purge=lambda: self.workspace_purge, documents=lambda: self.documents)
+        run_job(
+            kind,
+            payload,
+            purge=lambda: self.workspace_purge,
+            documents=lambda: self.documents,
+            maintenance=lambda: self.index_maintenance,
+        )
 
     @cached_property
     def knowledge_bases(self) -> KnowledgeBases:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from mcpbridge.domain.items import Condition, IndexName, Item, Key, Page, Update, WriteOp
 from mcpbridge.domain.knowledge import Chunk, Hit, IndexAnalysis
@@ -225,6 +225,22 @@ class SearchIndex(Protocol):
         ...
 
     def has_vectors(self, kb_id: str) -> bool: ...
+
+
+@runtime_checkable
+class IndexMaintenance(Protocol):
+    """Upkeep of a search engine that needs it (Lance), run as background jobs; an engine that needs none (the SQLite
+    file index) does not implement it."""
+
+    def optimise(self, kb_id: str) -> None:
+        """Compact the knowledge base's index (deleted rows removed from storage), bring its indexes and statistics
+        up to date. Safe to run twice, or while writes go on."""
+        ...
+
+    def migrate(self, kb_id: str) -> bool:
+        """Copy a knowledge base still indexed by an older engine into this one (searches keep answering from the
+        old index until the copy is complete), then drop the old index. False when there was nothing to migrate."""
+        ...
 
 
 class Jobs(Protocol):

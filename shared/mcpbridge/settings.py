@@ -71,6 +71,17 @@ class Settings(BaseSettings):
     # Knowledge
     index_cache_dir: Path | None = None
     """AWS mode: where index files fetched from S3 are cached (default: <system temp dir>/mcpbridge-indexes)."""
+    search_engine: Literal["files", "lance"] = "files"
+    """The search index of new knowledge bases. ``files``: one SQLite file per knowledge base (a directory locally;
+    in S3 behind a version pointer on AWS), for knowledge bases up to some 30,000 chunks on AWS. ``lance``: Lance
+    datasets (``pip install 'mcpbridge[lance]'``; ``<data_dir>/lance`` locally, ``s3://<bucket>/lance`` with
+    ``lance_commit_table`` on AWS) for any size; a knowledge base still on a file is served from it while a
+    background job copies it over, then its file is removed."""
+    lance_commit_table: str = ""
+    """AWS mode with ``search_engine=lance``: the DynamoDB table ordering the datasets' commits (the template's
+    ``IndexCommitsTable``)."""
+    lance_optimise_every: int = Field(default=50, ge=1)
+    """Writes to a knowledge base's Lance dataset between two optimisation jobs (compaction, indexes, statistics)."""
     max_document_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
     """The largest document: uploaded straight to the blob store (``.../documents/uploads``) or fetched from a URL."""
     max_request_document_bytes: int = Field(default=5 * 1024 * 1024, ge=1)
@@ -156,6 +167,10 @@ class Settings(BaseSettings):
     @property
     def indexes_dir(self) -> Path:
         return self.data_dir / "indexes"
+
+    @property
+    def lance_dir(self) -> Path:
+        return self.data_dir / "lance"
 
 
 def get_settings() -> Settings:
