@@ -206,7 +206,8 @@ def test_an_interrupted_migration_resumes_after_its_last_batch(tmp_path: Path, s
     assert pointer.state == "migrating"
     assert pointer.building is not None
     assert pointer.building.after == "doc_199"
-    assert words(index, "seal") and files.analysis("kb_1") is not None  # still served by the file
+    assert words(index, "seal")  # still served by the file
+    assert files.analysis("kb_1") is not None
     index.write_documents = original  # type: ignore[method-assign]
     copied: list[int] = []
     assert index.migrate("kb_1", lambda done, total: copied.append(done))
