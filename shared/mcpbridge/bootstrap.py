@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from mcpbridge.agent.profiles import AgentProfiles
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.agent.tool_resolution import ToolResolution
+    from mcpbridge.authserver.access import OAuthAccess
+    from mcpbridge.authserver.grants import Grants
+    from mcpbridge.authserver.service import AuthorizationService
+    from mcpbridge.authserver.tokens import Tokens
     from mcpbridge.client.policies import ToolPolicies
     from mcpbridge.client.pool import ConnectionPools
     from mcpbridge.client.registry import ServiceRegistry
@@ -216,6 +220,13 @@ class Container:
 
     @cached_property
     def search_index(self) -> SearchIndex:
+        if self.settings.backend == "aws" and self.settings.search_function:
+            from mcpbridge.adapters.aws.lambda_search_index import LambdaSearchIndex
+
+            # Behind API Gateway a search waits within the request's budget; the indexer's writes may take longer.
+            wait = self._within_budget(880.0, 0.5)
+            client = self._aws_client("lambda", attempts=2, connect_timeout=2, read_timeout=wait)
+            return LambdaSearchIndex(client, self.settings.search_function, self.blobs)
         files = self._file_search_index()
         if self.settings.search_engine != "lance":
             return files
@@ -431,6 +442,80 @@ class Container:
         from mcpbridge.publishing.endpoints import EndpointService
 
         return EndpointService(self.store, self.clock, self.knowledge_bases)
+
+    # -- mcpbridge as the authorization server of its endpoints ------------------------------------------------
+
+    @cached_property
+    def oauth_grants(self) -> Grants:
+        from mcpbridge.authserver.grants import Grants
+
+        return Grants(self.store, self.clock)
+
+    @cached_property
+    def oauth_tokens(self) -> Tokens:
+        from mcpbridge.authserver.tokens import Tokens
+
+        settings = self.settings
+        return Tokens(
+            self.store,
+            self.clock,
+            access_seconds=settings.oauth_access_token_seconds,
+            refresh_seconds=settings.oauth_refresh_token_seconds,
+        )
+
+    @cached_property
+    def oauth_access(self) -> OAuthAccess:
+        """What an OAuth access token opens on /mcp/<ep> (the MCP endpoint's request path: no Authlib)."""
+        from mcpbridge.authserver.access import OAuthAccess
+
+        return OAuthAccess(self.store, self.endpoints, self.oauth_grants, self.oauth_tokens)
+
+    @cached_property
+    def authorization(self) -> AuthorizationService:
+        """The authorization server: metadata, sign-in and consent, token, registration, revocation."""
+        import ssl
+
+        from mcpbridge.authserver.clients import Clients
+        from mcpbridge.authserver.oidc import OidcSettings, OidcSignIn
+        from mcpbridge.authserver.service import AuthorizationService
+        from mcpbridge.identity.sign_in import SignInIdentities
+
+        settings = self.settings
+        context = None
+        if settings.outbound_ca_file is not None:
+            context = ssl.create_default_context()
+            context.load_verify_locations(cafile=str(settings.outbound_ca_file))
+        oidc = None
+        if settings.oidc_issuer:
+            oidc = OidcSignIn(
+                OidcSettings(
+                    issuer=settings.oidc_issuer,
+                    client_id=settings.oidc_client_id,
+                    client_secret=settings.oidc_client_secret,
+                    scopes=settings.oidc_scopes,
+                    provider_name=settings.oidc_provider_name,
+                    match=settings.oidc_match,
+                    provision=settings.oidc_provision,
+                    allowed_domains=tuple(settings.oidc_allowed_domains),
+                ),
+                store=self.store,
+                clock=self.clock,
+                secrets_box=self.secrets,
+                egress=self.egress,
+                ssl_context=context,
+            )
+        return AuthorizationService(
+            store=self.store,
+            clock=self.clock,
+            secrets_box=self.secrets,
+            endpoints=self.endpoints,
+            accounts=self.identity,
+            clients=Clients(self.store, self.clock, self.egress, ssl_context=context),
+            grants=self.oauth_grants,
+            tokens=self.oauth_tokens,
+            oidc=oidc,
+            identities=SignInIdentities(self.store, self.clock, self.users),
+        )
 
     @cached_property
     def rate_limiter(self) -> RateLimiter:

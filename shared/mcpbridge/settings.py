@@ -53,6 +53,31 @@ class Settings(BaseSettings):
     ``client_id_metadata_document_supported``. HTTPS with a path (plain http only to SSRF-allowlisted hosts). Empty:
     dynamic registration instead."""
 
+    # mcpbridge as the authorization server of its published endpoints (see mcpbridge.authserver)
+    oauth_access_token_seconds: int = Field(default=3600, ge=60, le=86400)
+    """Lifetime of the OAuth access tokens issued for published endpoints."""
+    oauth_refresh_token_seconds: int = Field(default=30 * 86400, ge=3600, le=365 * 86400)
+    """Lifetime of a refresh token (each refresh hands out a new one and uses the old one up)."""
+    oidc_issuer: str = ""
+    """The OpenID Connect provider people sign in with before approving a client (Cognito, Entra ID, Okta, Google,
+    Keycloak...: its issuer URL). Empty: people sign in with their own mcpbridge API key instead."""
+    oidc_client_id: str = ""
+    oidc_client_secret: str = Field(default="", repr=False)
+    oidc_scopes: str = "openid email profile"
+    oidc_provider_name: str = ""
+    """The provider's name on the sign-in button ("Sign in with <name>")."""
+    oidc_match: Literal["email", "subject"] = "email"
+    """How a signed-in person is found among the endpoint's workspace's users: by verified e-mail address (the user's
+    ``email``), or by the provider's subject alone (then only users it provisioned, or linked earlier, match)."""
+    oidc_provision: bool = False
+    """Create a user in the endpoint's workspace for a person who signs in and matches none (with the workspace's
+    default access: read, ask and wiki)."""
+    oidc_allowed_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """E-mail domains allowed to sign in (comma-separated); empty: any."""
+    outbound_ca_file: Path | None = None
+    """Extra certificate authorities (a PEM file) trusted for the authorization server's outbound HTTPS: client ID
+    metadata documents and the OpenID Connect provider, e.g. behind a company CA."""
+
     # Outbound HTTP (URL import, external MCP services, OAuth metadata)
     ssrf_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Hostnames, IPs or CIDRs that may be reached although private (an internal server inside the VPC); an address
@@ -80,6 +105,9 @@ class Settings(BaseSettings):
     lance_commit_table: str = ""
     """AWS mode with ``search_engine=lance``: the DynamoDB table ordering the datasets' commits (the template's
     ``IndexCommitsTable``)."""
+    search_function: str = ""
+    """AWS mode: the search function (the template's ``SearchIndexFunction``) that holds the search engine; the other
+    functions send it their search index calls instead of loading the engine themselves. Empty: in the process."""
     lance_optimise_every: int = Field(default=50, ge=1)
     """Writes to a knowledge base's Lance dataset between two optimisation jobs (compaction, indexes, statistics)."""
     max_document_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
@@ -127,7 +155,7 @@ class Settings(BaseSettings):
     llm_base_url: str = ""
     llm_api_key: str = ""
 
-    @field_validator("allowed_hosts", "allowed_origins", "ssrf_allowlist", mode="before")
+    @field_validator("allowed_hosts", "allowed_origins", "ssrf_allowlist", "oidc_allowed_domains", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         return _split_csv(value)

@@ -125,6 +125,9 @@ class User:
     status: UserStatus
     created_at: str
     updated_at: str
+    email: str | None = None
+    access: Scope = Scope()
+    """What the user may reach through an OAuth sign-in: capabilities (tool groups) and knowledge bases."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from mcpbridge.http.openapi import install_problem_docs
 from mcpbridge.http.problems import install_problem_handlers
 from mcpbridge.http.routes import health
 
-Surface = Literal["admin_api", "mcp_endpoint", "oauth_callback", "resolutions"]
+Surface = Literal["admin_api", "mcp_endpoint", "oauth_callback", "resolutions", "authorization_server"]
 
 # Route modules by surface, imported only by the functions that serve them: cold start is paid per import.
 _SURFACES: dict[Surface, tuple[str, ...]] = {
@@ -42,6 +42,7 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
     "mcp_endpoint": (),
     "oauth_callback": ("oauth_callback",),
     "resolutions": ("resolutions",),
+    "authorization_server": ("oauth_server",),
 }
 
 

@@ -2,7 +2,9 @@
 
     INSTALL / INSTALL            the install marker: which workspace ``init`` created (the platform's own)
     WS#<ws> / WS                 a workspace {name, status}; gsi1 = WORKSPACES / <ws> (the operator's listing)
-    WS#<ws> / USER#<user>        a user {name, status, admin_keys}
+    WS#<ws> / USER#<user>        a user {name, status, admin_keys, email, capabilities, knowledge_base_ids}
+    WS#<ws> / USEREMAIL#<email>  {user_id}: the user with this e-mail address (lower case), one per workspace
+    WS#<ws> / USERSUB#<digest>   {user_id}: the user an OpenID Connect identity (issuer and subject) signs in as
     WS#<ws> / APIKEY#<key>       an API key; gsi1 = APIKEY#<sha256> / APIKEY while it is active
     WS#<ws> / ADMINKEYS          {count}: the workspace's usable unrestricted admin keys
 
@@ -15,6 +17,8 @@ the last active user holding one impossible to disable or delete. Items written 
 """
 
 from __future__ import annotations
+
+import hashlib
 
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import ApiKey, Role, Scope, User, Workspace, scope_of
@@ -52,6 +56,20 @@ def user_usable(*more: Clause) -> Condition:
 
 def status_of(item: Item) -> str:
     return str(item.get("status") or "active")
+
+
+def access_of(item: Item) -> Scope:
+    """What a user may reach through an OAuth sign-in (``None`` per dimension: unrestricted)."""
+    return scope_of(item.get("capabilities"), item.get("knowledge_base_ids"))
+
+
+def user_email_key(workspace_id: str, email: str) -> Key:
+    return Key(f"WS#{workspace_id}", f"USEREMAIL#{email.strip().lower()}")
+
+
+def user_subject_key(workspace_id: str, issuer: str, subject: str) -> Key:
+    identity = hashlib.sha256(f"{issuer}\x1f{subject}".encode()).hexdigest()
+    return Key(f"WS#{workspace_id}", f"USERSUB#{identity}")
 
 
 def workspace_item(workspace_id: str, name: str, now: str) -> Item:
@@ -127,6 +145,8 @@ def user_of(workspace_id: str, item: Item) -> User:
         status="active" if status_of(item) == "active" else "deleting" if status_of(item) == "deleting" else "disabled",
         created_at=str(item.get("created_at") or ""),
         updated_at=str(item.get("updated_at") or item.get("created_at") or ""),
+        email=item.get("email") or None,
+        access=access_of(item),
     )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -95,23 +96,26 @@ async def request(
     form: Mapping[str, str] | None = None,
     json_body: Any = None,
     headers: Mapping[str, str] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    max_bytes: int = MAX_ANSWER_BYTES,
 ) -> Answer:
-    """Send one request (no redirect followed) and read its answer.
+    """Send one request (no redirect followed) and read its answer (at most ``max_bytes``). ``ssl_context``: the
+    certificates to trust instead of the default ones.
 
     Raises InvalidInput for a refused URL (``url_*`` codes) and UpstreamError ``oauth_server_timeout`` /
     ``oauth_server_unreachable`` / ``oauth_answer_too_large``; every HTTP status is returned, not raised.
     """
     target = require_https(policy, url, what)
     sent = {"accept": "application/json", **(headers or {})}
-    async with guarded_async_client(policy, timeout=timeout) as http:
+    async with guarded_async_client(policy, timeout=timeout, ssl_context=ssl_context) as http:
         with _failures(target.host, what, timeout), anyio.fail_after(timeout):
             async with http.stream(method, url, data=form, json=json_body, headers=sent) as response:
                 raw = bytearray()
                 async for chunk in response.aiter_bytes():
                     raw += chunk
-                    if len(raw) > MAX_ANSWER_BYTES:
+                    if len(raw) > max_bytes:
                         raise UpstreamError(
-                            f"the {what} at {target.host} answered with more than {MAX_ANSWER_BYTES} bytes",
+                            f"the {what} at {target.host} answered with more than {max_bytes} bytes",
                             code="oauth_answer_too_large",
                         )
     body: Any = None
@@ -123,8 +127,16 @@ async def request(
     return Answer(status=response.status_code, headers=response.headers, body=body)
 
 
-async def get_json(policy: EgressPolicy, url: str, *, what: str, timeout: float) -> Answer:
-    return await request(policy, "GET", url, what=what, timeout=timeout)
+async def get_json(
+    policy: EgressPolicy,
+    url: str,
+    *,
+    what: str,
+    timeout: float,
+    ssl_context: ssl.SSLContext | None = None,
+    max_bytes: int = MAX_ANSWER_BYTES,
+) -> Answer:
+    return await request(policy, "GET", url, what=what, timeout=timeout, ssl_context=ssl_context, max_bytes=max_bytes)
 
 
 async def post_form(
@@ -135,7 +147,15 @@ async def post_form(
     what: str,
     timeout: float,
     headers: Mapping[str, str] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Answer:
     return await request(
-        policy, "POST", url, what=what, timeout=timeout, form=form, headers={"content-type": FORM, **(headers or {})}
+        policy,
+        "POST",
+        url,
+        what=what,
+        timeout=timeout,
+        form=form,
+        headers={"content-type": FORM, **(headers or {})},
+        ssl_context=ssl_context,
     )

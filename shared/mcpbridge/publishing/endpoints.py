@@ -9,6 +9,10 @@ A token is ``mcp_`` + 43 base64url characters; only its SHA-256 is stored. Authe
 reads the base item consistently and compares the stored hash, so a rotation, a disable or a delete cuts a client
 off on its very next request (the index may lag; the base item has the last word). Nothing is cached.
 
+An endpoint accepts its static token, OAuth access tokens of mcpbridge's authorization server
+(:mod:`mcpbridge.authserver`), or both (``auth_mode``; both by default); its rate limit counts per endpoint or,
+for OAuth callers, per user (``rate_limit_scope``).
+
 A scoped API key never mints an endpoint with more authority than itself: the endpoint's knowledge bases must lie
 within the key's, and the capabilities its tools need (``catalog.capabilities_for``) within the key's capabilities.
 """
@@ -23,7 +27,7 @@ import hmac
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal, Scope, timestamp
@@ -66,6 +70,14 @@ MAX_KNOWLEDGE_BASES = 100
 LAST_USED_EVERY_SECONDS = 60
 _WRITE_ATTEMPTS = 5
 
+AuthMode = Literal["both", "oauth", "static"]
+"""Which credentials the endpoint accepts: its static ``mcp_`` token, OAuth access tokens, or both."""
+AUTH_MODES: tuple[AuthMode, ...] = get_args(AuthMode)
+RateLimitScope = Literal["endpoint", "user"]
+"""What the rate limit counts: every call to the endpoint, or each OAuth user's calls apart (static-token calls then
+share one count)."""
+RATE_LIMIT_SCOPES: tuple[RateLimitScope, ...] = get_args(RateLimitScope)
+
 
 class Unset(enum.Enum):
     """Marks an ``update`` argument that was not given (``None`` is a value: it clears ``default_agent_id``)."""
@@ -100,6 +112,16 @@ class Endpoint:
     created_at: str
     updated_at: str
     version: int
+    auth_mode: AuthMode = "both"
+    rate_limit_scope: RateLimitScope = "endpoint"
+
+    @property
+    def accepts_oauth(self) -> bool:
+        return self.auth_mode != "static"
+
+    @property
+    def accepts_static_token(self) -> bool:
+        return self.auth_mode != "oauth"
 
     @property
     def restricts_knowledge_bases(self) -> bool:
@@ -194,6 +216,8 @@ class EndpointService:
         tools: Iterable[str] | None = None,
         default_agent_id: str | None = None,
         rate_limit_per_minute: int = 0,
+        auth_mode: str = "both",
+        rate_limit_scope: str = "endpoint",
     ) -> tuple[Endpoint, str]:
         """A new endpoint and its token's plaintext (shown once). ``tools=None``: the default tools the key may
         publish; ``rate_limit_per_minute=0``: the default (60)."""
@@ -202,6 +226,7 @@ class EndpointService:
         description = clean_description(description)
         chosen_tools = _clean_tools(_default_tools(principal) if tools is None else tools)
         rate = _clean_rate(rate_limit_per_minute)
+        mode, rate_scope = _clean_auth_mode(auth_mode), _clean_rate_scope(rate_limit_scope)
         agent = self._clean_agent(principal.workspace_id, default_agent_id)
         kb_ids = _clean_kb_ids(knowledge_base_ids)
         _require_covers(principal, kb_ids, chosen_tools)
@@ -223,6 +248,8 @@ class EndpointService:
             created_at=now,
             updated_at=now,
             version=1,
+            auth_mode=mode,
+            rate_limit_scope=rate_scope,
         )
         item = _item_of(endpoint, issued.sha256)
         item["created_by"] = principal.user_id
@@ -243,6 +270,8 @@ class EndpointService:
         tools: Iterable[str] | Unset = UNSET,
         default_agent_id: str | Unset | None = UNSET,
         rate_limit_per_minute: int | Unset = UNSET,
+        auth_mode: str | Unset = UNSET,
+        rate_limit_scope: str | Unset = UNSET,
         expected_version: int | None = None,
     ) -> Endpoint:
         """Change the given fields (validated as on create). The result must stay within the key's authority.
@@ -251,21 +280,12 @@ class EndpointService:
         change is merged by re-reading and re-applying these fields.
         """
         _require_writer(principal)
-        changes: dict[str, Any] = {}
-        if not isinstance(name, Unset):
-            changes["name"] = clean_name(name)
-        if not isinstance(description, Unset):
-            changes["description"] = clean_description(description)
-        if not isinstance(enabled, Unset):
-            changes["enabled"] = bool(enabled)
-        if not isinstance(tools, Unset):
-            changes["tools"] = _clean_tools(tools)
-        if not isinstance(rate_limit_per_minute, Unset):
-            changes["rate_limit_per_minute"] = _clean_rate(rate_limit_per_minute)
+        given: dict[str, Any] = {"name": name, "description": description, "enabled": enabled, "tools": tools}
+        given |= {"rate_limit_per_minute": rate_limit_per_minute, "knowledge_base_ids": knowledge_base_ids}
+        given |= {"auth_mode": auth_mode, "rate_limit_scope": rate_limit_scope}
+        changes: dict[str, Any] = {f: _CLEANERS[f](v) for f, v in given.items() if not isinstance(v, Unset)}
         if not isinstance(default_agent_id, Unset):
             changes["default_agent_id"] = self._clean_agent(principal.workspace_id, default_agent_id)
-        if not isinstance(knowledge_base_ids, Unset):
-            changes["knowledge_base_ids"] = _clean_kb_ids(knowledge_base_ids)
         bases_checked = False
 
         def attempt() -> Endpoint:
@@ -363,12 +383,21 @@ class EndpointService:
         if not (same_hash and same_endpoint):
             raise _invalid_token()
         endpoint = _endpoint_of(item)
+        if not endpoint.accepts_static_token:
+            raise Unauthenticated(
+                "this endpoint accepts OAuth access tokens only: sign in with an OAuth client",
+                code="static_token_not_accepted",
+            )
+        self.require_open(endpoint)
+        return endpoint
+
+    def require_open(self, endpoint: Endpoint) -> None:
+        """Raise ``Forbidden`` unless the endpoint is enabled and its workspace active (read now, never cached)."""
         if not endpoint.enabled:
             raise Forbidden("this MCP endpoint is disabled", code="endpoint_disabled")
         workspace = self._store.get(workspace_key(endpoint.workspace_id))
         if workspace is None or workspace.get("status") != "active":
             raise Forbidden("the workspace is not active", code="workspace_inactive")
-        return endpoint
 
     def touch(self, endpoint: Endpoint) -> None:
         """Record use: ``last_used_at`` is written at most once a minute per endpoint; failures are swallowed."""
@@ -490,6 +519,26 @@ def _clean_rate(rate: int) -> int:
     return rate
 
 
+def _clean_auth_mode(mode: str) -> AuthMode:
+    for known in AUTH_MODES:
+        if mode == known:
+            return known
+    raise InvalidInput(
+        "auth_mode must be both, oauth or static", code="invalid_auth_mode", details={"allowed": list(AUTH_MODES)}
+    )
+
+
+def _clean_rate_scope(scope: str) -> RateLimitScope:
+    for known in RATE_LIMIT_SCOPES:
+        if scope == known:
+            return known
+    raise InvalidInput(
+        "rate_limit_scope must be endpoint or user",
+        code="invalid_rate_limit_scope",
+        details={"allowed": list(RATE_LIMIT_SCOPES)},
+    )
+
+
 def _clean_kb_ids(kb_ids: Iterable[str]) -> list[str]:
     cleaned = list(dict.fromkeys(k.strip() for k in kb_ids if k and k.strip()))
     if len(cleaned) > MAX_KNOWLEDGE_BASES:
@@ -497,6 +546,19 @@ def _clean_kb_ids(kb_ids: Iterable[str]) -> list[str]:
             f"an endpoint lists at most {MAX_KNOWLEDGE_BASES} knowledge bases", code="too_many_knowledge_bases"
         )
     return cleaned
+
+
+_CLEANERS: dict[str, Any] = {
+    "name": clean_name,
+    "description": clean_description,
+    "enabled": bool,
+    "tools": _clean_tools,
+    "rate_limit_per_minute": _clean_rate,
+    "knowledge_base_ids": _clean_kb_ids,
+    "auth_mode": _clean_auth_mode,
+    "rate_limit_scope": _clean_rate_scope,
+}
+"""How ``update`` cleans each field it is given (as ``create`` does)."""
 
 
 def _shown(value: str) -> str:
@@ -555,6 +617,8 @@ def _item_of(endpoint: Endpoint, sha256: str) -> Item:
         "created_at": endpoint.created_at,
         "updated_at": endpoint.updated_at,
         "version": endpoint.version,
+        "auth_mode": endpoint.auth_mode,
+        "rate_limit_scope": endpoint.rate_limit_scope,
     }
 
 
@@ -574,4 +638,6 @@ def _endpoint_of(item: Item) -> Endpoint:
         created_at=item["created_at"],
         updated_at=item["updated_at"],
         version=int(item.get("version", 1)),
+        auth_mode=_clean_auth_mode(item.get("auth_mode") or "both"),
+        rate_limit_scope=_clean_rate_scope(item.get("rate_limit_scope") or "endpoint"),
     )

@@ -40,10 +40,14 @@ class ToolContext:
     container: Container
     access: KnowledgeAccess
     endpoint_id: str
+    user_id: str | None = None
+    """The user an OAuth call runs as (None: the endpoint's static token)."""
 
     @property
     def owner(self) -> str:
-        """Who owns sessions started through this endpoint."""
+        """Who owns sessions started through this endpoint (each OAuth user their own)."""
+        if self.user_id is not None:
+            return f"endpoint:{self.endpoint_id}#user:{self.user_id}"
         return f"endpoint:{self.endpoint_id}"
 
 

@@ -2,8 +2,12 @@
 
 Order of checks, before the SDK sees the request: method (GET is 405: no server-initiated streams), Host (421 unless
 allowed), browser Origin (403 unless allowed), credentials in the query string (401), bearer token of this
-endpoint (401 / 403). Nothing is cached between requests, so a rotated, disabled or deleted endpoint fails on its
-next request. The SDK's own DNS-rebinding check only knows localhost, so it is off and ours takes its place.
+endpoint (401 / 403): its static ``mcp_`` token, or an OAuth access token ``mcpat_`` of mcpbridge's authorization
+server (:mod:`mcpbridge.authserver.access`: the call then runs as the token's user, within the user's access), as
+the endpoint's ``auth_mode`` allows. A 401 from an endpoint that accepts OAuth names its RFC 9728 metadata in
+``WWW-Authenticate``, which is how a client that knows only the URL starts signing in. Nothing is cached between
+requests, so a rotated, disabled or deleted endpoint, or a revoked grant, fails on its next request. The SDK's own
+DNS-rebinding check only knows localhost, so it is off and ours takes its place.
 
 Then the body (at most the SDK's 4 MiB) must be one JSON-RPC message, checked before the SDK sees it: strict JSON
 (no ``NaN``/``Infinity``) or -32700; a request whose ``id`` is not a string or an integer (``true``, ``1.5``, ``[]``,
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,6 +52,7 @@ from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Forbidden, MCPBridgeError, Unauthenticated
 from mcpbridge.http.mcp.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext
 from mcpbridge.http.problems import WWW_AUTHENTICATE, problem
+from mcpbridge.publishing.endpoints import Endpoint
 
 log = logging.getLogger("mcpbridge.mcp")
 
@@ -65,6 +71,24 @@ HINTS = {
     429: "Rate limit reached for this endpoint; retry shortly.",
 }
 RETRY_LATER = "A temporary failure on the server side; retry later."
+
+
+@dataclass(frozen=True)
+class Authority:
+    """What one request may do: its endpoint's tools and knowledge, narrowed to a user's for an OAuth token."""
+
+    endpoint: Endpoint
+    tools: tuple[str, ...] | list[str]
+    access: KnowledgeAccess
+    user_id: str | None = None
+    client_id: str | None = None
+
+    @property
+    def rate_key(self) -> str:
+        """The rate limit's count: the endpoint's, or the user's on it when the endpoint counts per user."""
+        if self.user_id is not None and self.endpoint.rate_limit_scope == "user":
+            return f"{self.endpoint.id}~{self.user_id}"
+        return self.endpoint.id
 
 
 def _tool(spec: Any) -> types.Tool:
@@ -152,21 +176,47 @@ class McpEndpointApp:
             return _unauthorized("query_token_refused", "send the token in the Authorization header, not the URL")
         authorization = request.headers.get("authorization")
         if authorization is None:
-            return _unauthorized("missing_token", "this endpoint needs Authorization: Bearer mcp_...", invalid=False)
+            return await self._challenge(request, "missing_token", "this endpoint needs a bearer token", invalid=False)
         scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not credentials.well_formed(token.strip(), credentials.ENDPOINT_TOKEN_PREFIX):
-            return _unauthorized("invalid_token", "the token is not valid for this endpoint")
+        token = token.strip()
         endpoint_id = request.path_params.get("endpoint_id", "")
+        if scheme.lower() == "bearer" and token.startswith(credentials.OAUTH_ACCESS_PREFIX):
+            return await self._oauth(request, endpoint_id, token)
+        if scheme.lower() != "bearer" or not credentials.well_formed(token, credentials.ENDPOINT_TOKEN_PREFIX):
+            return await self._challenge(request, "invalid_token", "the token is not valid for this endpoint")
         try:
-            endpoint = await anyio.to_thread.run_sync(
-                self._container.endpoints.authenticate, endpoint_id, token.strip()
-            )
+            endpoint = await anyio.to_thread.run_sync(self._container.endpoints.authenticate, endpoint_id, token)
         except Unauthenticated as exc:
-            return _unauthorized(exc.code, exc.message)
+            return await self._challenge(request, exc.code, exc.message)
         except Forbidden as exc:
             return problem(403, exc.code, exc.message)
-        request.scope.setdefault("state", {})[ENDPOINT_STATE] = endpoint
+        authority = Authority(endpoint, endpoint.tools, endpoint.knowledge_access())
+        request.scope.setdefault("state", {})[ENDPOINT_STATE] = authority
         return None
+
+    async def _oauth(self, request: Request, endpoint_id: str, token: str) -> Response | None:
+        try:
+            caller = await anyio.to_thread.run_sync(self._container.oauth_access.authenticate, endpoint_id, token)
+        except Unauthenticated as exc:
+            return await self._challenge(request, exc.code, exc.message)
+        except Forbidden as exc:
+            return problem(403, exc.code, exc.message)
+        authority = Authority(caller.endpoint, caller.tools, caller.access, caller.user_id, caller.client_id)
+        request.scope.setdefault("state", {})[ENDPOINT_STATE] = authority
+        return None
+
+    async def _challenge(self, request: Request, code: str, detail: str, *, invalid: bool = True) -> Response:
+        """A 401; for an endpoint that accepts OAuth, its challenge names the resource metadata (RFC 9728 5.1)."""
+        endpoint = await anyio.to_thread.run_sync(
+            self._container.endpoints.find, request.path_params.get("endpoint_id", "")
+        )
+        if endpoint is None or not endpoint.accepts_oauth:
+            return _unauthorized(code, detail, invalid=invalid)
+        from mcpbridge.authserver.metadata import Issuer
+
+        base = (self._container.settings.public_base_url or str(request.base_url)).rstrip("/")
+        challenge = Issuer(base, endpoint).challenge(error="invalid_token" if invalid else None)
+        return problem(401, code, detail, headers={"WWW-Authenticate": challenge})
 
     def _origin_allowed(self, origin: str, request: Request) -> bool:
         """A configured origin, or the page's own origin: a same-origin request (its Host already checked) cannot
@@ -193,31 +243,32 @@ class McpEndpointApp:
     # ------------------------------------------------------------------------------------------ MCP
 
     @staticmethod
-    def _endpoint(ctx: ServerRequestContext[Any]) -> Any:
+    def _authority(ctx: ServerRequestContext[Any]) -> Authority:
         request = ctx.request
-        endpoint = None if request is None else request.scope.get("state", {}).get(ENDPOINT_STATE)
-        if endpoint is None:
+        authority = None if request is None else request.scope.get("state", {}).get(ENDPOINT_STATE)
+        if not isinstance(authority, Authority):
             raise MCPError(code=types.INVALID_REQUEST, message="unauthorized")
-        return endpoint
+        return authority
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        endpoint = self._endpoint(ctx)
-        return types.ListToolsResult(tools=[TOOLS[name] for name in endpoint.tools if name in TOOLS])
+        authority = self._authority(ctx)
+        return types.ListToolsResult(tools=[TOOLS[name] for name in authority.tools if name in TOOLS])
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        endpoint = self._endpoint(ctx)
+        authority = self._authority(ctx)
+        endpoint = authority.endpoint
         name = params.name
-        if name not in endpoint.tools or name not in SPECS_BY_NAME:
+        if name not in authority.tools or name not in SPECS_BY_NAME:
             if ctx.protocol_version >= MODERN:
                 raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
             return error_result("tool_not_enabled", f'tool "{name}" is not enabled on this endpoint', 403)
         container = self._container
         decision = await anyio.to_thread.run_sync(
-            container.rate_limiter.hit, endpoint.id, endpoint.rate_limit_per_minute
+            container.rate_limiter.hit, authority.rate_key, endpoint.rate_limit_per_minute
         )
         if not decision.allowed:
             return error_result(
@@ -226,10 +277,9 @@ class McpEndpointApp:
                 429,
             )
         await anyio.to_thread.run_sync(container.endpoints.touch, endpoint)
-        access = KnowledgeAccess(
-            endpoint.workspace_id, frozenset(endpoint.knowledge_base_ids) if endpoint.knowledge_base_ids else None
-        )
-        context = ToolContext(container, access, endpoint.id)
+        if authority.user_id is not None:
+            log.info("tool %s on endpoint %s, as user %s (OAuth)", name, endpoint.id, authority.user_id)
+        context = ToolContext(container, authority.access, endpoint.id, authority.user_id)
         handler = SPECS_BY_NAME[name].handler
         arguments = dict(params.arguments or {})
         try:

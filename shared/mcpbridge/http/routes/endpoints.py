@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Request, Response
@@ -34,6 +34,15 @@ class EndpointIn(BaseModel):
     )
     default_agent_id: str | None = None
     rate_limit_per_minute: int = Field(default=60, description="Calls per minute, 1 to 6000; 0 means 60.")
+    auth_mode: Literal["both", "oauth", "static"] = Field(
+        default="both",
+        description="The credentials accepted: the static token, OAuth access tokens of mcpbridge's authorization "
+        "server (clients that add a server by URL and sign in), or both.",
+    )
+    rate_limit_scope: Literal["endpoint", "user"] = Field(
+        default="endpoint",
+        description="What the rate limit counts: all calls to the endpoint, or each OAuth user's calls apart.",
+    )
 
 
 class EndpointPatch(BaseModel):
@@ -48,6 +57,8 @@ class EndpointPatch(BaseModel):
     tools: list[str] | None = None
     default_agent_id: str | None = None
     rate_limit_per_minute: int | None = None
+    auth_mode: Literal["both", "oauth", "static"] | None = None
+    rate_limit_scope: Literal["endpoint", "user"] | None = None
 
     @model_validator(mode="after")
     def _only_agent_is_nullable(self) -> EndpointPatch:
@@ -76,6 +87,8 @@ class EndpointOut(BaseModel):
     created_at: str
     updated_at: str
     version: int
+    auth_mode: Literal["both", "oauth", "static"]
+    rate_limit_scope: Literal["endpoint", "user"]
 
     @classmethod
     def of(cls, endpoint: Endpoint) -> EndpointOut:
@@ -93,6 +106,8 @@ class EndpointOut(BaseModel):
             created_at=endpoint.created_at,
             updated_at=endpoint.updated_at,
             version=endpoint.version,
+            auth_mode=endpoint.auth_mode,
+            rate_limit_scope=endpoint.rate_limit_scope,
         )
 
 
@@ -175,6 +190,8 @@ def create_endpoint(
         tools=body.tools,
         default_agent_id=body.default_agent_id,
         rate_limit_per_minute=body.rate_limit_per_minute,
+        auth_mode=body.auth_mode,
+        rate_limit_scope=body.rate_limit_scope,
     )
     return _issued(endpoint, token, settings.public_base_url, request, response)
 
