@@ -294,6 +294,18 @@ def test_tool_call_step_reports_a_missing_call_by_error_name(
     assert [invocation.get("errorType") for invocation in invocations] == ["NotFound"] * 2 + ["InvalidInput"] * 2
 
 
+def test_job_recovery_sweeps_and_leaves_a_record_it_cannot_settle(
+    resources: AwsResources, moto_url: str, tmp_path: Path
+) -> None:
+    # The schedule's event sweeps (an empty table: nothing waits); an SQS batch whose record is not a job's is
+    # reported back, for SQS to deliver again and then move to the redrive queue.
+    batch = {"Records": [{"messageId": "m-1", "receiptHandle": "r", "body": "{}", "eventSource": "aws:sqs"}]}
+    invocations = run_built("JobRecoveryFunction", [{"task": "sweep"}, batch], resources, moto_url, tmp_path)
+    answers = [invocation.get("response") for invocation in invocations]
+    assert answers[:2] == [{"status": "swept", "backlog": 0, "redriven": 0, "failed": 0}] * 2, invocations
+    assert answers[2:] == [{"batchItemFailures": [{"itemIdentifier": "m-1"}]}] * 2, invocations
+
+
 @pytest.mark.timeout(600)  # pip resolves the whole set for the target before it can fail
 def test_a_dependency_without_a_wheel_for_the_target_fails_the_build(tmp_path: Path) -> None:
     # numpy and google-re2 publish aarch64 wheels for glibc 2.27/2.28 only: a target that allows no more than
