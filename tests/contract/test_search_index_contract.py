@@ -16,21 +16,24 @@ from moto import mock_aws
 from mcpbridge.adapters.aws.dynamodb import DynamoStore
 from mcpbridge.adapters.aws.s3_search_index import S3IndexFiles, pointer_key
 from mcpbridge.adapters.index_files.search_index import DirectoryIndexFiles, FileSearchIndex
+from mcpbridge.adapters.aws.lambda_search_index import LambdaSearchIndex
 from mcpbridge.adapters.lance.search_index import LanceSearchIndex
 from mcpbridge.adapters.lance.tables import LanceLocation
+from mcpbridge.adapters.local.files import FileBlobs
 from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.domain.knowledge import Chunk, Hit
 from mcpbridge.domain.ranking import reciprocal_rank_fusion
+from mcpbridge.knowledge.index_requests import answer
 from mcpbridge.ports import SearchIndex
 from tests.support.aws import create_aws_resources
 from tests.support.clock import FakeClock
 from tests.support.embedder import HashingEmbedder
-from tests.support.lance import create_lance_resources, moto_server
+from tests.support.lance import InProcessLambda, create_lance_resources, moto_server
 from tests.support.moto_atomic import atomic_dynamodb
 
 Instances = Callable[[], Any]
 EMBEDDER = HashingEmbedder(16)
-ENGINES = ["files-local", "files-aws", "lance-local", "lance-aws"]
+ENGINES = ["files-local", "files-aws", "lance-local", "lance-aws", "lance-remote"]
 
 
 @pytest.fixture(params=ENGINES)
@@ -70,6 +73,21 @@ def instances(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Instan
             return made[-1]
 
         yield lance_local
+    elif request.param == "lance-remote":
+        # What the functions behind the API hold on AWS: calls to the search function, over JSON.
+        store = SqliteStore(tmp_path / "store.sqlite3", clock)
+        blobs = FileBlobs(tmp_path / "blobs")
+
+        def lance_remote() -> LambdaSearchIndex:
+            served = LanceSearchIndex(store, LanceLocation.directory(tmp_path / "lance"), clock)
+            made.append(served)
+
+            def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+                return answer(served, served, blobs, event)
+
+            return LambdaSearchIndex(InProcessLambda(handler), "search", blobs)
+
+        yield lance_remote
     else:
         request.getfixturevalue("aws_credentials")
         with moto_server() as url:

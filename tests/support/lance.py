@@ -116,3 +116,27 @@ def create_lance_resources(endpoint_url: str, *, versioned: bool = False) -> Lan
     if versioned:
         s3.put_bucket_versioning(Bucket=made.bucket, VersioningConfiguration={"Status": "Enabled"})
     return made
+
+
+class InProcessLambda:
+    """A Lambda client whose ``invoke`` runs a handler in this process on the JSON payload, as the service would
+    (the transport seam of ``adapters.aws.lambda_search_index``): a ``RequestResponse`` call gets the handler's
+    JSON reply back, an ``Event`` call runs it and returns nothing; an exception becomes a ``FunctionError``."""
+
+    def __init__(self, handler: Any) -> None:
+        self._handler = handler
+        self.invocations: list[tuple[str, int]] = []
+
+    def invoke(self, *, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:  # noqa: N803
+        import io
+        import json
+
+        self.invocations.append((InvocationType, len(Payload)))
+        try:
+            reply = self._handler(json.loads(Payload), None)
+        except Exception as exc:
+            return {
+                "FunctionError": "Unhandled",
+                "Payload": io.BytesIO(json.dumps({"errorType": type(exc).__name__}).encode()),
+            }
+        return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(reply).encode())}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "mcpbridge"
-EDGES = frozenset({"http", "cli", "lambda_entry"})
+EDGES = frozenset({"http", "cli", "lambda_entry", "search_entry"})
 COMPOSITION = "bootstrap"
 ADAPTERS = "adapters"
 NOT_SERVICES = EDGES | {COMPOSITION, ADAPTERS}
