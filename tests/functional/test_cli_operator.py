@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import time
@@ -118,12 +119,10 @@ def _environment(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, st
 
 
 @pytest.fixture(params=["local", "aws"])
-def deployment(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployment]:
+def installed(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Deployment:
+    """A backend initialised by ``mcpbridge init`` (a subprocess), its settings in this process's environment."""
     env = _environment(request, tmp_path)
-    port = free_port()
-    env["MCPBRIDGE_PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"  # the URLs the API shows are the server's
-    import os
-
+    env["MCPBRIDGE_PUBLIC_BASE_URL"] = f"http://127.0.0.1:{free_port()}"  # the URLs the API shows: serve's
     for name in list(os.environ):
         if name.startswith("MCPBRIDGE_"):
             monkeypatch.delenv(name)
@@ -132,12 +131,19 @@ def deployment(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("MCPBRIDGE_INDEX_CACHE_DIR", str(tmp_path / "cli-index-cache"))
     built = Deployment(request.param, env, tmp_path)
     built.platform_key = run_init([], cwd=tmp_path, env=cli_env(env))["api_key"]
-    built.server = _serve(env, tmp_path, port)
+    return built
+
+
+@pytest.fixture
+def deployment(installed: Deployment) -> Iterator[Deployment]:
+    """The same, with ``mcpbridge serve`` running on it (at MCPBRIDGE_PUBLIC_BASE_URL's port)."""
+    port = int(installed.env["MCPBRIDGE_PUBLIC_BASE_URL"].rpartition(":")[2])
+    installed.server = _serve(installed.env, installed.tmp, port)
     try:
-        built.server.wait_ready()
-        yield built
+        installed.server.wait_ready()
+        yield installed
     finally:
-        built.server.kill()
+        installed.server.kill()
 
 
 def _serve(env: dict[str, str], tmp_path: Path, port: int) -> ServeProcess:
@@ -372,6 +378,7 @@ def services(cli: Cli, deployment: Deployment, acme: Tenant, everything: Everyth
     )
     imported = cli.run("services", "import", str(config), "--workspace", "Acme", "--json")
     assert imported.code == 1, "one server was refused: not a success"
+    assert imported.err == "mcpbridge: 1 server(s) were not registered (see above)\n"
     body = json.loads(imported.out)
     assert [s["name"] for s in body["created"]] == ["everything"]
     assert [r["name"] for r in body["refused"]] == ["local-only"]
@@ -528,3 +535,31 @@ def test_an_operators_day_through_the_cli_and_rest(
     lifecycle(cli, deployment, acme, beta)
     assert deployment.server is not None
     assert "Traceback" not in deployment.server.output()
+
+
+def test_kb_add_uploads_what_a_request_cannot_carry(
+    installed: Deployment, cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Above the size a request may carry, ``kb add`` uploads the file (the embedded backend's own route, or a
+    presigned POST to S3) and completes it; smaller files go in one request."""
+    monkeypatch.setenv("MCPBRIDGE_MAX_REQUEST_DOCUMENT_BYTES", "2048")
+    marker = f"zq{uuid.uuid4().hex[:10]}"
+    big = tmp_path / "big.md"
+    big.write_text("# Archive\n\n" + "filler words for the archive. " * 400 + f"\n\nThe last line holds {marker}.\n")
+    small = tmp_path / "small.txt"
+    small.write_text("A small note.\n")
+    assert big.stat().st_size > 2048 > small.stat().st_size
+    cli.json("kb", "create", "archive")
+    two_titles = cli.fails("kb", "add", "archive", str(big), str(small), "--title", "one")
+    assert "--title names one document, and these sources are 2" in two_titles.err
+    listed = cli.json("kb", "documents", "archive")
+    assert listed.get("items", listed.get("documents")) == [], "nothing was added"
+
+    added = cli.json("kb", "add", "archive", str(big), str(small))
+    assert added["errors"] == []
+    assert sorted((d["title"], d["size_bytes"], d["parse_status"]) for d in added["items"]) == [
+        ("big.md", big.stat().st_size, "completed"),
+        ("small.txt", small.stat().st_size, "completed"),
+    ]
+    found = cli.json("kb", "search", marker)["results"]
+    assert [hit["document_title"] for hit in found] == ["big.md"], "the whole file arrived"

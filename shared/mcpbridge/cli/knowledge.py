@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,7 +192,11 @@ async def kb_add(api: Api, args: argparse.Namespace) -> int:
     progress.close()
     documents = await _indexed(api, created, errors, args)
     emit(args, {"items": documents, "errors": errors}, lambda _: _summary(args.kb, documents, errors))
-    return 0 if not errors and all(d["parse_status"] == "completed" for d in documents) else 1
+    missing = len(sources) - sum(1 for d in documents if d["parse_status"] == "completed")
+    if missing:
+        print(f"mcpbridge: {missing} of {len(sources)} document(s) were not added or not indexed", file=sys.stderr)
+        return 1
+    return 0
 
 
 async def _send(api: Api, kb: str, source: Source) -> dict[str, Any]:

@@ -7,6 +7,7 @@ imported here, so ``mcpbridge --help`` stays fast; each command names the functi
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,20 @@ AUTHORIZE_TIMEOUT = 600.0
 Commands = Any  # argparse's private _SubParsersAction
 
 
+def _wrapped(*paragraphs: str) -> str:
+    """Paragraphs filled to 100 columns (the raw formatter keeps the examples' lines as written)."""
+    return "\n\n".join(textwrap.fill(paragraph, width=100) for paragraph in paragraphs if paragraph)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcpbridge",
-        description="A two-way MCP hub: publish knowledge bases as MCP endpoints, broker agents' calls to external "
-        f"MCP servers.\n\n{_ACTING}\n\n{_BACKEND}",
+        description=_wrapped(
+            "A two-way MCP hub: publish knowledge bases as MCP endpoints, broker agents' calls to external MCP "
+            "servers.",
+            _ACTING,
+            _BACKEND,
+        ),
         epilog="examples:\n  mcpbridge init\n  mcpbridge serve --port 8080\n  mcpbridge kb add handbook ./docs\n"
         "  mcpbridge calls pending\n\n`mcpbridge COMMAND --help` shows a command's options and an example.\n"
         f"{_EXIT}",
@@ -60,12 +70,12 @@ def _leaf(
     commands: Commands, name: str, summary: str, example: str, run: str, *, workspace: bool = True, details: str = ""
 ) -> argparse.ArgumentParser:
     """A command with its help, its example and the options every command takes."""
-    description = f"{summary[0].upper()}{summary[1:]}." + (f"\n\n{details}" if details else "")
+    description = _wrapped(f"{summary[0].upper()}{summary[1:]}.", details)
     leaf: argparse.ArgumentParser = commands.add_parser(
         name,
         help=summary,
         description=description,
-        epilog=f"example:\n  {example}\n\n{_EXIT}",
+        epilog=f"example:\n  {example}\n\n{_wrapped(_EXIT)}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     leaf.add_argument("--data-dir", type=Path, help="data directory (default ./.mcpbridge or MCPBRIDGE_DATA_DIR)")
@@ -84,7 +94,7 @@ def _group(commands: Commands, name: str, summary: str) -> Commands:
     group = commands.add_parser(
         name,
         help=summary,
-        description=f"{summary[0].upper()}{summary[1:]}.\n\n{_ACTING}",
+        description=_wrapped(f"{summary[0].upper()}{summary[1:]}.", _ACTING),
         epilog=f"`mcpbridge {name} COMMAND --help` shows a command's options and an example.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

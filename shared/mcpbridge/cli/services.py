@@ -157,7 +157,10 @@ async def service_test(api: Api, args: argparse.Namespace) -> int:
             print(f"  warning: {warning}")
 
     emit(args, body, human)
-    return 0 if body["success"] else 1
+    if not body["success"]:
+        print(f"mcpbridge: the test of the service failed: {body['message']}", file=sys.stderr)
+        return 1
+    return 0
 
 
 @command(acting_user=True)
@@ -166,8 +169,6 @@ async def service_refresh(api: Api, args: argparse.Namespace) -> int:
 
     def human(view: dict[str, Any]) -> None:
         snapshot = view["data"]
-        if view["last_error"] is not None:
-            print(f"mcpbridge: the refresh failed: {view['last_error']['message']}", file=sys.stderr)
         if snapshot is None:
             return
         changes = snapshot["changes"]
@@ -177,7 +178,10 @@ async def service_refresh(api: Api, args: argparse.Namespace) -> int:
                 print(f"  {label}: {', '.join(changes[label])}")
 
     emit(args, body, human)
-    return 1 if body["last_error"] is not None else 0
+    if body["last_error"] is not None:
+        print(f"mcpbridge: the refresh failed: {body['last_error']['message']}", file=sys.stderr)
+        return 1
+    return 0
 
 
 @command(acting_user=True)
