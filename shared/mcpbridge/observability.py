@@ -238,9 +238,14 @@ class LambdaTelemetry:
     Built at import (no I/O); :meth:`flush` writes the invocation's metrics (call it when each invocation ends)."""
 
     def __init__(self) -> None:
+        import os
+
         from aws_lambda_powertools import Metrics
 
-        self._metrics = Metrics()
+        # The template sets both; without them (a function configured by hand) the product's own names.
+        namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "mcpbridge"
+        service = os.environ.get("POWERTOOLS_SERVICE_NAME") or "mcpbridge"
+        self._metrics = Metrics(namespace=namespace, service=service)
         self._pending = False
         self._tracer: Any = None
         try:
@@ -295,3 +300,4 @@ class LambdaTelemetry:
                 self._metrics.flush_metrics()
             except Exception as exc:
                 log.warning("metrics not written (%s)", type(exc).__name__)
+                self._metrics.clear_metrics()  # Powertools keeps them process-wide: not into the next invocation
