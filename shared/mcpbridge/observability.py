@@ -19,6 +19,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from mcpbridge.request_context import bind as bind_request_id
+from mcpbridge.request_context import install_request_id_logging, quiet_chatty_loggers
+
 if TYPE_CHECKING:
     from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
@@ -168,9 +171,16 @@ def install_log_redaction() -> None:
     logging.setLogRecordFactory(factory)
 
 
+LOCAL_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"
+
+
 def configure_local_logging(level: str) -> None:
+    """Plain text on stderr for every logger (uvicorn's too, when it is run with ``log_config=None``), each line
+    with its request id."""
     install_log_redaction()
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_request_id_logging()
+    logging.basicConfig(level=level.upper(), format=LOCAL_FORMAT)
+    quiet_chatty_loggers(level)
 
 
 def _powertools_formatter() -> LambdaPowertoolsFormatter:
@@ -192,22 +202,44 @@ def _powertools_formatter() -> LambdaPowertoolsFormatter:
 
 
 class LambdaLogging:
-    """The ``mcpbridge`` logger tree as JSON lines, tagged with the invocation's request id."""
+    """Every log line as JSON, with ``request_id`` (API Gateway's for an HTTP request, else the invocation's) and
+    ``function_request_id`` (the Lambda invocation's).
+
+    The JSON handler takes the place of the runtime's own on the root logger, so the libraries' lines (the MCP SDK,
+    httpx) are JSON with the request id too; the ``mcpbridge`` tree keeps one as well (its level is ours)."""
 
     def __init__(self, level: str) -> None:
         install_log_redaction()
+        install_request_id_logging()
         self._formatter = _powertools_formatter()
         handler = logging.StreamHandler()
         handler.setFormatter(self._formatter)
-        root = logging.getLogger("mcpbridge")
-        root.handlers[:] = [handler]
+        ours = logging.getLogger("mcpbridge")
+        ours.handlers[:] = [handler]
+        ours.setLevel(level.upper())
+        ours.propagate = False
+        root = logging.getLogger()
+        root.handlers[:] = [h for h in root.handlers if type(h).__name__ != _RUNTIME_HANDLER and not _is_ours(h)]
+        shared = logging.StreamHandler()
+        shared.setFormatter(self._formatter)
+        shared.mcpbridge_json = True  # type: ignore[attr-defined]
+        root.addHandler(shared)
         root.setLevel(level.upper())
-        root.propagate = False
+        quiet_chatty_loggers(level)
 
     def bind(self, context: Any) -> None:
+        """At the start of an invocation: its id, until an HTTP request binds API Gateway's inside it."""
         request_id = getattr(context, "aws_request_id", None)
         if request_id:
-            self._formatter.append_keys(request_id=request_id)
+            self._formatter.append_keys(function_request_id=request_id)
+        bind_request_id(request_id or None)
+
+
+_RUNTIME_HANDLER = "LambdaLoggerHandler"  # the Python runtime's handler on the root logger
+
+
+def _is_ours(handler: logging.Handler) -> bool:
+    return bool(getattr(handler, "mcpbridge_json", False))
 
 
 # --------------------------------------------------------------------------------------------------------------------

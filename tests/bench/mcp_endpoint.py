@@ -204,7 +204,7 @@ def bench_mcpbridge(requests: int, concurrency: int, workdir: Path) -> dict[str,
             ).json()
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                docs = api.get(f"/api/v1/knowledge-bases/{kb['id']}/documents?page_size=100").json()["documents"]
+                docs = api.get(f"/api/v1/knowledge-bases/{kb['id']}/documents?limit=200").json()["items"]
                 if all(d["parse_status"] == "completed" for d in docs):
                     break
                 time.sleep(0.2)

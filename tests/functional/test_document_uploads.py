@@ -187,7 +187,7 @@ def test_completing_before_the_upload_or_above_the_limit_is_refused(aws_hub: Hub
     refused = aws_hub.complete(too_early)
     assert refused.status_code in (409, 413)
     listed = aws_hub.client.get(f"/api/v1/knowledge-bases/{aws_hub.kb_id}/documents").json()
-    assert listed["total"] == 0
+    assert listed["items"] == []
     # Declaring more than the limit is refused at once.
     declared = aws_hub.start("huge.pdf", PER_DOCUMENT + 1, "application/pdf")
     assert (declared.status_code, declared.json()["code"]) == (413, "document_too_large")

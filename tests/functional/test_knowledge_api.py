@@ -97,7 +97,9 @@ def search(client: TestClient, query: str, **body: Any) -> Any:
 
 
 def doc_count(client: TestClient, kb_id: str) -> int:
-    return int(client.get(f"/api/v1/knowledge-bases/{kb_id}/documents").json()["total"])
+    listed = client.get(f"/api/v1/knowledge-bases/{kb_id}/documents", params={"limit": 200}).json()
+    assert listed["next_cursor"] is None
+    return len(listed["items"])
 
 
 # ---------------------------------------------------------------------------------------------------- bases
@@ -135,7 +137,7 @@ def test_bad_knowledge_base_input_changes_nothing(
     client: TestClient, body: dict[str, Any], status: int, code: str
 ) -> None:
     problem(client.post("/api/v1/knowledge-bases", json=body), status, code)
-    assert client.get("/api/v1/knowledge-bases").json()["total"] == 0
+    assert client.get("/api/v1/knowledge-bases").json() == {"items": [], "next_cursor": None}
 
 
 def test_unknown_knowledge_base_is_404_everywhere(client: TestClient) -> None:
@@ -239,13 +241,24 @@ def test_listing_documents_pages_and_filters(client: TestClient) -> None:
     kb = make_kb(client)
     for i in range(5):
         add_doc(client, kb["id"], f"Note {i}" if i % 2 else f"Memo {i}", f"body {i}")
-    page = client.get(f"/api/v1/knowledge-bases/{kb['id']}/documents?page=1&page_size=2").json()
-    assert (page["total"], len(page["documents"]), page["has_more"]) == (5, 2, True)
-    last = client.get(f"/api/v1/knowledge-bases/{kb['id']}/documents?page=3&page_size=2").json()
-    assert (len(last["documents"]), last["has_more"]) == (1, False)
-    notes = client.get(f"/api/v1/knowledge-bases/{kb['id']}/documents?keyword=NOTE").json()
-    assert sorted(d["title"] for d in notes["documents"]) == ["Note 1", "Note 3"]
-    problem(client.get(f"/api/v1/knowledge-bases/{kb['id']}/documents?page_size=500"), 422, "validation_failed")
+    url = f"/api/v1/knowledge-bases/{kb['id']}/documents"
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = client.get(url, params={"limit": 2, **({"cursor": cursor} if cursor else {})}).json()
+        seen += [d["title"] for d in page["items"]]
+        pages, cursor = pages + 1, page["next_cursor"]
+        if cursor is None:
+            break
+        if pages == 1:  # a document added between two pages is not shown in a later one, nor pushes one out
+            add_doc(client, kb["id"], "Late", "body")
+    assert seen == ["Memo 4", "Note 3", "Memo 2", "Note 1", "Memo 0"]  # newest first
+    assert pages == 3
+    notes = client.get(url, params={"keyword": "NOTE"}).json()
+    assert [d["title"] for d in notes["items"]] == ["Note 3", "Note 1"]
+    problem(client.get(url, params={"limit": 500}), 422, "validation_failed")
+    problem(client.get(url, params={"cursor": "bogus"}), 400, "invalid_cursor")
+    other = client.get(url, params={"keyword": "note", "limit": 1}).json()["next_cursor"]
+    problem(client.get(url, params={"cursor": other}), 400, "invalid_cursor")  # another listing's cursor
 
 
 def test_updating_reindexes_and_deleting_removes(client: TestClient) -> None:
@@ -501,7 +514,7 @@ def test_a_knowledge_base_language_decides_how_keyword_search_reads_it(client: T
 
 def test_an_unknown_language_is_refused_and_changes_nothing(client: TestClient) -> None:
     problem(client.post("/api/v1/knowledge-bases", json={"name": "x", "language": "klingon"}), 400, "invalid_language")
-    assert client.get("/api/v1/knowledge-bases").json()["total"] == 0
+    assert client.get("/api/v1/knowledge-bases").json() == {"items": [], "next_cursor": None}
     kb = make_kb(client)
     problem(client.put(f"/api/v1/knowledge-bases/{kb['id']}", json={"language": "klingon"}), 400, "invalid_language")
     assert client.get(f"/api/v1/knowledge-bases/{kb['id']}").json()["language"] == "auto"

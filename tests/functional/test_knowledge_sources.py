@@ -155,7 +155,7 @@ def test_refused_urls_are_clear_400s_and_store_nothing(
     assert body["detail"]
     # Only the allowed first hop of a redirect may reach the server; the private target never does.
     assert all(path.startswith("/moved") for path in site.seen)  # type: ignore[attr-defined]
-    assert client.get(f"/api/v1/knowledge-bases/{kb}/documents").json()["total"] == 0
+    assert client.get(f"/api/v1/knowledge-bases/{kb}/documents").json()["items"] == []
 
 
 def test_without_an_embedder_semantic_is_refused_and_hybrid_says_keyword_only(client: TestClient) -> None:

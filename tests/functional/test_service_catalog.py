@@ -212,7 +212,7 @@ def test_a_policy_must_name_a_tool_the_catalog_lists(client: TestClient, upstrea
         assert body["details"]["near_matches"] == near
         for match in near:
             assert match in body["detail"]
-    assert client.get(policies).json() == {"items": []}, "a refused name stores nothing"
+    assert client.get(policies).json() == {"items": [], "next_cursor": None}, "a refused name stores nothing"
 
     assert client.put(f"{policies}/search", json={"require_approval": True}).status_code == 200
     # A tool the server will add later is pre-registered explicitly, then changed like any other policy.

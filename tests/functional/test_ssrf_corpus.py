@@ -421,10 +421,10 @@ class Hub:
     mcp_token: str
 
     def documents(self) -> int:
-        listed = self.client.get(f"/api/v1/knowledge-bases/{self.kb_id}/documents", params={"page_size": 100})
+        listed = self.client.get(f"/api/v1/knowledge-bases/{self.kb_id}/documents", params={"limit": 200})
         assert listed.status_code == 200, listed.text
-        total: int = listed.json()["total"]
-        return total
+        assert listed.json()["next_cursor"] is None
+        return len(listed.json()["items"])
 
     def services(self) -> list[dict[str, Any]]:
         listed = self.client.get("/api/v1/mcp-services")

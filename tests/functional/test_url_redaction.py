@@ -106,7 +106,7 @@ def exercise(api: httpx.Client | TestClient, base: str) -> list[str]:
     assert_masked(document["url"], base, "/doc.md")
     assert_masked(call("GET", f"/api/v1/documents/{document['id']}")["url"], base, "/doc.md")
     listed = call("GET", f"/api/v1/knowledge-bases/{kb['id']}/documents")
-    assert [d["url"] for d in listed["documents"]] == [f"{base}/doc.md?api_key=***&v=***"]
+    assert [d["url"] for d in listed["items"]] == [f"{base}/doc.md?api_key=***&v=***"]
     read = call("GET", f"/api/v1/documents/{document['id']}/read")
     assert_masked(read["document"]["url"], base, "/doc.md")
 

@@ -214,6 +214,7 @@ class ToolCalls:
         if record["status"] in WAITING.values():
             record |= _pending_index(record, timestamp(now))
             record["pending_kind"] = "approval" if record["status"] == "awaiting_approval" else "oauth"
+            record["deadline_at"] = now + _wait_seconds(record, record["pending_kind"])
         if record["status"] not in TERMINAL:
             record |= {
                 "gsi2pk": shard_partition(OPEN_PARTITION, record["id"]),
@@ -242,8 +243,10 @@ class ToolCalls:
         changes: dict[str, Any] = {"status": to, "updated_at": timestamp(now), **(sets or {})}
         dropped = set(removes)
         if to in WAITING.values():
-            kind = "approval" if to == "awaiting_approval" else "oauth"
+            kind: PendingKind = "approval" if to == "awaiting_approval" else "oauth"
             changes |= {"pending_kind": kind} | _pending_index(call.item, call.created_at)
+            # Each wait has its own deadline from its start (an OAuth wait after an approval too), known at once.
+            changes.setdefault("deadline_at", now + _wait_seconds(call.item, kind))
         else:
             dropped |= {"gsi1pk", "gsi1sk", "pending_kind"} & set(call.item)
         if to in TERMINAL:
@@ -294,6 +297,11 @@ class ToolCalls:
         except ConditionFailed:
             return None
         return _call_of(item)
+
+
+def _wait_seconds(item: Mapping[str, Any], kind: PendingKind) -> int:
+    """How long a wait of ``kind`` lasts for this call (its agent profile's timeout, as recorded on the call)."""
+    return int(item.get("approval_timeout_seconds" if kind == "approval" else "oauth_timeout_seconds", 600))
 
 
 def _pending_index(item: Mapping[str, Any], created_at: str) -> dict[str, str]:

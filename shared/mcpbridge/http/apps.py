@@ -13,12 +13,14 @@ from typing import Literal
 
 from fastapi import APIRouter, FastAPI
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.openapi import install_problem_docs
 from mcpbridge.http.problems import install_problem_handlers
 from mcpbridge.http.routes import health
+from mcpbridge.request_context import RequestIdMiddleware
 
 Surface = Literal["admin_api", "mcp_endpoint", "oauth_callback", "resolutions", "authorization_server"]
 
@@ -38,6 +40,7 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
         "agents",
         "agent_catalog",
         "agent_calls",
+        "oauth_grants",
     ),
     "mcp_endpoint": (),
     "oauth_callback": ("oauth_callback",),
@@ -59,8 +62,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await pool.aclose()
 
 
+class _App(FastAPI):
+    def build_middleware_stack(self) -> ASGIApp:
+        # Outside Starlette's ServerErrorMiddleware, so a 500 it renders carries the request id too.
+        return RequestIdMiddleware(super().build_middleware_stack())
+
+
 def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp: bool) -> FastAPI:
-    app = FastAPI(
+    app = _App(
         title=title,
         lifespan=_lifespan,
         version=__version__,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import Principal
@@ -27,7 +28,27 @@ def presented_api_key(request: Request) -> str | None:
     return request.headers.get("x-api-key")
 
 
-def current_principal(request: Request) -> Principal:
+# Declared for the OpenAPI document (its security schemes, the docs page's Authorize button, each operation's
+# security); the key itself is read by presented_api_key, whose errors are mcpbridge's own.
+API_KEY_BEARER = HTTPBearer(
+    scheme_name="apiKeyBearer",
+    bearerFormat="sk_...",
+    description="An API key (`sk_` + 43 characters) as a bearer token: `Authorization: Bearer sk_...`.",
+    auto_error=False,
+)
+API_KEY_HEADER = APIKeyHeader(
+    name="X-API-Key",
+    scheme_name="apiKeyHeader",
+    description="The same API key in the `X-API-Key` header instead.",
+    auto_error=False,
+)
+
+
+def current_principal(
+    request: Request,
+    _bearer: Annotated[HTTPAuthorizationCredentials | None, Security(API_KEY_BEARER)],
+    _header: Annotated[str | None, Security(API_KEY_HEADER)],
+) -> Principal:
     return container_of(request).identity.authenticate(presented_api_key(request))
 
 

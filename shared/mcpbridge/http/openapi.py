@@ -3,9 +3,12 @@
 What every operation can answer is added here, from the operation itself, so no route has to repeat it:
 
 * 401 and 403 when it authenticates (every operation under ``/api/v1`` but the public ones below);
-* 400 (``malformed_json``) when it takes a JSON body, 422 (``validation_failed``) when it takes any input;
+* 400 (``malformed_json``) when it takes a JSON body, or (``invalid_cursor``) when it lists; 422
+  (``validation_failed``) when it takes any input;
 * 404 when its path names something (``{id}``);
 * 503 everywhere: a store, key service or blob store that cannot be reached.
+
+Every answer carries ``X-Request-Id``; every problem body its ``request_id``.
 
 What only some operations answer (a 409 on a name taken, a 400 on a rule the shape cannot express, a 429, a 502 from
 an upstream) each route states with ``responses=problems(...)``.
@@ -51,7 +54,17 @@ PROBLEM_SCHEMA: dict[str, Any] = {
         "retryable": {"type": "boolean"},
         "details": {"type": "object"},
         "errors": {"type": "array", "items": {"type": "object"}},
+        "request_id": {
+            "type": "string",
+            "description": "The request's id, as in the X-Request-Id header and every log line of the request.",
+        },
     },
+}
+
+REQUEST_ID_HEADER: dict[str, Any] = {
+    "description": "The request's id (API Gateway's on AWS): quote it when asking about a request; its log lines "
+    "carry it.",
+    "schema": {"type": "string"},
 }
 
 
@@ -73,7 +86,9 @@ def install_problem_docs(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
-            schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+            components = schema.setdefault("components", {})
+            components.setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+            components.setdefault("headers", {})["RequestId"] = REQUEST_ID_HEADER
             for path, operations in schema.get("paths", {}).items():
                 for operation in operations.values():
                     _document(path, operation)
@@ -91,8 +106,8 @@ def _document(path: str, operation: dict[str, Any]) -> None:
     if operation.get("parameters") or "requestBody" in operation:
         statuses.add(422)
     body = operation.get("requestBody", {}).get("content", {})
-    if "application/json" in body:
-        statuses.add(400)
+    if "application/json" in body or any(p.get("name") == "cursor" for p in operation.get("parameters", [])):
+        statuses.add(400)  # malformed_json, invalid_cursor
     if "{" in path:
         statuses.add(404)
     for status in statuses:
@@ -102,3 +117,4 @@ def _document(path: str, operation: dict[str, Any]) -> None:
     for answered, response in responses.items():
         if answered[:1] in ("4", "5") and PROBLEM_JSON not in response.get("content", {}):
             response["content"] = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        response.setdefault("headers", {})["X-Request-Id"] = {"$ref": "#/components/headers/RequestId"}

@@ -1,7 +1,8 @@
 """Errors as ``application/problem+json`` (RFC 9457) with a stable ``code``.
 
 Mapped by type, never by message: an ``MCPBridgeError`` carries its status and code; FastAPI's validation errors
-become 400 (body is not JSON) or 422 (wrong shape); anything else is a 500 whose details stay in the log.
+become 400 (body is not JSON) or 422 (wrong shape); anything else is a 500 whose details stay in the log. Every body
+carries the request's ``request_id`` (the ``X-Request-Id`` header's value), which its log lines carry too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mcpbridge.errors import MCPBridgeError, Unauthenticated
+from mcpbridge.request_context import current as current_request_id
 
 log = logging.getLogger("mcpbridge.http")
 
@@ -53,6 +55,9 @@ def problem(
         "detail": detail,
         **extra,
     }
+    request_id = current_request_id()
+    if request_id is not None:
+        body["request_id"] = request_id  # the X-Request-Id header's value: what to quote when asking for help
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from mcpbridge.domain.knowledge import Chunk, Document, KnowledgeBase
+from mcpbridge.http.fields import Timestamp
 from mcpbridge.knowledge.answers import Answer
 from mcpbridge.knowledge.wiki import WikiPage
 from mcpbridge.observability import masked_url
@@ -39,8 +40,8 @@ class KnowledgeBaseOut(BaseModel):
     capabilities: list[Capability]
     document_count: int
     wiki_page_count: int
-    created_at: str
-    updated_at: str
+    created_at: Timestamp
+    updated_at: Timestamp
 
     @classmethod
     def of(cls, kb: KnowledgeBase, *, semantic: bool) -> KnowledgeBaseOut:
@@ -141,9 +142,9 @@ class DocumentOut(BaseModel):
     parse_error: str | None
     chunk_count: int
     line_count: int
-    created_at: str
-    updated_at: str
-    indexed_at: str | None
+    created_at: Timestamp
+    updated_at: Timestamp
+    indexed_at: Timestamp | None
     content: str | None = Field(default=None, description="The indexed text, with include_content=true.")
 
     @classmethod
@@ -161,8 +162,8 @@ class PageOut(BaseModel):
     title: str
     content: str
     links: list[str]
-    created_at: str
-    updated_at: str
+    created_at: Timestamp
+    updated_at: Timestamp
 
     @classmethod
     def of(cls, page: WikiPage) -> PageOut:

@@ -297,14 +297,9 @@ class Documents:
         page: int = 1,
         page_size: int = PAGE_SIZE_DEFAULT,
     ) -> DocumentPage:
-        self._bases.get(access, kb_id)
         page = max(page, 1)
         page_size = PAGE_SIZE_DEFAULT if page_size < 1 else min(page_size, PAGE_SIZE_MAX)
-        wanted = (keyword or "").strip().casefold()
-        found = [d for d in self._all_of_kb(kb_id) if d.workspace_id == access.workspace_id]
-        if wanted:
-            found = [d for d in found if wanted in d.title.casefold()]
-        found.sort(key=lambda d: d.id, reverse=True)  # newest first: ids are time-ordered
+        found = self.matching(access, kb_id, keyword=keyword)
         start = (page - 1) * page_size
         return DocumentPage(
             items=found[start : start + page_size],
@@ -313,6 +308,16 @@ class Documents:
             page_size=page_size,
             has_more=start + page_size < len(found),
         )
+
+    def matching(self, access: KnowledgeAccess, kb_id: str, *, keyword: str | None = None) -> list[Document]:
+        """Every document of the knowledge base whose title contains ``keyword`` (case-insensitive), newest first."""
+        self._bases.get(access, kb_id)
+        wanted = (keyword or "").strip().casefold()
+        found = [d for d in self._all_of_kb(kb_id) if d.workspace_id == access.workspace_id]
+        if wanted:
+            found = [d for d in found if wanted in d.title.casefold()]
+        found.sort(key=lambda d: d.id, reverse=True)  # ids are time-ordered
+        return found
 
     def _all_of_kb(self, kb_id: str) -> list[Document]:
         return [_document_of(i) for i in every_item(self._store, f"KBDOCS#{kb_id}", index="gsi1", page_size=500)]

@@ -17,20 +17,37 @@ from mcpbridge.agent.calls import ToolCall
 from mcpbridge.agent.profiles import require_agent, require_agent_or_approver
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import BrokerDep
+from mcpbridge.http.fields import CallId
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.http.routes.resolutions import CallOut, call_out
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 
 
 class ActingPrincipal(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"user_id": "usr_01jd8x2k7m0000000000000000"}]}
+    )
 
     user_id: str = Field(min_length=1, max_length=128)
 
 
 class ToolCallIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "tool_ref": "tr_...",
+                    "arguments": {"query": "refresh tokens"},
+                    "agent_id": "agt_01jd8x2k7m0000000000000000",
+                    "interactive": True,
+                }
+            ]
+        },
+    )
 
     tool_ref: str = Field(min_length=1, max_length=128, description="From the agent catalog's describe.")
     arguments: dict[str, Any] = Field(default_factory=dict, description="Validated against the tool's schema.")
@@ -49,15 +66,21 @@ class SubmittedOut(CallOut):
 
 class PendingList(BaseModel):
     items: list[CallOut]
+    next_cursor: str | None = next_cursor_field()
 
 
 @router.post(
     "/tool-calls",
+    operation_id="submitToolCall",
+    summary="Call a tool",
     responses={**problems(404, 409, 502), 202: {"description": "The call waits for an approval or an authorization."}},
 )
 async def submit_tool_call(
     body: ToolCallIn, principal: CurrentPrincipal, broker: BrokerDep, request: Request, response: Response
 ) -> SubmittedOut:
+    """Calls an external tool by `tool_ref`, its arguments checked against the tool's schema and policy. 200 with the
+    outcome when it ran at once; 202 with the pending call when it waits for a person's approval or the user's OAuth
+    authorization (poll `GET /api/v1/agent/tool-calls/{call_id}`)."""
     require_agent(principal)
     submitted = await broker.submit(
         principal,
@@ -78,15 +101,25 @@ async def submit_tool_call(
     return SubmittedOut(**shown, notice=submitted.notice)
 
 
-@router.get("/tool-calls/{call_id}")
-def get_tool_call(call_id: str, principal: CurrentPrincipal, broker: BrokerDep) -> CallOut:
+@router.get("/tool-calls/{call_id}", operation_id="getToolCall", summary="Get a tool call")
+def get_tool_call(call_id: CallId, principal: CurrentPrincipal, broker: BrokerDep) -> CallOut:
+    """A call's status, and its result or error once it ended."""
     require_agent_or_approver(principal)
     return call_out(broker.get(principal, call_id), principal, broker)
 
 
-@router.get("/pending")
-def list_pending(principal: CurrentPrincipal, broker: BrokerDep) -> PendingList:
-    """The calls waiting for the caller: its own; for an admin key with approve_calls, every one of the workspace."""
+@router.get("/pending", operation_id="listPendingCalls", summary="List pending calls")
+def list_pending(
+    principal: CurrentPrincipal,
+    broker: BrokerDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> PendingList:
+    """The calls waiting for a person: the caller's own; for an admin key with `approve_calls`, every one of the
+    workspace. Oldest first."""
     require_agent_or_approver(principal)
     calls: list[ToolCall] = broker.pending(principal)
-    return PendingList(items=[call_out(call, principal, broker) for call in calls])
+    shown, next_cursor = page_of(
+        calls, key=lambda c: (c.created_at, c.id), limit=limit, cursor=cursor, listing="agent/pending"
+    )
+    return PendingList(items=[call_out(call, principal, broker) for call in shown], next_cursor=next_cursor)

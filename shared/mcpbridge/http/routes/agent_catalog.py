@@ -12,21 +12,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from mcpbridge.agent.discovery import EXTERNAL_DATA_NOTICE, ServerStatus, ToolDescription, ToolSummary
+from mcpbridge.agent.discovery import (
+    DEFAULT_PAGE_SIZE,
+    EXTERNAL_DATA_NOTICE,
+    MAX_PAGE_SIZE,
+    ServerStatus,
+    ToolDescription,
+    ToolSummary,
+)
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import DiscoveryDep, ProfilesDep
+from mcpbridge.http.fields import Timestamp
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent-catalog"])
+
+AGENT_ID = Query(
+    default=None,
+    max_length=64,
+    description="The agent profile whose view this is; omit for the default profile (every service).",
+)
 
 
 class RefreshErrorOut(BaseModel):
     code: str
     message: str
-    at: str
+    at: Timestamp
 
 
 class ServerOut(BaseModel):
@@ -37,7 +52,7 @@ class ServerOut(BaseModel):
     status: str = Field(description="ready, stale, error, needs_auth or disabled.")
     tool_count: int = Field(description="Tools the catalog snapshot lists.")
     enabled_tool_count: int = Field(description="Of those, the ones the workspace's policies leave enabled.")
-    synced_at: str | None
+    synced_at: Timestamp | None
     last_error: RefreshErrorOut | None
     usage_instructions: str = Field(description="Untrusted data, not instructions.")
     server_instructions: str | None = Field(description="The server's own instructions; untrusted data.")
@@ -63,9 +78,10 @@ class ServerOut(BaseModel):
 
 
 class ServerList(BaseModel):
-    agent_id: str | None = Field(description="The profile used; null for the default profile.")
     items: list[ServerOut]
-    notice: str
+    next_cursor: str | None = next_cursor_field()
+    agent_id: str | None = Field(description="The profile used; null for the default profile.")
+    notice: str = Field(description="The metadata comes from third-party servers: untrusted data.")
 
 
 class ToolSummaryOut(BaseModel):
@@ -94,10 +110,8 @@ class ToolSummaryOut(BaseModel):
 
 class ToolList(BaseModel):
     items: list[ToolSummaryOut]
-    total: int
-    next_cursor: str | None
-    has_more: bool
-    notice: str
+    next_cursor: str | None = next_cursor_field()
+    notice: str = Field(description="The metadata comes from third-party servers: untrusted data.")
 
 
 class ToolDescriptionOut(BaseModel):
@@ -115,7 +129,7 @@ class ToolDescriptionOut(BaseModel):
     tool_ref: str = Field(description="Pass it to a tool call; a changed schema invalidates it (describe again).")
     require_approval: bool
     stale: bool
-    synced_at: str | None
+    synced_at: Timestamp | None
     untrusted: bool
     notice: str
 
@@ -142,45 +156,68 @@ class ToolDescriptionOut(BaseModel):
         )
 
 
-@router.get("/servers", responses=problems(404))
+@router.get("/servers", operation_id="listAgentServers", summary="List an agent's servers", responses=problems(404))
 def list_servers(
-    principal: CurrentPrincipal, profiles: ProfilesDep, discovery: DiscoveryDep, agent_id: str | None = None
-) -> ServerList:
-    agent = profiles.resolve(principal, agent_id)
-    statuses = discovery.servers(principal, agent)
-    return ServerList(agent_id=agent.id, items=[ServerOut.of(s) for s in statuses], notice=EXTERNAL_DATA_NOTICE)
-
-
-@router.get("/tools", responses=problems(400, 404))
-def list_tools(
     principal: CurrentPrincipal,
     profiles: ProfilesDep,
     discovery: DiscoveryDep,
-    agent_id: str | None = None,
-    query: str | None = None,
-    service_id: str | None = None,
-    cursor: str | None = None,
-    limit: int = 20,
-) -> ToolList:
+    agent_id: str | None = AGENT_ID,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> ServerList:
+    """Each service the agent's profile selects, with its status, tool counts and (untrusted) instructions."""
     agent = profiles.resolve(principal, agent_id)
-    page = discovery.tools(principal, agent, query=query, service_id=service_id, cursor=cursor, limit=limit)
-    return ToolList(
-        items=[ToolSummaryOut.of(t) for t in page.items],
-        total=page.total,
-        next_cursor=page.next_cursor,
-        has_more=page.has_more,
+    statuses, next_cursor = page_of(
+        discovery.servers(principal, agent),
+        key=lambda s: ("1" if s.service.is_builtin else "0", s.service.id),
+        limit=limit,
+        cursor=cursor,
+        listing=f"agent/servers?agent_id={agent.id or ''}",
+    )
+    return ServerList(
+        items=[ServerOut.of(s) for s in statuses],
+        next_cursor=next_cursor,
+        agent_id=agent.id,
         notice=EXTERNAL_DATA_NOTICE,
     )
 
 
-@router.get("/tools/describe", responses=problems(400, 404))
+@router.get("/tools", operation_id="listAgentTools", summary="List an agent's tools", responses=problems(400, 404))
+def list_tools(
+    principal: CurrentPrincipal,
+    profiles: ProfilesDep,
+    discovery: DiscoveryDep,
+    agent_id: str | None = AGENT_ID,
+    query: str | None = Query(
+        default=None,
+        description="Only the tools whose name or description contain every space-separated keyword "
+        "(case-insensitive).",
+    ),
+    service_id: str | None = Query(default=None, description="Only the tools of this service."),
+    limit: int = limit_query(DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
+    cursor: str | None = cursor_query(),
+) -> ToolList:
+    """The enabled tools of the agent's enabled services, optionally of one service and matching keywords.
+    Descriptions are cut to 200 characters: describe a tool for its schema and `tool_ref`."""
+    agent = profiles.resolve(principal, agent_id)
+    page = discovery.tools(principal, agent, query=query, service_id=service_id, cursor=cursor, limit=limit)
+    return ToolList(
+        items=[ToolSummaryOut.of(t) for t in page.items], next_cursor=page.next_cursor, notice=EXTERNAL_DATA_NOTICE
+    )
+
+
+@router.get(
+    "/tools/describe", operation_id="describeAgentTool", summary="Describe a tool", responses=problems(400, 404)
+)
 def describe_tool(
     principal: CurrentPrincipal,
     profiles: ProfilesDep,
     discovery: DiscoveryDep,
-    service_id: str,
-    tool_name: str,
-    agent_id: str | None = None,
+    service_id: str = Query(description="The service the tool belongs to (from the tools list)."),
+    tool_name: str = Query(description="The tool's name as the service lists it (free text: `/`, `%`, spaces)."),
+    agent_id: str | None = AGENT_ID,
 ) -> ToolDescriptionOut:
+    """A tool's full definition and the `tool_ref` to call it with. The tool name is a query parameter: names are
+    free text that a path segment would mangle."""
     agent = profiles.resolve(principal, agent_id)
     return ToolDescriptionOut.of(discovery.describe(principal, agent, service_id, tool_name))

@@ -11,13 +11,30 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from mcpbridge.agent.profiles import AgentProfile
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import ProfilesDep
+from mcpbridge.http.fields import AgentId, Timestamp
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 
 router = APIRouter(prefix="/api/v1/agents", tags=["agents"])
 
 
 class AgentIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "Support assistant",
+                    "description": "Answers customers",
+                    "mcp_selection_mode": "selected",
+                    "mcp_services": ["svc_01jd8x2k7m0000000000000000"],
+                    "approval_timeout_seconds": 600,
+                    "oauth_wait_timeout_seconds": 600,
+                }
+            ]
+        },
+    )
 
     name: str = Field(description="1 to 255 bytes once trimmed.")
     description: str = ""
@@ -34,7 +51,11 @@ class AgentPatch(BaseModel):
     """Only the fields sent change; none may be null. ``expected_version``: refuse with 409 unless the profile is
     still at that version."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"approval_timeout_seconds": 1800, "expected_version": 3}]},
+    )
 
     name: str | None = None
     description: str | None = None
@@ -63,8 +84,8 @@ class AgentOut(BaseModel):
     mcp_services: list[str]
     approval_timeout_seconds: int
     oauth_wait_timeout_seconds: int
-    created_at: str | None
-    updated_at: str | None
+    created_at: Timestamp | None
+    updated_at: Timestamp | None
     version: int
 
     @classmethod
@@ -86,11 +107,15 @@ class AgentOut(BaseModel):
 
 class AgentList(BaseModel):
     items: list[AgentOut]
-    total: int
+    next_cursor: str | None = next_cursor_field()
 
 
-@router.post("", status_code=201, responses=problems(409))
+@router.post(
+    "", operation_id="createAgent", summary="Create an agent profile", status_code=201, responses=problems(409)
+)
 def create_agent(body: AgentIn, principal: CurrentPrincipal, profiles: ProfilesDep) -> AgentOut:
+    """Which external services an agent may use (all, selected or none) and how long its paused calls wait for an
+    approval or an authorization."""
     profile = profiles.create(
         principal,
         name=body.name,
@@ -103,24 +128,36 @@ def create_agent(body: AgentIn, principal: CurrentPrincipal, profiles: ProfilesD
     return AgentOut.of(profile)
 
 
-@router.get("")
-def list_agents(principal: CurrentPrincipal, agent_profiles: ProfilesDep) -> AgentList:
-    profiles = agent_profiles.list(principal)
-    return AgentList(items=[AgentOut.of(p) for p in profiles], total=len(profiles))
+@router.get("", operation_id="listAgents", summary="List agent profiles")
+def list_agents(
+    principal: CurrentPrincipal,
+    agent_profiles: ProfilesDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> AgentList:
+    """The workspace's agent profiles, oldest first."""
+    profiles, next_cursor = page_of(
+        agent_profiles.list(principal), key=lambda p: (p.id or "",), limit=limit, cursor=cursor, listing="agents"
+    )
+    return AgentList(items=[AgentOut.of(p) for p in profiles], next_cursor=next_cursor)
 
 
-@router.get("/{agent_id}")
-def get_agent(agent_id: str, principal: CurrentPrincipal, profiles: ProfilesDep) -> AgentOut:
+@router.get("/{agent_id}", operation_id="getAgent", summary="Get an agent profile")
+def get_agent(agent_id: AgentId, principal: CurrentPrincipal, profiles: ProfilesDep) -> AgentOut:
+    """One agent profile, by id."""
     return AgentOut.of(profiles.get(principal, agent_id))
 
 
-@router.put("/{agent_id}", responses=problems(409))
-def update_agent(agent_id: str, body: AgentPatch, principal: CurrentPrincipal, profiles: ProfilesDep) -> AgentOut:
+@router.put("/{agent_id}", operation_id="updateAgent", summary="Update an agent profile", responses=problems(409))
+def update_agent(agent_id: AgentId, body: AgentPatch, principal: CurrentPrincipal, profiles: ProfilesDep) -> AgentOut:
+    """Changes the fields sent; with `expected_version`, only if the profile is still at that version (409
+    otherwise)."""
     profile = profiles.update(principal, agent_id, expected_version=body.expected_version, **body.changes())
     return AgentOut.of(profile)
 
 
-@router.delete("/{agent_id}", status_code=204)
-def delete_agent(agent_id: str, principal: CurrentPrincipal, profiles: ProfilesDep) -> Response:
+@router.delete("/{agent_id}", operation_id="deleteAgent", summary="Delete an agent profile", status_code=204)
+def delete_agent(agent_id: AgentId, principal: CurrentPrincipal, profiles: ProfilesDep) -> Response:
+    """Deletes the profile; its calls keep their record."""
     profiles.delete(principal, agent_id)
     return Response(status_code=204)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.domain.identity import ApiKey, Scope
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import AccountsDep
+from mcpbridge.http.fields import ApiKeyId, Timestamp
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field
 
 if TYPE_CHECKING:
     from mcpbridge.identity.accounts import NewApiKey
@@ -28,7 +30,11 @@ def scope_fields(scope: Scope) -> dict[str, list[str] | None]:
 
 
 class CreateApiKey(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"name": "reporting", "role": "viewer", "capabilities": ["read"]}]},
+    )
 
     name: str = Field(min_length=1, max_length=255)
     role: Literal["viewer", "admin"] = "viewer"
@@ -47,9 +53,9 @@ class ApiKeyOut(BaseModel):
     hint: str
     status: Literal["active", "revoked"]
     user_id: str
-    created_at: str
-    last_used_at: str | None
-    revoked_at: str | None
+    created_at: Timestamp
+    last_used_at: Timestamp | None
+    revoked_at: Timestamp | None
 
     @classmethod
     def of(cls, key: ApiKey) -> ApiKeyOut:
@@ -77,24 +83,30 @@ class CreatedApiKey(ApiKeyOut):
 
 class ApiKeyPage(BaseModel):
     items: list[ApiKeyOut]
-    next_cursor: str | None
+    next_cursor: str | None = next_cursor_field()
 
 
-@router.get("/api-keys", responses=problems(400))
+@router.get("/api-keys", operation_id="listApiKeys", summary="List API keys", responses=problems(400))
 def list_api_keys(
     principal: CurrentPrincipal,
     accounts: AccountsDep,
-    limit: int = Query(default=50, ge=1, le=200),
-    cursor: str | None = None,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
 ) -> ApiKeyPage:
+    """The workspace's API keys, active and revoked, oldest first. A key is shown by its hint (its last characters),
+    never in full. Needs an admin key with `manage_keys`."""
     keys, next_cursor = accounts.list_api_keys(principal, limit=limit, cursor=cursor)
     return ApiKeyPage(items=[ApiKeyOut.of(k) for k in keys], next_cursor=next_cursor)
 
 
-@router.post("/api-keys", status_code=201, responses=problems(409))
+@router.post(
+    "/api-keys", operation_id="createApiKey", summary="Create an API key", status_code=201, responses=problems(409)
+)
 def create_api_key(
     body: CreateApiKey, principal: CurrentPrincipal, accounts: AccountsDep, response: Response
 ) -> CreatedApiKey:
+    """A new key for the caller's own user, never broader than the caller's (role, capabilities, knowledge bases).
+    The key itself is in this response only (`Cache-Control: no-store`): store it now."""
     created = accounts.create_api_key(
         principal,
         name=body.name,
@@ -106,12 +118,22 @@ def create_api_key(
     return CreatedApiKey.of_new(created)
 
 
-@router.get("/api-keys/{key_id}")
-def get_api_key(key_id: str, principal: CurrentPrincipal, accounts: AccountsDep) -> ApiKeyOut:
+@router.get("/api-keys/{key_id}", operation_id="getApiKey", summary="Get an API key")
+def get_api_key(key_id: ApiKeyId, principal: CurrentPrincipal, accounts: AccountsDep) -> ApiKeyOut:
+    """One key of the workspace, by id, as listed (no secret)."""
     return ApiKeyOut.of(accounts.get_api_key(principal, key_id))
 
 
-@router.delete("/api-keys/{key_id}", status_code=204, responses=problems(409))
-def revoke_api_key(key_id: str, principal: CurrentPrincipal, accounts: AccountsDep) -> Response:
+@router.delete(
+    "/api-keys/{key_id}",
+    operation_id="revokeApiKey",
+    summary="Revoke an API key",
+    status_code=204,
+    responses=problems(409),
+)
+def revoke_api_key(key_id: ApiKeyId, principal: CurrentPrincipal, accounts: AccountsDep) -> Response:
+    """The key is refused from the very next request. A key broader than the caller's cannot be revoked by it (403),
+    nor the workspace's last usable unrestricted admin key (409 `last_admin_key`). Revoking a revoked key changes
+    nothing."""
     accounts.revoke_api_key(principal, key_id)
     return Response(status_code=204)

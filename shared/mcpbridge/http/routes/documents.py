@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from mcpbridge.errors import InvalidInput, PayloadTooLarge
 from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
 from mcpbridge.http.deps import DocumentsDep, ReaderDep, UploadsDep
+from mcpbridge.http.fields import DocumentId, KnowledgeBaseId, Timestamp, UploadId
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.http.views import ChunkOut, DocumentOut
 
 router = APIRouter(prefix="/api/v1", tags=["documents"])
@@ -24,7 +26,15 @@ router = APIRouter(prefix="/api/v1", tags=["documents"])
 class DocumentIn(BaseModel):
     """Exactly one of ``content`` (Markdown or plain text) and ``url`` (fetched now, through the SSRF guard)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {"title": "Deployment guide", "content": "# Deploy\n\nRun `make deploy`.", "format": "markdown"}
+            ]
+        },
+    )
 
     title: str = Field(min_length=1, max_length=255)
     content: str | None = None
@@ -39,45 +49,59 @@ class DocumentIn(BaseModel):
 
 
 class DocumentPatch(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"title": "Deployment guide (v2)"}]}
+    )
 
     title: str | None = Field(default=None, min_length=1, max_length=255)
     content: str | None = None
 
 
-class DocumentPageOut(BaseModel):
-    knowledge_base_id: str
-    total: int
-    page: int
-    page_size: int
-    has_more: bool
-    documents: list[DocumentOut]
+class DocumentList(BaseModel):
+    items: list[DocumentOut]
+    next_cursor: str | None = next_cursor_field()
 
 
-@router.get("/knowledge-bases/{kb_id}/documents", responses=problems(400))
+@router.get(
+    "/knowledge-bases/{kb_id}/documents",
+    operation_id="listDocuments",
+    summary="List documents",
+    responses=problems(400),
+)
 def list_documents(
-    kb_id: str,
+    kb_id: KnowledgeBaseId,
     principal: CurrentPrincipal,
     documents: DocumentsDep,
-    keyword: str | None = Query(default=None, max_length=255),
-    page: int = Query(default=1, ge=1),
-    page_size: int = Query(default=20, ge=1, le=100),
-) -> DocumentPageOut:
-    result = documents.list_documents(
-        knowledge_access(principal, "read"), kb_id, keyword=keyword, page=page, page_size=page_size
+    keyword: str | None = Query(
+        default=None, max_length=255, description="Only the documents whose title contains this (case-insensitive)."
+    ),
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> DocumentList:
+    """The documents of a knowledge base, newest first, optionally those whose title contains a keyword."""
+    found, next_cursor = page_of(
+        documents.matching(knowledge_access(principal, "read"), kb_id, keyword=keyword),
+        key=lambda d: (d.id,),
+        limit=limit,
+        cursor=cursor,
+        listing=f"knowledge-bases/{kb_id}/documents?keyword={(keyword or '').strip().casefold()}",
+        descending=True,
     )
-    return DocumentPageOut(
-        knowledge_base_id=kb_id,
-        total=result.total,
-        page=result.page,
-        page_size=result.page_size,
-        has_more=result.has_more,
-        documents=[DocumentOut.of(d) for d in result.items],
-    )
+    return DocumentList(items=[DocumentOut.of(d) for d in found], next_cursor=next_cursor)
 
 
-@router.post("/knowledge-bases/{kb_id}/documents", status_code=201, responses=problems(409, 413, 502))
-def create_document(kb_id: str, body: DocumentIn, principal: CurrentPrincipal, documents: DocumentsDep) -> DocumentOut:
+@router.post(
+    "/knowledge-bases/{kb_id}/documents",
+    operation_id="createDocument",
+    summary="Create a document",
+    status_code=201,
+    responses=problems(409, 413, 502),
+)
+def create_document(
+    kb_id: KnowledgeBaseId, body: DocumentIn, principal: CurrentPrincipal, documents: DocumentsDep
+) -> DocumentOut:
+    """From Markdown or plain text (`content`), or from a URL (`url`, fetched now through the SSRF guard). Answers at
+    once with `parse_status: pending`; the document is searchable once it is `completed`."""
     access = knowledge_write_access(principal, "write")
     if body.url is not None:
         document = documents.create_from_url(access, kb_id, title=body.title, url=body.url)
@@ -87,14 +111,22 @@ def create_document(kb_id: str, body: DocumentIn, principal: CurrentPrincipal, d
     return DocumentOut.of(document)
 
 
-@router.post("/knowledge-bases/{kb_id}/documents/upload", status_code=201, responses=problems(400, 409, 413))
+@router.post(
+    "/knowledge-bases/{kb_id}/documents/upload",
+    operation_id="uploadDocument",
+    summary="Upload a file as a document",
+    status_code=201,
+    responses=problems(400, 409, 413),
+)
 async def upload_document(
-    kb_id: str,
+    kb_id: KnowledgeBaseId,
     principal: CurrentPrincipal,
     documents: DocumentsDep,
     file: Annotated[UploadFile, File(description="Markdown, text, HTML or PDF")],
-    title: Annotated[str | None, Form(max_length=255)] = None,
+    title: Annotated[str | None, Form(max_length=255, description="The title; default: the file's name.")] = None,
 ) -> DocumentOut:
+    """A Markdown, text, HTML or PDF file in the request itself (`multipart/form-data`), up to the per-request limit;
+    larger files go through `POST /api/v1/knowledge-bases/{kb_id}/documents/uploads`."""
     access = knowledge_write_access(principal, "write")
     limit = documents.max_request_bytes
     data = await file.read(limit + 1)
@@ -121,7 +153,20 @@ async def upload_document(
 
 
 class UploadIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "filename": "handbook.pdf",
+                    "content_type": "application/pdf",
+                    "size_bytes": 20971520,
+                    "title": "Handbook",
+                }
+            ]
+        },
+    )
 
     filename: str = Field(min_length=1, max_length=255)
     content_type: str = Field(min_length=3, max_length=255, pattern=r"^[\w.+-]+/[\w.+-]+$")
@@ -140,15 +185,22 @@ class UploadOut(BaseModel):
     fields: dict[str, str]
     file_field: Literal["file"] = "file"
     max_bytes: int
-    expires_at: str
+    expires_at: Timestamp
     complete_url: str
 
 
-@router.post("/knowledge-bases/{kb_id}/documents/uploads", status_code=201, responses=problems(400, 413))
+@router.post(
+    "/knowledge-bases/{kb_id}/documents/uploads",
+    operation_id="startDocumentUpload",
+    summary="Start a large upload",
+    status_code=201,
+    responses=problems(400, 413),
+)
 def start_upload(
-    kb_id: str, body: UploadIn, request: Request, principal: CurrentPrincipal, uploads: UploadsDep
+    kb_id: KnowledgeBaseId, body: UploadIn, request: Request, principal: CurrentPrincipal, uploads: UploadsDep
 ) -> UploadOut:
-    """A form to post a large file to (straight to S3 on AWS), up to the per-document limit."""
+    """A form to post a large file to (straight to S3 on AWS), up to the per-document limit: post `fields` then the
+    file as `file` to `url`, then call `complete_url`."""
     access = knowledge_write_access(principal, "write")
     upload = uploads.start(
         access,
@@ -175,44 +227,71 @@ def start_upload(
     )
 
 
-@router.post("/document-uploads/{upload_id}/content", status_code=204, responses=problems(404, 413))
+@router.post(
+    "/document-uploads/{upload_id}/content",
+    operation_id="receiveDocumentUpload",
+    summary="Receive an upload (embedded backend)",
+    status_code=204,
+    responses=problems(404, 413),
+)
 async def receive_upload(
-    upload_id: str,
+    upload_id: UploadId,
     uploads: UploadsDep,
-    workspace_id: Annotated[str, Form(max_length=64)],
-    token: Annotated[str, Form(max_length=128)],
-    file: Annotated[UploadFile, File()],
+    workspace_id: Annotated[str, Form(max_length=64, description="The `workspace_id` field of the upload's form.")],
+    token: Annotated[str, Form(max_length=128, description="The `token` field of the upload's form (one use).")],
+    file: Annotated[UploadFile, File(description="The file, last in the form.")],
 ) -> Response:
-    """The embedded backend's upload form (no API key: the upload's one-time token authenticates it)."""
+    """Where the embedded backend's upload form posts the file. No API key: the upload's one-time token, in the form,
+    authenticates it."""
     data = await file.read(uploads.max_bytes + 1)
     await to_thread.run_sync(lambda: uploads.receive(workspace_id, upload_id, token, data))
     return Response(status_code=204)
 
 
-@router.post("/document-uploads/{upload_id}/complete", status_code=201, responses=problems(404, 409, 413))
-def complete_upload(upload_id: str, principal: CurrentPrincipal, uploads: UploadsDep) -> DocumentOut:
-    """Make a document of the uploaded file; its indexing starts (``parse_status: pending``)."""
+@router.post(
+    "/document-uploads/{upload_id}/complete",
+    operation_id="completeDocumentUpload",
+    summary="Complete a large upload",
+    status_code=201,
+    responses=problems(404, 409, 413),
+)
+def complete_upload(upload_id: UploadId, principal: CurrentPrincipal, uploads: UploadsDep) -> DocumentOut:
+    """Makes a document of the uploaded file and starts its indexing (`parse_status: pending`), once."""
     return DocumentOut.of(uploads.complete(knowledge_write_access(principal, "write"), upload_id))
 
 
-@router.get("/documents/{document_id}")
+@router.get("/documents/{document_id}", operation_id="getDocument", summary="Get a document")
 def get_document(
-    document_id: str, principal: CurrentPrincipal, documents: DocumentsDep, include_content: bool = False
+    document_id: DocumentId,
+    principal: CurrentPrincipal,
+    documents: DocumentsDep,
+    include_content: bool = Query(default=False, description="Also return the document's indexed text."),
 ) -> DocumentOut:
+    """A document's fields and status; with `include_content=true`, its indexed text too."""
     document = documents.get(knowledge_access(principal, "read"), document_id)
     return DocumentOut.of(document, documents.text(document) if include_content else None)
 
 
-@router.put("/documents/{document_id}", responses=problems(409, 413))
+@router.put(
+    "/documents/{document_id}", operation_id="updateDocument", summary="Update a document", responses=problems(409, 413)
+)
 def update_document(
-    document_id: str, body: DocumentPatch, principal: CurrentPrincipal, documents: DocumentsDep
+    document_id: DocumentId, body: DocumentPatch, principal: CurrentPrincipal, documents: DocumentsDep
 ) -> DocumentOut:
+    """A new title and/or new content (text documents); either change re-indexes the document."""
     access = knowledge_write_access(principal, "write")
     return DocumentOut.of(documents.update(access, document_id, title=body.title, content=body.content))
 
 
-@router.delete("/documents/{document_id}", status_code=204, responses=problems(409))
-def delete_document(document_id: str, principal: CurrentPrincipal, documents: DocumentsDep) -> Response:
+@router.delete(
+    "/documents/{document_id}",
+    operation_id="deleteDocument",
+    summary="Delete a document",
+    status_code=204,
+    responses=problems(409),
+)
+def delete_document(document_id: DocumentId, principal: CurrentPrincipal, documents: DocumentsDep) -> Response:
+    """The document goes at once; its chunks and files are removed in the background."""
     documents.delete(knowledge_write_access(principal, "write"), document_id)
     return Response(status_code=204)
 
@@ -232,16 +311,29 @@ class ReadOut(BaseModel):
     note: str | None
 
 
-@router.get("/documents/{document_id}/read", responses=problems(400))
+@router.get(
+    "/documents/{document_id}/read", operation_id="readDocument", summary="Read a document", responses=problems(400)
+)
 def read_document(
-    document_id: str,
+    document_id: DocumentId,
     principal: CurrentPrincipal,
     reader: ReaderDep,
-    offset: int = Query(default=0, ge=0),
-    limit: int = Query(default=20, ge=1, le=100),
-    query: str | None = Query(default=None, max_length=500),
-    line: int | None = Query(default=None, ge=1),
+    offset: int = Query(
+        default=0,
+        ge=0,
+        description="The first chunk to read, in reading order (a result's `offset`, or `next_offset`).",
+    ),
+    limit: int = Query(default=20, ge=1, le=100, description="How many chunks to read, 1 to 100 (default 20)."),
+    query: str | None = Query(
+        default=None,
+        max_length=500,
+        description="Read only the chunks containing every space-separated term, with one chunk of context each side.",
+    ),
+    line: int | None = Query(default=None, ge=1, description="Open at the chunk holding this line of the document."),
 ) -> ReadOut:
+    """The document's chunks in reading order: a window of `limit` chunks from `offset` (continue with `next_offset`
+    until it is null), the chunks containing every term of `query` with one chunk of context each side, or from a
+    `line`. This is reading inside one document, not a list: it pages by `offset`, not by cursor."""
     result = reader.read(
         knowledge_access(principal, "read"), document_id, offset=offset, limit=limit, query=query, line=line
     )

@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import EndpointsDep, SettingsDep
+from mcpbridge.http.fields import EndpointId, Timestamp
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.publishing.endpoints import CatalogGroup, Endpoint
 
 router = APIRouter(prefix="/api/v1/mcp-endpoints", tags=["mcp-endpoints"])
@@ -23,7 +25,20 @@ _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1"})
 
 
 class EndpointIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "Claude",
+                    "knowledge_base_ids": ["kb_01jd8x2k7m0000000000000000"],
+                    "tools": ["search_knowledge", "read_document"],
+                    "rate_limit_per_minute": 120,
+                }
+            ]
+        },
+    )
 
     name: str = Field(description="1 to 255 bytes once trimmed.")
     description: str = ""
@@ -48,7 +63,7 @@ class EndpointIn(BaseModel):
 class EndpointPatch(BaseModel):
     """Only the fields sent change. ``default_agent_id: null`` clears it; no other field may be null."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [{"enabled": False}]})
 
     name: str | None = None
     description: str | None = None
@@ -83,9 +98,9 @@ class EndpointOut(BaseModel):
     default_agent_id: str | None
     rate_limit_per_minute: int
     token_hint: str
-    last_used_at: str | None
-    created_at: str
-    updated_at: str
+    last_used_at: Timestamp | None
+    created_at: Timestamp
+    updated_at: Timestamp
     version: int
     auth_mode: Literal["both", "oauth", "static"]
     rate_limit_scope: Literal["endpoint", "user"]
@@ -130,7 +145,7 @@ class IssuedEndpoint(EndpointOut):
 
 class EndpointList(BaseModel):
     items: list[EndpointOut]
-    total: int
+    next_cursor: str | None = next_cursor_field()
 
 
 class CatalogToolOut(BaseModel):
@@ -161,18 +176,30 @@ class CatalogOut(BaseModel):
 # ---------------------------------------------------------------------------------------------------- routes
 
 
-@router.get("")
-def list_endpoints(principal: CurrentPrincipal, endpoint_service: EndpointsDep) -> EndpointList:
-    endpoints = endpoint_service.list(principal)
-    return EndpointList(items=[EndpointOut.of(e) for e in endpoints], total=len(endpoints))
+@router.get("", operation_id="listEndpoints", summary="List MCP endpoints")
+def list_endpoints(
+    principal: CurrentPrincipal,
+    endpoint_service: EndpointsDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> EndpointList:
+    """The workspace's published MCP endpoints the key may see (a scoped key sees only those within its scope),
+    oldest first. Tokens are shown by their hint only."""
+    endpoints, next_cursor = page_of(
+        endpoint_service.list(principal), key=lambda e: (e.id,), limit=limit, cursor=cursor, listing="mcp-endpoints"
+    )
+    return EndpointList(items=[EndpointOut.of(e) for e in endpoints], next_cursor=next_cursor)
 
 
-@router.get("/tools")
+@router.get("/tools", operation_id="getEndpointToolCatalog", summary="Endpoint tool catalog")
 def tool_catalog(principal: CurrentPrincipal, endpoints: EndpointsDep) -> CatalogOut:
+    """The tools an endpoint can offer, in groups (read, ask, wiki, write), with the ones on by default."""
     return CatalogOut(groups=[CatalogGroupOut.of(g) for g in endpoints.catalog(principal)])
 
 
-@router.post("", status_code=201, responses=problems(404))
+@router.post(
+    "", operation_id="createEndpoint", summary="Create an MCP endpoint", status_code=201, responses=problems(404)
+)
 def create_endpoint(
     body: EndpointIn,
     principal: CurrentPrincipal,
@@ -181,6 +208,9 @@ def create_endpoint(
     request: Request,
     response: Response,
 ) -> IssuedEndpoint:
+    """Publishes knowledge bases as an MCP endpoint at `/mcp/{endpoint_id}`. The response carries the endpoint's
+    token (shown only here, `Cache-Control: no-store`) and ready-to-paste configs for Cursor, VS Code, Claude Code
+    and mcp-remote."""
     endpoint, token = endpoints.create(
         principal,
         name=body.name,
@@ -196,33 +226,49 @@ def create_endpoint(
     return _issued(endpoint, token, settings.public_base_url, request, response)
 
 
-@router.get("/{endpoint_id}")
-def get_endpoint(endpoint_id: str, principal: CurrentPrincipal, endpoints: EndpointsDep) -> EndpointOut:
+@router.get("/{endpoint_id}", operation_id="getEndpoint", summary="Get an MCP endpoint")
+def get_endpoint(endpoint_id: EndpointId, principal: CurrentPrincipal, endpoints: EndpointsDep) -> EndpointOut:
+    """One endpoint, by id (no token)."""
     return EndpointOut.of(endpoints.get(principal, endpoint_id))
 
 
-@router.put("/{endpoint_id}", responses=problems(409))
+@router.put("/{endpoint_id}", operation_id="updateEndpoint", summary="Update an MCP endpoint", responses=problems(409))
 def update_endpoint(
-    endpoint_id: str, body: EndpointPatch, principal: CurrentPrincipal, endpoints: EndpointsDep
+    endpoint_id: EndpointId, body: EndpointPatch, principal: CurrentPrincipal, endpoints: EndpointsDep
 ) -> EndpointOut:
+    """Changes the fields sent; a disabled endpoint refuses its next request."""
     return EndpointOut.of(endpoints.update(principal, endpoint_id, **body.changes()))
 
 
-@router.delete("/{endpoint_id}", status_code=204, responses=problems(409))
-def delete_endpoint(endpoint_id: str, principal: CurrentPrincipal, endpoints: EndpointsDep) -> Response:
+@router.delete(
+    "/{endpoint_id}",
+    operation_id="deleteEndpoint",
+    summary="Delete an MCP endpoint",
+    status_code=204,
+    responses=problems(409),
+)
+def delete_endpoint(endpoint_id: EndpointId, principal: CurrentPrincipal, endpoints: EndpointsDep) -> Response:
+    """The endpoint and its token go at once: its next request is refused."""
     endpoints.delete(principal, endpoint_id)
     return Response(status_code=204)
 
 
-@router.post("/{endpoint_id}/rotate-token", responses=problems(409))
+@router.post(
+    "/{endpoint_id}/rotate-token",
+    operation_id="rotateEndpointToken",
+    summary="Rotate an endpoint's token",
+    responses=problems(409),
+)
 def rotate_token(
-    endpoint_id: str,
+    endpoint_id: EndpointId,
     principal: CurrentPrincipal,
     endpoints: EndpointsDep,
     settings: SettingsDep,
     request: Request,
     response: Response,
 ) -> IssuedEndpoint:
+    """A new token for the endpoint (shown only in this response, with new client configs); the old one is refused
+    from the next request."""
     endpoint, token = endpoints.rotate_token(principal, endpoint_id)
     return _issued(endpoint, token, settings.public_base_url, request, response)
 

@@ -13,8 +13,9 @@ from mcpbridge.http.deps import SecretsDep, StoreDep
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", operation_id="getHealth", summary="Liveness")
 def healthz() -> dict[str, str]:
+    """Answers 200 as long as the process serves requests; it checks nothing else."""
     return {"status": "ok"}
 
 
@@ -26,8 +27,9 @@ def _probe(check: Callable[[], None]) -> str:
     return "ok"
 
 
-@router.get("/readyz", response_model=None)
+@router.get("/readyz", operation_id="getReadiness", summary="Readiness", response_model=None)
 def readyz(store: StoreDep, secrets: SecretsDep) -> JSONResponse:
+    """Checks that the store and the key service answer: 200 `ready`, or 503 with the check that failed."""
     checks = {"store": _probe(lambda: store.ping()), "secrets": _probe(lambda: secrets.ping())}
     ready = all(v == "ok" for v in checks.values())
     return JSONResponse(

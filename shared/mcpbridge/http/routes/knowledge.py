@@ -8,10 +8,13 @@ from typing import Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcpbridge.domain.names import fold
 from mcpbridge.errors import Forbidden
 from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
 from mcpbridge.http.deps import AnswererDep, KnowledgeBasesDep, KnowledgeSearchDep, SemanticDep
+from mcpbridge.http.fields import KnowledgeBaseId
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.http.views import LANGUAGE_HELP, AskOut, ChunkOut, KnowledgeBaseOut
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 
@@ -19,7 +22,15 @@ router = APIRouter(prefix="/api/v1", tags=["knowledge"])
 
 
 class KnowledgeBaseIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {"name": "Engineering handbook", "description": "How we build and run things", "language": "auto"}
+            ]
+        },
+    )
 
     name: str = Field(min_length=1, max_length=255)
     description: str = Field(default="", max_length=2000)
@@ -27,7 +38,11 @@ class KnowledgeBaseIn(BaseModel):
 
 
 class KnowledgeBasePatch(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"description": "How we build, test and run things"}]},
+    )
 
     name: str | None = Field(default=None, min_length=1, max_length=255)
     description: str | None = Field(default=None, max_length=2000)
@@ -36,21 +51,42 @@ class KnowledgeBasePatch(BaseModel):
 
 class KnowledgeBaseList(BaseModel):
     items: list[KnowledgeBaseOut]
-    total: int
+    next_cursor: str | None = next_cursor_field()
 
 
-@router.get("/knowledge-bases")
+@router.get("/knowledge-bases", operation_id="listKnowledgeBases", summary="List knowledge bases")
 def list_knowledge_bases(
-    principal: CurrentPrincipal, kb_service: KnowledgeBasesDep, semantic: SemanticDep
+    principal: CurrentPrincipal,
+    kb_service: KnowledgeBasesDep,
+    semantic: SemanticDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
 ) -> KnowledgeBaseList:
-    bases = kb_service.list_bases(knowledge_access(principal, "read"))
-    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb, semantic=semantic) for kb in bases], total=len(bases))
+    """The knowledge bases the key may read, by name (case-insensitive), with their capabilities and counts."""
+    bases, next_cursor = page_of(
+        kb_service.list_bases(knowledge_access(principal, "read")),
+        key=lambda kb: (fold(kb.name), kb.id),
+        limit=limit,
+        cursor=cursor,
+        listing="knowledge-bases",
+    )
+    return KnowledgeBaseList(
+        items=[KnowledgeBaseOut.of(kb, semantic=semantic) for kb in bases], next_cursor=next_cursor
+    )
 
 
-@router.post("/knowledge-bases", status_code=201, responses=problems(409))
+@router.post(
+    "/knowledge-bases",
+    operation_id="createKnowledgeBase",
+    summary="Create a knowledge base",
+    status_code=201,
+    responses=problems(409),
+)
 def create_knowledge_base(
     body: KnowledgeBaseIn, principal: CurrentPrincipal, bases: KnowledgeBasesDep, semantic: SemanticDep
 ) -> KnowledgeBaseOut:
+    """A new, empty knowledge base. Names are unique in the workspace, case-insensitively (409 otherwise). Needs an
+    admin key with `manage_knowledge`, not limited to some knowledge bases."""
     access = knowledge_write_access(principal, "manage_knowledge")
     if access.knowledge_base_ids is not None:
         raise Forbidden("a key limited to some knowledge bases cannot create one", code="scope_exceeded")
@@ -58,27 +94,46 @@ def create_knowledge_base(
     return KnowledgeBaseOut.of(kb, semantic=semantic)
 
 
-@router.get("/knowledge-bases/{kb_id}")
+@router.get("/knowledge-bases/{kb_id}", operation_id="getKnowledgeBase", summary="Get a knowledge base")
 def get_knowledge_base(
-    kb_id: str, principal: CurrentPrincipal, bases: KnowledgeBasesDep, semantic: SemanticDep
+    kb_id: KnowledgeBaseId, principal: CurrentPrincipal, bases: KnowledgeBasesDep, semantic: SemanticDep
 ) -> KnowledgeBaseOut:
+    """One knowledge base, with its capabilities, counts and any re-analysis in progress."""
     return KnowledgeBaseOut.of(
         bases.get(knowledge_access(principal, "read"), kb_id),
         semantic=semantic,
     )
 
 
-@router.put("/knowledge-bases/{kb_id}", responses=problems(409))
+@router.put(
+    "/knowledge-bases/{kb_id}",
+    operation_id="updateKnowledgeBase",
+    summary="Update a knowledge base",
+    responses=problems(409),
+)
 def update_knowledge_base(
-    kb_id: str, body: KnowledgeBasePatch, principal: CurrentPrincipal, bases: KnowledgeBasesDep, semantic: SemanticDep
+    kb_id: KnowledgeBaseId,
+    body: KnowledgeBasePatch,
+    principal: CurrentPrincipal,
+    bases: KnowledgeBasesDep,
+    semantic: SemanticDep,
 ) -> KnowledgeBaseOut:
+    """Changes the fields sent (name, description, language). A new language re-analyses the keyword index in the
+    background; searches keep working meanwhile."""
     access = knowledge_write_access(principal, "manage_knowledge")
     kb = bases.update(access, kb_id, name=body.name, description=body.description, language=body.language)
     return KnowledgeBaseOut.of(kb, semantic=semantic)
 
 
-@router.delete("/knowledge-bases/{kb_id}", status_code=204, responses=problems(409))
-def delete_knowledge_base(kb_id: str, principal: CurrentPrincipal, bases: KnowledgeBasesDep) -> Response:
+@router.delete(
+    "/knowledge-bases/{kb_id}",
+    operation_id="deleteKnowledgeBase",
+    summary="Delete a knowledge base",
+    status_code=204,
+    responses=problems(409),
+)
+def delete_knowledge_base(kb_id: KnowledgeBaseId, principal: CurrentPrincipal, bases: KnowledgeBasesDep) -> Response:
+    """The knowledge base goes at once; its documents, wiki pages and index are removed in the background."""
     bases.delete(knowledge_write_access(principal, "manage_knowledge"), kb_id)
     return Response(status_code=204)
 
@@ -87,7 +142,10 @@ def delete_knowledge_base(kb_id: str, principal: CurrentPrincipal, bases: Knowle
 
 
 class SearchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"query": "how are refresh tokens rotated?", "mode": "hybrid", "limit": 5}]},
+    )
 
     query: str = Field(min_length=1, max_length=2000)
     mode: Literal["hybrid", "semantic", "keyword"] = "hybrid"
@@ -106,8 +164,13 @@ class SearchOut(BaseModel):
     results: list[SearchResultOut]
 
 
-@router.post("/knowledge/search", responses=problems(404))
+@router.post(
+    "/knowledge/search", operation_id="searchKnowledge", summary="Search knowledge bases", responses=problems(404)
+)
 def search(body: SearchIn, principal: CurrentPrincipal, knowledge: KnowledgeSearchDep) -> SearchOut:
+    """Hybrid (keywords and meaning, the default), semantic or keyword search over the knowledge bases in scope,
+    optionally limited to some knowledge bases and documents (applied before recall). Each hit gives the document,
+    the chunk, its lines and the offset to read from."""
     service = knowledge
     scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
     outcome = service.search(scope, body.query, mode=body.mode, limit=body.limit)
@@ -119,7 +182,9 @@ def search(body: SearchIn, principal: CurrentPrincipal, knowledge: KnowledgeSear
 
 
 class GrepIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"pattern": "refresh\\s+tokens?", "limit": 10}]}
+    )
 
     pattern: str = Field(min_length=1, max_length=PATTERN_MAX_CHARS, description="An RE2 regular expression.")
     limit: int = Field(default=10, ge=1, le=30)
@@ -142,8 +207,10 @@ class GrepOut(BaseModel):
     notices: list[str]
 
 
-@router.post("/knowledge/grep", responses=problems(404))
+@router.post("/knowledge/grep", operation_id="grepKnowledge", summary="Grep knowledge bases", responses=problems(404))
 def grep(body: GrepIn, principal: CurrentPrincipal, knowledge: KnowledgeSearchDep) -> GrepOut:
+    """Chunks matching a case-insensitive RE2 regular expression, with the matching lines. The pattern needs one
+    literal word (used to find candidates); `truncated` says when the scan budget ran out first."""
     service = knowledge
     scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
     outcome = service.grep(scope, body.pattern, limit=body.limit)
@@ -158,15 +225,20 @@ def grep(body: GrepIn, principal: CurrentPrincipal, knowledge: KnowledgeSearchDe
 
 
 class AskIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"question": "How do I deploy to staging?"}]}
+    )
 
     question: str = Field(min_length=1, max_length=4000)
     session_id: str | None = None
     knowledge_base_ids: list[str] | None = None
 
 
-@router.post("/knowledge/ask", responses=problems(404, 502))
+@router.post("/knowledge/ask", operation_id="askKnowledge", summary="Ask a question", responses=problems(404, 502))
 def ask(body: AskIn, principal: CurrentPrincipal, answerer: AnswererDep) -> AskOut:
+    """An answer from the knowledge bases with numbered references: a language model when one is configured,
+    otherwise an extractive answer that says so. Pass `session_id` from an earlier answer to continue the
+    conversation."""
     answer = answerer.ask(
         knowledge_access(principal, "ask"),
         body.question,

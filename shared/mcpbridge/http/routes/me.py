@@ -19,6 +19,8 @@ from mcpbridge.domain.identity import Principal
 from mcpbridge.errors import NotFound
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import AccountsDep, OAuthDep, UsersDep
+from mcpbridge.http.fields import ServiceId, Timestamp
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.http.routes.api_keys import scope_fields
 
 router = APIRouter(prefix="/api/v1/me", tags=["identity"])
@@ -52,16 +54,18 @@ class OAuthConnectionOut(BaseModel):
     service_name: str
     status: Literal["authorized", "refreshable", "reauth_required"]
     scope: str | None
-    connected_at: str
-    updated_at: str
+    connected_at: Timestamp
+    updated_at: Timestamp
 
 
 class OAuthConnectionList(BaseModel):
     items: list[OAuthConnectionOut]
+    next_cursor: str | None = next_cursor_field()
 
 
-@router.get("")
+@router.get("", operation_id="getMe", summary="Who am I")
 def whoami(principal: CurrentPrincipal, accounts: AccountsDep, users: UsersDep) -> Me:
+    """What the presented key acts as: its workspace, user, key id, role and scope. Any key may call it."""
     try:
         user_name: str | None = users.find(principal.workspace_id, principal.user_id).name
     except NotFound:
@@ -69,10 +73,21 @@ def whoami(principal: CurrentPrincipal, accounts: AccountsDep, users: UsersDep) 
     return Me.of(principal, accounts.get_workspace(principal.workspace_id).name, user_name)
 
 
-@router.get("/oauth-connections")
-def list_oauth_connections(principal: CurrentPrincipal, oauth: OAuthDep) -> OAuthConnectionList:
-    found = oauth.connections(principal)
+@router.get("/oauth-connections", operation_id="listMyOAuthConnections", summary="List my OAuth connections")
+def list_oauth_connections(
+    principal: CurrentPrincipal, oauth: OAuthDep, limit: int = limit_query(), cursor: str | None = cursor_query()
+) -> OAuthConnectionList:
+    """The external services the caller's user holds an OAuth token for, with the token's status (authorized,
+    refreshable, reauth_required). Never a token."""
+    found, next_cursor = page_of(
+        oauth.connections(principal),
+        key=lambda c: (c.service_id,),
+        limit=limit,
+        cursor=cursor,
+        listing="me/oauth-connections",
+    )
     return OAuthConnectionList(
+        next_cursor=next_cursor,
         items=[
             OAuthConnectionOut(
                 service_id=c.service_id,
@@ -83,12 +98,19 @@ def list_oauth_connections(principal: CurrentPrincipal, oauth: OAuthDep) -> OAut
                 updated_at=c.updated_at,
             )
             for c in found
-        ]
+        ],
     )
 
 
-@router.delete("/oauth-connections/{service_id}", status_code=204)
-async def revoke_oauth_connection(service_id: str, principal: CurrentPrincipal, oauth: OAuthDep) -> Response:
+@router.delete(
+    "/oauth-connections/{service_id}",
+    operation_id="deleteMyOAuthConnection",
+    summary="Disconnect an OAuth connection",
+    status_code=204,
+)
+async def revoke_oauth_connection(service_id: ServiceId, principal: CurrentPrincipal, oauth: OAuthDep) -> Response:
+    """Deletes the caller's own token for this service and revokes it upstream when the authorization server allows
+    (RFC 7009, best effort). 404 when there is none."""
     if not await oauth.disconnect(principal, service_id):
         raise NotFound("you hold no OAuth connection to this service", code="oauth_connection_not_found")
     return Response(status_code=204)

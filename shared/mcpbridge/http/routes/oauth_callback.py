@@ -71,15 +71,23 @@ def _page(error: str | None) -> HTMLResponse:
     return HTMLResponse(_PAGE.format(title=title, detail=detail), status_code=status, headers=_HEADERS)
 
 
-@router.get("/mcp-oauth/callback", response_model=None, responses=problems(400))
+@router.get(
+    "/mcp-oauth/callback",
+    operation_id="completeOAuthCallback",
+    summary="OAuth callback",
+    response_model=None,
+    responses=problems(400),
+)
 async def oauth_callback(
     request: Request,
     oauth: OAuthDep,
-    state: str | None = Query(default=None, max_length=512),
-    code: str | None = Query(default=None, max_length=4096),
-    error: str | None = Query(default=None, max_length=256),
-    iss: str | None = Query(default=None, max_length=2048),
+    state: str | None = Query(default=None, max_length=512, description="The attempt's state, as it was sent."),
+    code: str | None = Query(default=None, max_length=4096, description="The authorization code, on success."),
+    error: str | None = Query(default=None, max_length=256, description="The OAuth error code, on failure."),
+    iss: str | None = Query(default=None, max_length=2048, description="The authorization server's issuer (RFC 9207)."),
 ) -> Response:
+    """Where an authorization server sends the user's browser back. Public: the `state` alone authenticates it.
+    Redirects (303) to the attempt's front end with the result in the fragment, or shows a small result page."""
     if not state:
         return problem(400, "oauth_state_missing", "the authorization server did not return a state")
     # Detached from the browser's request: a closed connection must not cancel a half-done exchange (the state is
@@ -92,8 +100,16 @@ async def oauth_callback(
     return RedirectResponse(location, status_code=303, headers=_HEADERS)
 
 
-@router.get("/mcp-oauth/client-metadata.json", response_model=None, responses=problems(404))
+@router.get(
+    "/mcp-oauth/client-metadata.json",
+    operation_id="getOAuthClientMetadata",
+    summary="OAuth client metadata",
+    response_model=None,
+    responses=problems(404),
+)
 def client_metadata(request: Request, oauth: OAuthDep) -> JSONResponse:
+    """mcpbridge's OAuth client ID metadata document, when `MCPBRIDGE_OAUTH_CLIENT_METADATA_URL` is configured (404
+    otherwise)."""
     document = oauth.client_metadata_document(str(request.base_url))
     if document is None:
         return problem(404, "not_found", "no OAuth client metadata document is configured")

@@ -15,15 +15,32 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.agent.calls import ToolCall
 from mcpbridge.agent.profiles import require_agent_or_approver
-from mcpbridge.domain.identity import Principal
+from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import BrokerDep
+from mcpbridge.http.fields import PendingId, Timestamp
 from mcpbridge.http.openapi import problems
 
 if TYPE_CHECKING:
     from mcpbridge.agent.broker import ToolCallBroker
 
 router = APIRouter(prefix="/api/v1/agent", tags=["resolutions"])
+
+
+class ApprovalOut(BaseModel):
+    """Who resolved a call's approval, how and when."""
+
+    decision: Literal["approve", "reject"]
+    by: str = Field(description="The user who decided.")
+    by_api_key: str = Field(description="The API key it used.")
+    at: Timestamp
+    reason: str | None = Field(default=None, description="The reason given, if any.")
+    modified_args: bool = Field(default=False, description="The approver replaced the arguments.")
+
+
+class CallErrorOut(BaseModel):
+    code: str = Field(description="Stable, machine-readable (e.g. rejected, approval_timeout, tool_disabled).")
+    message: str
 
 
 class CallOut(BaseModel):
@@ -40,22 +57,26 @@ class CallOut(BaseModel):
     tool_ref: str
     arguments: dict[str, Any]
     session_id: str | None
-    expires_at: float | None = Field(description="When the wait ends (epoch seconds), once the workflow parked it.")
+    expires_at: Timestamp | None = Field(
+        description="While the call waits: when the wait ends (the approval or OAuth timeout of its agent profile) and "
+        "the call is rejected or cancelled; null once it no longer waits."
+    )
     authorization_url: str | None
-    approval: dict[str, Any] | None
+    approval: ApprovalOut | None
     result: dict[str, Any] | None = Field(description="The upstream result, marked untrusted, images redacted.")
-    error: dict[str, Any] | None
+    error: CallErrorOut | None
     outcome_uncertain: bool = Field(description="The request may have run and its answer was lost: not replayed.")
-    created_at: str
-    finished_at: str | None
+    created_at: Timestamp
+    finished_at: Timestamp | None
 
 
 def call_out(call: ToolCall, principal: Principal, broker: ToolCallBroker) -> CallOut:
+    waiting = call.status in ("awaiting_approval", "awaiting_oauth")
     return CallOut(
         pending_id=call.id,
         user_id=call.owner_user_id,
         status=call.status,
-        kind=call.pending_kind if call.status in ("awaiting_approval", "awaiting_oauth") else None,
+        kind=call.pending_kind if waiting else None,
         service_id=call.service_id,
         service_name=call.service_name,
         tool=call.tool_name,
@@ -63,11 +84,11 @@ def call_out(call: ToolCall, principal: Principal, broker: ToolCallBroker) -> Ca
         tool_ref=call.tool_ref,
         arguments=call.arguments,
         session_id=call.session_id,
-        expires_at=call.deadline_at,
+        expires_at=timestamp(call.deadline_at) if waiting and call.deadline_at is not None else None,
         authorization_url=broker.authorization_url(call, principal),
-        approval=call.approval,
+        approval=None if call.approval is None else ApprovalOut.model_validate(call.approval),
         result=call.result,
-        error=call.error,
+        error=None if call.error is None else CallErrorOut.model_validate(call.error),
         outcome_uncertain=call.status == "uncertain",
         created_at=call.created_at,
         finished_at=call.finished_at,
@@ -75,7 +96,9 @@ def call_out(call: ToolCall, principal: Principal, broker: ToolCallBroker) -> Ca
 
 
 class ApprovalDecision(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"decision": "approve", "reason": "checked with the customer"}]}
+    )
 
     decision: Literal["approve", "reject"]
     reason: str | None = Field(default=None, max_length=2000)
@@ -83,22 +106,33 @@ class ApprovalDecision(BaseModel):
 
 
 class OAuthResolution(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"service_id": "svc_01jd8x2k7m0000000000000000", "decision": "authorize"}]},
+    )
 
     service_id: str = Field(min_length=1, max_length=64)
     decision: Literal["authorize", "cancel"] = "authorize"
 
 
 class OAuthCancel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{}]})
 
     service_id: str | None = Field(default=None, max_length=64)
 
 
-@router.post("/tool-approvals/{pending_id}", responses=problems(409))
+@router.post(
+    "/tool-approvals/{pending_id}",
+    operation_id="resolveToolApproval",
+    summary="Approve or reject a call",
+    responses=problems(409),
+)
 def resolve_approval(
-    pending_id: str, body: ApprovalDecision, principal: CurrentPrincipal, broker: BrokerDep
+    pending_id: PendingId, body: ApprovalDecision, principal: CurrentPrincipal, broker: BrokerDep
 ) -> CallOut:
+    """Resolves a call waiting for approval, as its user or a workspace admin with `approve_calls`. `modified_args`
+    replaces the arguments (checked against the tool's schema again). The first resolution wins; a second gets 409
+    `already_resolved`."""
     require_agent_or_approver(principal)
     call = broker.resolve_approval(
         principal,
@@ -111,15 +145,30 @@ def resolve_approval(
     return call_out(call, principal, broker)
 
 
-@router.post("/mcp-oauth-resolutions/{pending_id}", responses=problems(409))
-def resolve_oauth(pending_id: str, body: OAuthResolution, principal: CurrentPrincipal, broker: BrokerDep) -> CallOut:
+@router.post(
+    "/mcp-oauth-resolutions/{pending_id}",
+    operation_id="resolveOAuthPause",
+    summary="Resume a call after authorization",
+    responses=problems(409),
+)
+def resolve_oauth(
+    pending_id: PendingId, body: OAuthResolution, principal: CurrentPrincipal, broker: BrokerDep
+) -> CallOut:
+    """Resumes a call waiting for the user's OAuth authorization once the user holds a usable token (409 before), or
+    cancels it."""
     require_agent_or_approver(principal)
     call = broker.resolve_oauth(principal, pending_id, service_id=body.service_id, decision=body.decision)
     return call_out(call, principal, broker)
 
 
-@router.post("/mcp-oauth-resolutions/{pending_id}/cancel", responses=problems(409))
-def cancel_oauth(pending_id: str, principal: CurrentPrincipal, broker: BrokerDep) -> CallOut:
+@router.post(
+    "/mcp-oauth-resolutions/{pending_id}/cancel",
+    operation_id="cancelOAuthPause",
+    summary="Cancel a call waiting for authorization",
+    responses=problems(409),
+)
+def cancel_oauth(pending_id: PendingId, principal: CurrentPrincipal, broker: BrokerDep) -> CallOut:
+    """Cancels a call waiting for the user's OAuth authorization."""
     require_agent_or_approver(principal)
     current = broker.get(principal, pending_id)
     call = broker.resolve_oauth(principal, pending_id, service_id=current.service_id, decision="cancel")

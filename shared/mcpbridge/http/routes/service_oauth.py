@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import OAuthDep
+from mcpbridge.http.fields import ServiceId, Timestamp
 from mcpbridge.http.openapi import problems
 
 if TYPE_CHECKING:
@@ -34,7 +35,9 @@ NO_STORE = {"Cache-Control": "no-store"}
 
 
 class AuthorizeUrlIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"frontend_redirect": "/settings/connections"}]}
+    )
 
     frontend_redirect: str | None = Field(
         default=None,
@@ -51,7 +54,7 @@ class AuthorizeUrlIn(BaseModel):
 class AuthorizeUrlOut(BaseModel):
     authorization_url: str = Field(description="Open it in the user's browser; it carries the attempt's state.")
     authorization_attempt: str = Field(description="Poll GET /oauth/status?authorization_attempt=<this>.")
-    expires_at: str = Field(description="The attempt's state is refused after this time (10 minutes).")
+    expires_at: Timestamp = Field(description="The attempt's state is refused after this time (10 minutes).")
 
 
 class AttemptOut(BaseModel):
@@ -62,7 +65,7 @@ class AttemptOut(BaseModel):
 
 class OAuthStatusOut(BaseModel):
     status: Literal["authorized", "refreshable", "reauth_required"]
-    expires_at: str | None = Field(description="When the access token expires (none: the server gave no expiry).")
+    expires_at: Timestamp | None = Field(description="When the access token expires (none: the server gave no expiry).")
     scope: str | None
     refreshable: bool = Field(description="A refresh token is held.")
     authorization_attempt: AttemptOut | None = Field(
@@ -71,7 +74,11 @@ class OAuthStatusOut(BaseModel):
 
 
 class AssertionIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"assertion": "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJ...", "scopes": ["read"]}]},
+    )
 
     assertion: str = Field(min_length=1, max_length=16_384, description="A JWT the authorization server accepts.")
     scopes: list[str] | None = Field(default=None, max_length=50)
@@ -90,15 +97,22 @@ def _status_out(status: OAuthStatus) -> OAuthStatusOut:
     )
 
 
-@router.post("/{service_id}/oauth/authorize-url", responses=problems(400, 409, 502))
+@router.post(
+    "/{service_id}/oauth/authorize-url",
+    operation_id="startServiceAuthorization",
+    summary="Start an OAuth authorization",
+    responses=problems(400, 409, 502),
+)
 async def authorize_url(
-    service_id: str,
+    service_id: ServiceId,
     request: Request,
     response: Response,
     principal: CurrentPrincipal,
     oauth: OAuthDep,
     body: AuthorizeUrlIn | None = None,
 ) -> AuthorizeUrlOut:
+    """An authorization URL for the caller's browser (it carries the attempt's state: `no-store`) and the attempt id
+    to poll. The callback stores the caller's own token."""
     given = body or AuthorizeUrlIn()
     started = await oauth.start_authorization(
         principal,
@@ -115,26 +129,48 @@ async def authorize_url(
     )
 
 
-@router.get("/{service_id}/oauth/status", responses=problems(502))
+@router.get(
+    "/{service_id}/oauth/status", operation_id="getServiceOAuthStatus", summary="OAuth status", responses=problems(502)
+)
 async def oauth_status(
-    service_id: str,
+    service_id: ServiceId,
     principal: CurrentPrincipal,
     oauth: OAuthDep,
-    authorization_attempt: str | None = Query(default=None, max_length=64),
+    authorization_attempt: str | None = Query(
+        default=None,
+        max_length=64,
+        description="An attempt id from `authorize-url`: report that attempt, and count only its success.",
+    ),
 ) -> OAuthStatusOut:
+    """Whether the caller holds a usable token for the service (authorized, refreshable, reauth_required), and with
+    `authorization_attempt`, how that attempt went."""
     return _status_out(await oauth.status(principal, service_id, authorization_attempt))
 
 
-@router.delete("/{service_id}/oauth/token", status_code=204, responses=problems(502))
-async def revoke_token(service_id: str, principal: CurrentPrincipal, oauth: OAuthDep) -> Response:
+@router.delete(
+    "/{service_id}/oauth/token",
+    operation_id="revokeServiceOAuthToken",
+    summary="Forget my OAuth token",
+    status_code=204,
+    responses=problems(502),
+)
+async def revoke_token(service_id: ServiceId, principal: CurrentPrincipal, oauth: OAuthDep) -> Response:
+    """Deletes the caller's token for the service (204 whether or not there was one) and revokes it upstream when
+    possible."""
     await oauth.revoke(principal, service_id)
     return Response(status_code=204)
 
 
-@router.post("/{service_id}/oauth/assertion", responses=problems(400, 409, 502))
+@router.post(
+    "/{service_id}/oauth/assertion",
+    operation_id="exchangeServiceOAuthAssertion",
+    summary="Exchange a JWT assertion",
+    responses=problems(400, 409, 502),
+)
 async def assertion_grant(
-    service_id: str, body: AssertionIn, request: Request, principal: CurrentPrincipal, oauth: OAuthDep
+    service_id: ServiceId, body: AssertionIn, request: Request, principal: CurrentPrincipal, oauth: OAuthDep
 ) -> OAuthStatusOut:
+    """Gets the caller's token with an RFC 7523 JWT-bearer grant, for callers without a browser."""
     status = await oauth.assertion_grant(
         principal, service_id, body.assertion, body.scopes, base_url=str(request.base_url)
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from anyio import to_thread
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.client.mcp_servers_import import ImportRefusal
@@ -24,7 +24,9 @@ from mcpbridge.client.tool_catalog import CatalogView
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import CatalogDep, EgressDep, OAuthDep, PoliciesDep, RegistryDep
+from mcpbridge.http.fields import CredentialField, ServiceId, Timestamp, ToolName
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.observability import masked_url
 
 router = APIRouter(prefix="/api/v1/mcp-services", tags=["mcp-services"])
@@ -37,7 +39,9 @@ router = APIRouter(prefix="/api/v1/mcp-services", tags=["mcp-services"])
 
 
 class AuthConfigIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"auth_type": "oauth", "scopes": ["read"]}]}
+    )
 
     auth_type: str | None = Field(default=None, description="none (default), api_key, bearer or oauth.")
     api_key_header: str | None = Field(default=None, description="For api_key; default X-API-Key.")
@@ -53,7 +57,11 @@ class AuthConfigIn(BaseModel):
 
 
 class AdvancedConfigIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"timeout": 30, "retry_count": 3, "retry_delay": 1}]},
+    )
 
     timeout: float | None = Field(default=None, description="Seconds, 1 to 300 (default 30).")
     retry_count: int | None = Field(default=None, description="0 to 10 (default 3).")
@@ -64,7 +72,21 @@ class AdvancedConfigIn(BaseModel):
 
 
 class ServiceIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "Docs Hub",
+                    "url": "https://mcp.example.com/mcp",
+                    "transport": "http-streamable",
+                    "auth_config": {"auth_type": "bearer"},
+                    "usage_instructions": "Search before reading.",
+                }
+            ]
+        },
+    )
 
     name: str = Field(description="1 to 255 bytes once trimmed; unique in the workspace, case-insensitively.")
     description: str = ""
@@ -81,7 +103,7 @@ class ServicePatch(BaseModel):
     """Only the fields sent change; none may be null. ``auth_config`` and ``advanced_config`` merge field by field;
     ``headers`` replaces the whole set."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [{"enabled": False}]})
 
     name: str | None = None
     description: str | None = None
@@ -145,8 +167,8 @@ class ServiceOut(BaseModel):
     usage_instructions: str
     catalog_stale: bool
     credentials: dict[str, CredentialStatus]
-    created_at: str
-    updated_at: str
+    created_at: Timestamp
+    updated_at: Timestamp
     version: int
 
     @classmethod
@@ -200,11 +222,17 @@ class SavedServiceOut(ServiceOut):
 
 class ServiceList(BaseModel):
     items: list[ServiceOut]
-    total: int
+    next_cursor: str | None = next_cursor_field()
 
 
 class ImportIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [{"mcpServers": {"docs": {"url": "https://mcp.example.com/mcp", "type": "http"}}}]
+        },
+    )
 
     mcpServers: dict[str, Any] = Field(
         description="Standard mcpServers object: {name: {url, type|transport, headers}}; stdio entries are refused."
@@ -230,7 +258,9 @@ class ImportOut(BaseModel):
 class CredentialsIn(BaseModel):
     """Pointer semantics: absent or null = keep, ``""`` = no change (clear with DELETE), a value = replace."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"token": "the bearer token"}]}
+    )
 
     api_key: str | None = None
     token: str | None = None
@@ -238,7 +268,9 @@ class CredentialsIn(BaseModel):
 
 
 class ToolPolicyIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"enabled": True, "require_approval": True}]}
+    )
 
     enabled: bool | None = None
     require_approval: bool | None = None
@@ -253,8 +285,8 @@ class ToolPolicyOut(BaseModel):
     tool_name: str
     enabled: bool
     require_approval: bool
-    updated_at: str | None
-    definition_changed_at: str | None = Field(
+    updated_at: Timestamp | None
+    definition_changed_at: Timestamp | None = Field(
         description="Set when a refresh saw this approval-requiring tool change: approvals count for the new "
         "definition only."
     )
@@ -272,19 +304,47 @@ class ToolPolicyOut(BaseModel):
 
 class ToolPolicyList(BaseModel):
     items: list[ToolPolicyOut] = Field(description="Stored overrides; a tool not listed is enabled, no approval.")
+    next_cursor: str | None = next_cursor_field()
 
 
 # ---------------------------------------------------------------------------------------------------- routes
 
 
-@router.get("")
-def list_services(principal: CurrentPrincipal, registry: RegistryDep, search: str | None = None) -> ServiceList:
-    services = registry.list(principal, search=search)
-    return ServiceList(items=[ServiceOut.of(s, registry) for s in services], total=len(services))
+@router.get("", operation_id="listServices", summary="List external MCP services")
+def list_services(
+    principal: CurrentPrincipal,
+    registry: RegistryDep,
+    search: str | None = Query(
+        default=None,
+        max_length=500,
+        description="Only the services whose name, usage instructions or description contain every "
+        "space-separated keyword (case-insensitive).",
+    ),
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> ServiceList:
+    """The workspace's external MCP services, then the builtin ones, oldest first, optionally filtered by keywords.
+    No secret in any field."""
+    services, next_cursor = page_of(
+        registry.list(principal, search=search),
+        key=lambda s: ("1" if s.is_builtin else "0", s.id),  # the workspace's own services first, then builtin ones
+        limit=limit,
+        cursor=cursor,
+        listing=f"mcp-services?search={search or ''}",
+    )
+    return ServiceList(items=[ServiceOut.of(s, registry) for s in services], next_cursor=next_cursor)
 
 
-@router.post("", status_code=201, responses=problems(409))
+@router.post(
+    "",
+    operation_id="createService",
+    summary="Register an external MCP service",
+    status_code=201,
+    responses=problems(409),
+)
 def create_service(body: ServiceIn, principal: CurrentPrincipal, registry: RegistryDep) -> SavedServiceOut:
+    """A Streamable HTTP or SSE server by URL (checked against the SSRF guard), with its auth settings. Secrets go
+    through `PUT /api/v1/mcp-services/{service_id}/credentials`; secret fields sent here are ignored with a warning."""
     saved = registry.create(
         principal,
         name=body.name,
@@ -300,8 +360,10 @@ def create_service(body: ServiceIn, principal: CurrentPrincipal, registry: Regis
     return SavedServiceOut.saved(saved, registry)
 
 
-@router.post("/import")
+@router.post("/import", operation_id="importServices", summary="Import services from mcpServers JSON")
 def import_services(body: ImportIn, principal: CurrentPrincipal, registry: RegistryDep) -> ImportOut:
+    """Registers every entry of a standard `mcpServers` object; stdio entries and URLs the SSRF guard refuses are
+    listed in `refused` with the reason."""
     result = registry.import_servers(principal, {"mcpServers": body.mcpServers})
     return ImportOut(
         created=[ServiceOut.of(s, registry) for s in result.created],
@@ -310,15 +372,21 @@ def import_services(body: ImportIn, principal: CurrentPrincipal, registry: Regis
     )
 
 
-@router.get("/{service_id}")
-def get_service(service_id: str, principal: CurrentPrincipal, registry: RegistryDep) -> ServiceOut:
+@router.get("/{service_id}", operation_id="getService", summary="Get an external MCP service")
+def get_service(service_id: ServiceId, principal: CurrentPrincipal, registry: RegistryDep) -> ServiceOut:
+    """One service (the workspace's or a builtin one), without secrets: credentials show only whether they are
+    configured."""
     return ServiceOut.of(registry.get(principal, service_id), registry)
 
 
-@router.put("/{service_id}", responses=problems(409))
+@router.put(
+    "/{service_id}", operation_id="updateService", summary="Update an external MCP service", responses=problems(409)
+)
 def update_service(
-    service_id: str, body: ServicePatch, principal: CurrentPrincipal, registry: RegistryDep
+    service_id: ServiceId, body: ServicePatch, principal: CurrentPrincipal, registry: RegistryDep
 ) -> SavedServiceOut:
+    """Changes the fields sent; `auth_config` and `advanced_config` merge field by field, `headers` replaces the
+    whole set. A URL sent back masked (`?key=***`) keeps the stored one."""
     changes = body.changes()
     if "url" in changes or "auth_config" in changes:
         _keep_masked_urls(changes, registry.get(principal, service_id))
@@ -336,36 +404,79 @@ def _keep_masked_urls(changes: dict[str, Any], current: ExternalService) -> None
         del auth["auth_server_metadata_url"]
 
 
-@router.delete("/{service_id}", status_code=204, responses=problems(409))
-def delete_service(service_id: str, principal: CurrentPrincipal, registry: RegistryDep) -> Response:
+@router.delete(
+    "/{service_id}",
+    operation_id="deleteService",
+    summary="Delete an external MCP service",
+    status_code=204,
+    responses=problems(409),
+)
+def delete_service(service_id: ServiceId, principal: CurrentPrincipal, registry: RegistryDep) -> Response:
+    """Deletes the service; its credentials, catalog snapshots, policies and OAuth tokens go with it."""
     registry.delete(principal, service_id)
     return Response(status_code=204)
 
 
-@router.put("/{service_id}/credentials", responses=problems(409))
+@router.put(
+    "/{service_id}/credentials",
+    operation_id="setServiceCredentials",
+    summary="Set a service's credentials",
+    responses=problems(409),
+)
 def set_credentials(
-    service_id: str, body: CredentialsIn, principal: CurrentPrincipal, registry: RegistryDep
+    service_id: ServiceId, body: CredentialsIn, principal: CurrentPrincipal, registry: RegistryDep
 ) -> ServiceOut:
+    """Writes secrets (API key, bearer token, OAuth client secret), sealed at rest. Absent or null keeps a value;
+    clear one with DELETE."""
     values = {name: getattr(body, name) for name in body.model_fields_set}
     return ServiceOut.of(registry.set_credentials(principal, service_id, values), registry)
 
 
-@router.delete("/{service_id}/credentials/{field}", status_code=204, responses=problems(400, 409))
-def delete_credential(service_id: str, field: str, principal: CurrentPrincipal, registry: RegistryDep) -> Response:
+@router.delete(
+    "/{service_id}/credentials/{field}",
+    operation_id="deleteServiceCredential",
+    summary="Clear a service credential",
+    status_code=204,
+    responses=problems(400, 409),
+)
+def delete_credential(
+    service_id: ServiceId, field: CredentialField, principal: CurrentPrincipal, registry: RegistryDep
+) -> Response:
+    """Clears one secret (`api_key`, `token` or `client_secret`)."""
     registry.delete_credential(principal, service_id, field)
     return Response(status_code=204)
 
 
-@router.get("/{service_id}/tool-approvals")
-def list_tool_policies(service_id: str, principal: CurrentPrincipal, tool_policies: PoliciesDep) -> ToolPolicyList:
-    policies = tool_policies.list(principal, service_id)
-    return ToolPolicyList(items=[ToolPolicyOut.of(p) for p in policies])
+@router.get("/{service_id}/tool-approvals", operation_id="listToolPolicies", summary="List tool policies")
+def list_tool_policies(
+    service_id: ServiceId,
+    principal: CurrentPrincipal,
+    tool_policies: PoliciesDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> ToolPolicyList:
+    """The policies stored for the service's tools, by tool name. A tool not listed is enabled and needs no approval."""
+    policies, next_cursor = page_of(
+        tool_policies.list(principal, service_id),
+        key=lambda p: (p.tool_name,),
+        limit=limit,
+        cursor=cursor,
+        listing=f"mcp-services/{service_id}/tool-approvals",
+    )
+    return ToolPolicyList(items=[ToolPolicyOut.of(p) for p in policies], next_cursor=next_cursor)
 
 
-@router.put("/{service_id}/tool-approvals/{tool_name}", responses=problems(400))
+@router.put(
+    "/{service_id}/tool-approvals/{tool_name}",
+    operation_id="setToolPolicy",
+    summary="Set a tool's policy",
+    responses=problems(400),
+)
 def set_tool_policy(
-    service_id: str, tool_name: str, body: ToolPolicyIn, principal: CurrentPrincipal, policies: PoliciesDep
+    service_id: ServiceId, tool_name: ToolName, body: ToolPolicyIn, principal: CurrentPrincipal, policies: PoliciesDep
 ) -> ToolPolicyOut:
+    """Enables or disables a tool and says whether calls to it need a person's approval. A name the catalog does not
+    list is refused (404 with near matches) unless `pre_register` is true."""
     policy = policies.set(
         principal,
         service_id,
@@ -408,11 +519,13 @@ class ConnectionTestOut(BaseModel):
     warnings: list[str]
 
 
-@router.post("/{service_id}/test")
+@router.post("/{service_id}/test", operation_id="testService", summary="Test a connection")
 async def test_service(
-    service_id: str, principal: CurrentPrincipal, registry: RegistryDep, egress: EgressDep, oauth: OAuthDep
+    service_id: ServiceId, principal: CurrentPrincipal, registry: RegistryDep, egress: EgressDep, oauth: OAuthDep
 ) -> ConnectionTestOut:
     # The MCP client is imported on use: the admin API's cold start should not pay for it.
+    """Connects to the service now (behind the SSRF guard, with its auth) and reports its identity, tools and
+    resources, and whether it wants OAuth."""
     from mcpbridge.client.service_probe import probe_service, verdict
 
     def find() -> ExternalService:
@@ -464,7 +577,7 @@ class CatalogChanges(BaseModel):
 
 class CatalogSnapshot(BaseModel):
     snapshot_id: str
-    synced_at: str
+    synced_at: Timestamp
     service_version: int
     protocol_version: str | None
     server: ServerIdentity | None
@@ -478,7 +591,7 @@ class CatalogSnapshot(BaseModel):
 class RefreshErrorOut(BaseModel):
     code: str
     message: str
-    at: str
+    at: Timestamp
 
 
 class CatalogOut(BaseModel):
@@ -487,7 +600,7 @@ class CatalogOut(BaseModel):
     data: CatalogSnapshot | None
     stale: bool = Field(description="The service's connection settings or credentials changed since the snapshot.")
     last_error: RefreshErrorOut | None = Field(description="Why the last refresh failed; null when it succeeded.")
-    last_attempt_at: str | None
+    last_attempt_at: Timestamp | None
 
     @classmethod
     def of(cls, view: CatalogView) -> CatalogOut:
@@ -515,36 +628,62 @@ class ServiceTool(BaseModel):
 
 class ServiceToolList(BaseModel):
     items: list[ServiceTool]
-    synced_at: str | None
-    stale: bool
+    next_cursor: str | None = next_cursor_field()
+    synced_at: Timestamp | None = Field(description="When the catalog these tools come from was taken.")
+    stale: bool = Field(description="The service's settings or credentials changed since.")
 
 
 class ServiceResourceList(BaseModel):
-    items: list[dict[str, Any]]
-    synced_at: str | None
-    stale: bool
+    items: list[dict[str, Any]] = Field(description="The resources as the server lists them (uri, name, ...).")
+    next_cursor: str | None = next_cursor_field()
+    synced_at: Timestamp | None = Field(description="When the catalog these resources come from was taken.")
+    stale: bool = Field(description="The service's settings or credentials changed since.")
 
 
-@router.get("/{service_id}/metadata")
-def get_metadata(service_id: str, principal: CurrentPrincipal, catalog: CatalogDep) -> CatalogOut:
+@router.get("/{service_id}/metadata", operation_id="getServiceMetadata", summary="Get a service's catalog")
+def get_metadata(service_id: ServiceId, principal: CurrentPrincipal, catalog: CatalogDep) -> CatalogOut:
+    """The last complete catalog snapshot (tools with their full schemas, resources, server identity and
+    instructions), whether it is stale, and the last refresh error."""
     return CatalogOut.of(catalog.view(principal, service_id))
 
 
-@router.post("/{service_id}/metadata/refresh", responses=problems(502))
-async def refresh_metadata(service_id: str, principal: CurrentPrincipal, catalog: CatalogDep) -> CatalogOut:
+@router.post(
+    "/{service_id}/metadata/refresh",
+    operation_id="refreshServiceMetadata",
+    summary="Refresh a service's catalog",
+    responses=problems(502),
+)
+async def refresh_metadata(service_id: ServiceId, principal: CurrentPrincipal, catalog: CatalogDep) -> CatalogOut:
+    """Pulls every page of tools and resources now and saves them only when complete."""
     return CatalogOut.of(await catalog.refresh(principal, service_id))
 
 
-@router.get("/{service_id}/tools", responses=problems(502))
+@router.get(
+    "/{service_id}/tools", operation_id="listServiceTools", summary="List a service's tools", responses=problems(502)
+)
 async def list_service_tools(
-    service_id: str, principal: CurrentPrincipal, catalog: CatalogDep, tool_policies: PoliciesDep
+    service_id: ServiceId,
+    principal: CurrentPrincipal,
+    catalog: CatalogDep,
+    tool_policies: PoliciesDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
 ) -> ServiceToolList:
-    """The catalog's tools with the workspace's policies; the first call pulls the catalog when there is none."""
+    """The catalog's tools, in the server's order, with the workspace's policies; the first call pulls the catalog
+    when there is none."""
     view = await catalog.current(principal, service_id)
     policies = await to_thread.run_sync(tool_policies.of_service, principal, service_id)
     snapshot = view.snapshot or {}
+    # In the server's own order, within one catalog snapshot: a cursor of an older one is refused.
+    tools, next_cursor = page_of(
+        enumerate(snapshot.get("tools", [])),
+        key=lambda entry: (f"{entry[0]:06d}",),
+        limit=limit,
+        cursor=cursor,
+        listing=f"mcp-services/{service_id}/tools@{snapshot.get('synced_at')}",
+    )
     items = []
-    for tool in snapshot.get("tools", []):
+    for _, tool in tools:
         definition = tool["definition"]
         policy = policies.of(tool["name"])
         items.append(
@@ -561,15 +700,32 @@ async def list_service_tools(
                 require_approval=policy.require_approval,
             )
         )
-    return ServiceToolList(items=items, synced_at=snapshot.get("synced_at"), stale=view.stale)
+    return ServiceToolList(items=items, next_cursor=next_cursor, synced_at=snapshot.get("synced_at"), stale=view.stale)
 
 
-@router.get("/{service_id}/resources", responses=problems(502))
+@router.get(
+    "/{service_id}/resources",
+    operation_id="listServiceResources",
+    summary="List a service's resources",
+    responses=problems(502),
+)
 async def list_service_resources(
-    service_id: str, principal: CurrentPrincipal, catalog: CatalogDep
+    service_id: ServiceId,
+    principal: CurrentPrincipal,
+    catalog: CatalogDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
 ) -> ServiceResourceList:
+    """The catalog's resources, in the server's order."""
     view = await catalog.current(principal, service_id)
     snapshot = view.snapshot or {}
+    resources, next_cursor = page_of(
+        enumerate(snapshot.get("resources", [])),
+        key=lambda entry: (f"{entry[0]:06d}",),
+        limit=limit,
+        cursor=cursor,
+        listing=f"mcp-services/{service_id}/resources@{snapshot.get('synced_at')}",
+    )
     return ServiceResourceList(
-        items=list(snapshot.get("resources", [])), synced_at=snapshot.get("synced_at"), stale=view.stale
+        items=[r for _, r in resources], next_cursor=next_cursor, synced_at=snapshot.get("synced_at"), stale=view.stale
     )

@@ -18,20 +18,24 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.domain.identity import Workspace
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import WorkspacesDep
+from mcpbridge.http.fields import Timestamp, WorkspaceId
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field
 from mcpbridge.http.routes.api_keys import CreatedApiKey
 
 router = APIRouter(prefix="/api/v1/workspaces", tags=["workspaces"])
 
 
 class WorkspaceIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"name": "Acme", "admin_name": "Acme admin"}]}
+    )
 
     name: str = Field(min_length=1, max_length=255, description="1 to 255 bytes once trimmed.")
     admin_name: str = Field(
@@ -40,7 +44,7 @@ class WorkspaceIn(BaseModel):
 
 
 class WorkspaceRename(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [{"name": "Acme Corp"}]})
 
     name: str = Field(min_length=1, max_length=255, description="1 to 255 bytes once trimmed.")
 
@@ -49,8 +53,8 @@ class WorkspaceOut(BaseModel):
     id: str
     name: str
     status: Literal["active", "disabled", "deleting"]
-    created_at: str
-    updated_at: str
+    created_at: Timestamp
+    updated_at: Timestamp
 
     @classmethod
     def of(cls, workspace: Workspace) -> WorkspaceOut:
@@ -70,24 +74,28 @@ class CreatedWorkspaceOut(WorkspaceOut):
 
 class WorkspacePage(BaseModel):
     items: list[WorkspaceOut]
-    next_cursor: str | None
+    next_cursor: str | None = next_cursor_field()
 
 
-@router.get("", responses=problems(400))
+@router.get("", operation_id="listWorkspaces", summary="List workspaces", responses=problems(400))
 def list_workspaces(
     principal: CurrentPrincipal,
     workspaces: WorkspacesDep,
-    limit: int = Query(default=50, ge=1, le=200),
-    cursor: str | None = None,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
 ) -> WorkspacePage:
+    """Every workspace of the platform, with its status. Only for the platform admin (an admin key of the workspace
+    `init` created, with `manage_workspaces`)."""
     found, next_cursor = workspaces.list(principal, limit=limit, cursor=cursor)
     return WorkspacePage(items=[WorkspaceOut.of(w) for w in found], next_cursor=next_cursor)
 
 
-@router.post("", status_code=201)
+@router.post("", operation_id="createWorkspace", summary="Create a workspace", status_code=201)
 def create_workspace(
     body: WorkspaceIn, principal: CurrentPrincipal, workspaces: WorkspacesDep, response: Response
 ) -> CreatedWorkspaceOut:
+    """The workspace, its first user and that user's unrestricted admin key, which is in this response only
+    (`Cache-Control: no-store`)."""
     created = workspaces.create(principal, name=body.name, admin_name=body.admin_name)
     response.headers["Cache-Control"] = "no-store"
     return CreatedWorkspaceOut(
@@ -97,28 +105,48 @@ def create_workspace(
     )
 
 
-@router.get("/{workspace_id}")
-def get_workspace(workspace_id: str, principal: CurrentPrincipal, workspaces: WorkspacesDep) -> WorkspaceOut:
+@router.get("/{workspace_id}", operation_id="getWorkspace", summary="Get a workspace")
+def get_workspace(workspace_id: WorkspaceId, principal: CurrentPrincipal, workspaces: WorkspacesDep) -> WorkspaceOut:
+    """One workspace, by id."""
     return WorkspaceOut.of(workspaces.get(principal, workspace_id))
 
 
-@router.put("/{workspace_id}", responses=problems(409))
+@router.put("/{workspace_id}", operation_id="renameWorkspace", summary="Rename a workspace", responses=problems(409))
 def rename_workspace(
-    workspace_id: str, body: WorkspaceRename, principal: CurrentPrincipal, workspaces: WorkspacesDep
+    workspace_id: WorkspaceId, body: WorkspaceRename, principal: CurrentPrincipal, workspaces: WorkspacesDep
 ) -> WorkspaceOut:
+    """Changes the workspace's name."""
     return WorkspaceOut.of(workspaces.rename(principal, workspace_id, name=body.name))
 
 
-@router.post("/{workspace_id}/disable", responses=problems(409))
-def disable_workspace(workspace_id: str, principal: CurrentPrincipal, workspaces: WorkspacesDep) -> WorkspaceOut:
+@router.post(
+    "/{workspace_id}/disable", operation_id="disableWorkspace", summary="Disable a workspace", responses=problems(409)
+)
+def disable_workspace(
+    workspace_id: WorkspaceId, principal: CurrentPrincipal, workspaces: WorkspacesDep
+) -> WorkspaceOut:
+    """Every key and endpoint token of the workspace is refused from the very next request. The platform's own
+    workspace cannot be disabled (409 `platform_workspace`)."""
     return WorkspaceOut.of(workspaces.disable(principal, workspace_id))
 
 
-@router.post("/{workspace_id}/enable", responses=problems(409))
-def enable_workspace(workspace_id: str, principal: CurrentPrincipal, workspaces: WorkspacesDep) -> WorkspaceOut:
+@router.post(
+    "/{workspace_id}/enable", operation_id="enableWorkspace", summary="Enable a workspace", responses=problems(409)
+)
+def enable_workspace(workspace_id: WorkspaceId, principal: CurrentPrincipal, workspaces: WorkspacesDep) -> WorkspaceOut:
+    """A disabled workspace's keys and endpoint tokens work again from the next request."""
     return WorkspaceOut.of(workspaces.enable(principal, workspace_id))
 
 
-@router.delete("/{workspace_id}", status_code=202, responses=problems(409))
-def delete_workspace(workspace_id: str, principal: CurrentPrincipal, workspaces: WorkspacesDep) -> WorkspaceOut:
+@router.delete(
+    "/{workspace_id}",
+    operation_id="deleteWorkspace",
+    summary="Delete a workspace",
+    status_code=202,
+    responses=problems(409),
+)
+def delete_workspace(workspace_id: WorkspaceId, principal: CurrentPrincipal, workspaces: WorkspacesDep) -> WorkspaceOut:
+    """202: the workspace is marked `deleting` at once (refused like a disabled one) and purged in the background:
+    knowledge bases, documents, endpoints, services, tokens, calls, users and keys. It answers 404 once the purge is
+    done."""
     return WorkspaceOut.of(workspaces.delete(principal, workspace_id))
