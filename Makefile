@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
 .PHONY: install node-deps serve test test-fast lint format typecheck cfn-lint check bench constraints build-CoreLayer \
-	build build-smoke smoke artifacts
+	build build-smoke smoke artifacts search-image
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -79,4 +79,11 @@ smoke: build-smoke
 	@cat $(SMOKE_BUILD)/smoke-timings.json
 
 # CI: the deployable artifacts, then the smoke test of the handlers built from the same script.
-artifacts: build smoke
+artifacts: build smoke search-image
+
+# The search function's container image as its Dockerfile builds it, without Docker: its size checked against
+# Lambda's 10 GB; then the same built for this machine's Python, its handler imported and used from that tree alone.
+search-image: install
+	PYTHON=$(PY) $(PY) infra/build_search_image.py build --out .aws-sam/search-image
+	PYTHON=$(PY) $(PY) infra/build_search_image.py build --out .aws-sam/search-image-smoke --for-interpreter auto
+	$(PY) infra/build_search_image.py smoke --from .aws-sam/search-image-smoke

@@ -440,6 +440,13 @@ def test_parameters() -> None:
         "HasAllowedOrigins": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AllowedOrigins"}, ""]}]},
         "ReservesApiConcurrency": {"Fn::Not": [{"Fn::Equals": [{"Ref": "ApiReservedConcurrency"}, -1]}]},
         "ReservesIndexerConcurrency": {"Fn::Not": [{"Fn::Equals": [{"Ref": "IndexerReservedConcurrency"}, -1]}]},
+        "SearchesOnLance": {"Fn::Equals": [{"Ref": "SearchEngine"}, "lance"]},
+        "ProvisionsSearch": {
+            "Fn::And": [
+                {"Condition": "SearchesOnLance"},
+                {"Fn::Not": [{"Fn::Equals": [{"Ref": "SearchProvisionedConcurrency"}, 0]}]},
+            ]
+        },
     }
     # Every parameter says what it is for and has a default: a first deploy needs no answers.
     for name, parameter in parameters.items():
@@ -610,11 +617,13 @@ def test_only_the_job_submitters_may_invoke_the_indexer_and_only_it() -> None:
             assert lambda_statements == [], name
     # Nor may anything else in the template (a resource policy, another role); the tool-call state machine's role
     # may invoke the tool-call function only (test_only_the_state_machine_invokes_the_tool_call_function).
+    # The search function's grants (SearchIndexCallers, its own jobs) name it alone (test_search_function).
     granted = [
         path
         for path, statement in _statements(TEMPLATE)
         if any(str(a).startswith("lambda:") for a in _as_list(statement.get("Action", [])))
         and not path.startswith(f"/Resources/{STATE_MACHINE_ROLE}/")
+        and not path.startswith(("/Resources/SearchIndexCallers/", "/Resources/SearchIndexRole/"))
     ]
     assert len(granted) == len(JOB_SUBMITTERS)
     assert all(path.split("/")[2] in {_role_of(name) for name in JOB_SUBMITTERS} for path in granted)
@@ -1326,3 +1335,37 @@ def test_indexing_backlog_alarm_reads_the_metric_the_code_emits() -> None:
     assert (alarm["Statistic"], alarm["Threshold"]) == ("Maximum", {"Ref": "IndexingBacklogThreshold"})
     assert alarm["Period"] * alarm["EvaluationPeriods"] == 900  # a backlog that lasts, not a burst
     assert TEMPLATE["Parameters"]["IndexingBacklogThreshold"]["Default"] == 100
+def test_search_function() -> None:
+    """The search engine runs in one container-image function (its packages exceed a zip's 250 MB), invoked by the
+    functions that touch knowledge bases, with its own least-privilege role."""
+    search = RESOURCES["SearchIndexFunction"]
+    assert search["Type"] == "AWS::Lambda::Function"  # Globals (Runtime, Layers) would not apply to an image
+    assert search["Properties"]["PackageType"] == "Image"
+    assert search["Metadata"] == {
+        "DockerContext": ".",
+        "Dockerfile": "functions/search_index/Dockerfile",
+        "DockerTag": "search-index",
+    }
+    assert (Path(__file__).parents[2] / "functions/search_index/Dockerfile").is_file()
+    assert search["Properties"]["Architectures"] == TEMPLATE["Globals"]["Function"]["Architectures"]
+    env = search["Properties"]["Environment"]["Variables"]
+    assert env["MCPBRIDGE_SEARCH_ENGINE"] == "lance"
+    assert env["MCPBRIDGE_LANCE_COMMIT_TABLE"] == {"Ref": "IndexCommitsTable"}
+    assert "MCPBRIDGE_SEARCH_FUNCTION" not in env  # it holds the engine itself
+    assert GLOBAL_ENV["MCPBRIDGE_SEARCH_ENGINE"] == {"Ref": "SearchEngine"}
+    callers = RESOURCES["SearchIndexCallers"]["Properties"]
+    assert callers["Roles"] == [
+        {"Ref": _role_of(name)} for name in ("AdminApiFunction", "McpEndpointFunction", INDEXER, "JobRecoveryFunction")
+    ]
+    (invoke, stage) = callers["PolicyDocument"]["Statement"]
+    assert invoke["Action"] == "lambda:InvokeFunction"
+    assert invoke["Resource"] == [
+        {"Fn::GetAtt": ["SearchIndexFunction", "Arn"]},
+        {"Fn::Sub": "${SearchIndexFunction.Arn}:*"},
+    ]
+    assert stage["Resource"] == {"Fn::Sub": "${Bucket.Arn}/index-requests/*"}
+    commits = RESOURCES["IndexCommitsTable"]["Properties"]
+    assert [k["AttributeName"] for k in commits["KeySchema"]] == ["base_uri", "version"]
+    assert RESOURCES["SearchIndexAlias"]["Properties"]["ProvisionedConcurrencyConfig"] == {
+        "ProvisionedConcurrentExecutions": {"Ref": "SearchProvisionedConcurrency"}
+    }
