@@ -11,11 +11,14 @@ Every ``--json`` output is compared with the REST API's body for the same thing.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import io
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -297,12 +300,14 @@ def knowledge(cli: Cli, deployment: Deployment, acme: Tenant, tmp_path: Path) ->
     (folder / "faq.txt").write_text("Shipping is free above 50 euros.\n")
     (folder / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0")
     kb = cli.json("kb", "create", "handbook", "--description", "what staff need", "--workspace", "Acme")
-    added = cli.json("kb", "add", "handbook", str(folder), "--workspace", "Acme")
+    with page_server("# Onboarding\n\nBadges are collected at the front desk.\n") as url:
+        added = cli.json("kb", "add", "handbook", str(folder), url, "--workspace", "Acme")
     assert added["errors"] == []
-    assert sorted((d["title"], d["parse_status"]) for d in added["items"]) == [
-        ("faq.txt", "completed"),
-        ("policies/refunds.md", "completed"),
-    ], "the folder's documents, the image left out, each indexed before the command returned"
+    assert sorted((d["title"], d["source"], d["parse_status"]) for d in added["items"]) == [
+        ("faq.txt", "file", "completed"),
+        ("onboarding.md", "url", "completed"),
+        ("policies/refunds.md", "file", "completed"),
+    ], "the folder's documents (the image left out) and the page, each indexed before the command returned"
     with deployment.rest() as rest:
         document = added["items"][0]
         assert ok(rest.get(f"/api/v1/documents/{document['id']}", headers=bearer(acme.admin_key))) == document
@@ -319,6 +324,33 @@ def knowledge(cli: Cli, deployment: Deployment, acme: Tenant, tmp_path: Path) ->
     elsewhere = cli.problem("kb", "search", marker, "--workspace", "Beta")
     assert (elsewhere["status"], elsewhere["code"]) == (404, "kb_not_found"), "Beta sees nothing of Acme"
     return str(kb["id"])
+
+
+@contextlib.contextmanager
+def page_server(text: str) -> Iterator[str]:
+    """A web server on 127.0.0.1 with one Markdown page; the page's URL."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/markdown; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/guides/onboarding.md"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def publish(cli: Cli, deployment: Deployment, acme: Tenant, kb: str) -> None:
@@ -387,6 +419,19 @@ def services(cli: Cli, deployment: Deployment, acme: Tenant, everything: Everyth
     assert tested["success"] is True, tested
     assert "echo" in {tool["name"] for tool in tested["tools"]}
     assert cli.json("services", "refresh", service, "--workspace", "Acme")["data"]["tools"]
+    secured = cli.json("services", "add", "secured", everything.url, "--auth", "bearer", "--workspace", "Acme")
+    assert secured["credentials"]["token"] == {"configured": False}
+    nothing = cli.fails("services", "credentials", "secured", "token", "--workspace", "Acme", stdin="  \n")
+    assert "no token on standard input: nothing was changed" in nothing.err
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    stored = cli.run("services", "credentials", "secured", "token", "--workspace", "Acme", stdin=f"{secret}\n")
+    assert stored.code == 0, stored
+    assert secret not in stored.out + stored.err
+    assert cli.json("services", "show", "secured", "--workspace", "Acme")["credentials"]["token"] == {
+        "configured": True
+    }
+    gone = cli.json("services", "delete", "secured", "--workspace", "Acme")
+    assert gone == {"id": secured["id"], "deleted": True}
     policy = cli.json("services", "policy", "everything", "echo", "--require-approval", "--workspace", "Acme")
     assert (policy["tool_name"], policy["enabled"], policy["require_approval"]) == ("echo", True, True)
     with deployment.rest() as rest:

@@ -277,6 +277,26 @@ def test_authorize_then_finish_with_the_redirected_url(
     assert installed.server.token_requests["authorization_code"] == 1, "a used URL never reaches the server"
 
 
+def test_authorize_with_json_keeps_stdout_for_the_status(
+    installed: Install, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --json, what a person reads goes to stderr; stdout holds only the REST API's OAuth status."""
+    start = cli(["services", "authorize", "Protected", "--json", *installed.data_args], capsys, monkeypatch)
+    assert (start.code, start.out) == (1, "")
+    lines = start.err.splitlines()
+    assert json.loads(lines[-1])["code"] == "authorization_pending", "the failure as problem+json"
+    url = next(line.strip() for line in lines if line.startswith("  http"))
+
+    location = approve(url)
+    args = ["services", "authorize", "Protected", "--redirected-url", location, "--json", *installed.data_args]
+    done = cli(args, capsys, monkeypatch)
+    assert (done.code, done.err) == (0, ""), done
+    status = json.loads(done.out)
+    assert (status["status"], status["refreshable"]) == ("authorized", True)
+    assert_nothing_secret(installed, done.out, location)
+    assert installed.token(installed.oauth_service) is not None
+
+
 def paste(install: Install, cwd: Path, before: Any = None) -> tuple[int, str, str, str]:
     """The real command in a subprocess: it prints the URL, the browser approves, the user pastes where it landed
     (after ``before(location)``). Returns the exit status, stdout, stderr and the pasted URL."""

@@ -158,13 +158,15 @@ class _Surfaces:
 
 
 @contextlib.asynccontextmanager
-async def connect(container: Container, args: argparse.Namespace, *, user: str | None = None) -> AsyncIterator[Api]:
+async def connect(
+    container: Container, args: argparse.Namespace, *, user: str | None = None, operator: bool = False
+) -> AsyncIterator[Api]:
     """The API as the operator in ``--workspace`` (or as ``user``, with the operator's authority), or as the key of
-    MCPBRIDGE_API_KEY."""
+    MCPBRIDGE_API_KEY (unless ``operator``: commands that only an operator runs)."""
     from mcpbridge.http.apps import create_app
     from mcpbridge.http.auth import current_principal
 
-    key = os.environ.get(API_KEY_ENV, "").strip()
+    key = "" if operator else os.environ.get(API_KEY_ENV, "").strip()
     headers: dict[str, str] = {}
     principal: Principal | None = None
     if key:

@@ -15,8 +15,10 @@ appears only inside the authorization URL, which is meant to be opened.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import hmac
+import json
 import queue
 import shlex
 import socket
@@ -103,6 +105,15 @@ def _bind_listener(redirect_uri: str) -> socket.socket:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """How an authorization ended: for whom, and what to tell the operator (never a code or a token)."""
+
+    authorized: bool
+    message: str
+    user_id: str | None = None
+
+
+@dataclass(frozen=True)
 class _Redirected:
     """The parameters of the URL the authorization server sent the browser to (never printed)."""
 
@@ -141,8 +152,8 @@ async def _finish(
     *,
     user_id: str | None = None,
     attempt_id: str | None = None,
-) -> tuple[bool, str]:
-    """Complete the authorization the redirected URL answers: ``(authorized, message)``.
+) -> Outcome:
+    """Complete the authorization the redirected URL answers.
 
     The state is looked at (not taken) first, so a URL of another service, user or attempt, or one that is not at
     the attempt's redirect URI, is refused without using up anyone's authorization."""
@@ -159,7 +170,8 @@ async def _finish(
         # A server at the redirect URI (``mcpbridge serve``) may have taken the browser's answer already.
         status = await container.oauth.status(acting_for(workspace_id, user_id), service.id, attempt_id)
         if status.attempt is not None and status.attempt.status == "completed":
-            return True, _authorized(service, user_id, status) + " (the callback at the redirect URI completed it)"
+            message = _authorized(service, user_id, status) + " (the callback at the redirect URI completed it)"
+            return Outcome(True, message, user_id)
     if pending is None:
         raise InvalidInput(
             "unknown, used or expired authorization state: the URL was altered, already used, or is older than "
@@ -187,10 +199,10 @@ async def _finish(
         redirected.state, redirected.code, redirected.iss, redirected.error
     )
     if outcome.error is not None:
-        return False, f"the authorization of {service.name} failed: {outcome.error}"
+        return Outcome(False, f"the authorization of {service.name} failed: {outcome.error}")
     owner = str(pending["principal_id"])
     status = await container.oauth.status(acting_for(workspace_id, owner), service.id, str(pending["attempt_id"]))
-    return True, _authorized(service, owner, status)
+    return Outcome(True, _authorized(service, owner, status), owner)
 
 
 def _authorized(service: ExternalService, user_id: str, status: OAuthStatus) -> str:
@@ -203,13 +215,11 @@ def _authorized(service: ExternalService, user_id: str, status: OAuthStatus) -> 
     return f"Authorized {service.name} ({service.id}) for user {user_id}: {', '.join(facts)}."
 
 
-def _report(result: tuple[bool, str]) -> int:
-    authorized, message = result
-    if authorized:
-        print(message)
-        return 0
-    print(f"mcpbridge: {message}", file=sys.stderr)
-    return 1
+def _report(outcome: Outcome) -> str:
+    """The outcome's message when a token is stored; a failure is raised (exit status 1, the reason on stderr)."""
+    if not outcome.authorized:
+        raise Conflict(outcome.message, code="oauth_authorization_failed")
+    return outcome.message
 
 
 def _read_line(timeout: float) -> str | None:
@@ -243,7 +253,7 @@ class _CallbackApp:
         self._started = started
         self._expected_state = parse_qs(urlsplit(started.authorization_url).query).get("state", [""])[0]
         self.done = anyio.Event()
-        self.result: list[tuple[bool, str]] = []
+        self.result: list[Outcome] = []
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         from starlette.requests import Request
@@ -267,14 +277,14 @@ class _CallbackApp:
             )
             return
         outcome = await self._finish(redirected)
-        authorized, message = outcome
+        authorized, message = outcome.authorized, outcome.message
         title = "Authorization complete" if authorized else "Authorization failed"
         detail = "You can close this window." if authorized else f"{message}. Close this window and retry."
         await _page(200 if authorized else 400, title, detail)(scope, receive, send)
         self.result.append(outcome)
         self.done.set()
 
-    async def _finish(self, redirected: _Redirected) -> tuple[bool, str]:
+    async def _finish(self, redirected: _Redirected) -> Outcome:
         try:
             # The browser's request must not cancel a half-done exchange (the state is single use).
             with anyio.CancelScope(shield=True):
@@ -287,7 +297,7 @@ class _CallbackApp:
                     attempt_id=self._started.attempt_id,
                 )
         except MCPBridgeError as exc:
-            return False, exc.message
+            return Outcome(False, exc.message)
         return outcome
 
 
@@ -310,7 +320,7 @@ async def _listen(
     redirect_uri: str,
     started: AuthorizationStart,
     timeout: float,
-) -> tuple[bool, str] | None:
+) -> Outcome | None:
     """Serve the callback route on ``listener`` until the browser brings this attempt's answer (None on timeout)."""
     import uvicorn
 
@@ -348,7 +358,7 @@ def _start(container: Container, principal: Principal, service: ExternalService,
 
 def _authorize_listening(
     container: Container, principal: Principal, service: ExternalService, base_url: str, args: argparse.Namespace
-) -> int:
+) -> Outcome:
     redirect_uri = container.oauth.callback_url(base_url)
     listener = _bind_listener(redirect_uri)
     try:
@@ -358,26 +368,25 @@ def _authorize_listening(
     finally:
         listener.close()
     if outcome is None:
-        print(
-            f"mcpbridge: the browser did not come back in time; {_pending_hint(args.service, started)}", file=sys.stderr
+        raise Conflict(
+            f"the browser did not come back in time; {_pending_hint(args.service, started)}",
+            code="authorization_pending",
         )
-        return 1
-    return _report(outcome)
+    return outcome
 
 
 def _authorize_pasting(
     container: Container, principal: Principal, service: ExternalService, base_url: str, args: argparse.Namespace
-) -> int:
+) -> Outcome:
     started = _start(container, principal, service, base_url)
     redirect_uri = container.oauth.callback_url(base_url)
     print(f"Then paste the address the browser was sent to ({redirect_uri}?...) and press Enter:", flush=True)
     line = _read_line(args.timeout)
     if not line:
         reason = "no URL was given" if line == "" else f"no URL came within {args.timeout:g} s"
-        print(f"mcpbridge: {reason}; {_pending_hint(args.service, started)}", file=sys.stderr)
-        return 1
+        raise Conflict(f"{reason}; {_pending_hint(args.service, started)}", code="authorization_pending")
     finish = functools.partial(_finish, user_id=principal.user_id, attempt_id=started.attempt_id)
-    return _report(anyio.run(finish, container, principal.workspace_id, service, _parse_redirected(line)))
+    return anyio.run(finish, container, principal.workspace_id, service, _parse_redirected(line))
 
 
 def cmd_services_authorize(args: argparse.Namespace) -> int:
@@ -386,23 +395,43 @@ def cmd_services_authorize(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     container = Container(settings)
     try:
-        workspace_id = acting_workspace(container, args.workspace)
-        user_id = known_user(container, workspace_id, args.user) if args.user else admin_user(container, workspace_id)
-        principal = acting_for(workspace_id, user_id)
-        service = _find_service(container, principal, args.service)
-        if service.auth.auth_type != "oauth":
-            raise Conflict(
-                f"the MCP service {service.name} does not use OAuth (its auth type is {service.auth.auth_type}): "
-                "there is nothing to authorize",
-                code="service_not_oauth",
-            )
-        if args.redirected_url is not None:
-            finish = functools.partial(_finish, user_id=args.user)
-            redirected = _parse_redirected(args.redirected_url)
-            return _report(anyio.run(finish, container, workspace_id, service, redirected))
-        base_url = _redirect_base(settings, args.port)
-        if args.listen:
-            return _authorize_listening(container, principal, service, base_url, args)
-        return _authorize_pasting(container, principal, service, base_url, args)
+        # With --json, what a person reads (the URL to open, the prompts) goes to stderr; stdout holds the JSON.
+        with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+            service, outcome = _authorize(container, settings, args)
+            message = _report(outcome)
+        if not args.json:
+            print(message)
+            return 0
+        assert outcome.user_id is not None
+        print(json.dumps(anyio.run(_status_body, container, args, service, outcome.user_id)))
+        return 0
     finally:
         close(container)
+
+
+def _authorize(container: Container, settings: Settings, args: argparse.Namespace) -> tuple[ExternalService, Outcome]:
+    workspace_id = acting_workspace(container, args.workspace)
+    user_id = known_user(container, workspace_id, args.user) if args.user else admin_user(container, workspace_id)
+    principal = acting_for(workspace_id, user_id)
+    service = _find_service(container, principal, args.service)
+    if service.auth.auth_type != "oauth":
+        raise Conflict(
+            f"the MCP service {service.name} does not use OAuth (its auth type is {service.auth.auth_type}): "
+            "there is nothing to authorize",
+            code="service_not_oauth",
+        )
+    if args.redirected_url is not None:
+        finish = functools.partial(_finish, user_id=args.user)
+        return service, anyio.run(finish, container, workspace_id, service, _parse_redirected(args.redirected_url))
+    base_url = _redirect_base(settings, args.port)
+    if args.listen:
+        return service, _authorize_listening(container, principal, service, base_url, args)
+    return service, _authorize_pasting(container, principal, service, base_url, args)
+
+
+async def _status_body(container: Container, args: argparse.Namespace, service: ExternalService, user_id: str) -> Any:
+    """The REST API's OAuth status of the service for the user the token was stored for."""
+    from mcpbridge.cli.api import connect
+
+    async with connect(container, args, user=user_id, operator=True) as api:
+        return await api.get(f"/api/v1/mcp-services/{service.id}/oauth/status")
