@@ -129,9 +129,8 @@ def smoke(built: Path) -> dict[str, float]:
         sys.stderr.write(result.stdout[-4000:] + result.stderr[-4000:])
         raise BuildError("the search image's handler did not import and answer from the built tree alone")
     timings: dict[str, float] = json.loads(result.stdout.strip().splitlines()[-1])
-    log(
-        f"search image smoke: handler init {timings['init_seconds']} s, first search {timings['first_search_seconds']} s"
-    )
+    init, first = timings["init_seconds"], timings["first_search_seconds"]
+    log(f"search image smoke: handler init {init} s, first search {first} s")
     return timings
 
 
