@@ -17,10 +17,13 @@ from starlette.types import ASGIApp
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
+from mcpbridge.http.docs import install_docs
 from mcpbridge.http.openapi import install_problem_docs
 from mcpbridge.http.problems import install_problem_handlers
 from mcpbridge.http.routes import health
 from mcpbridge.request_context import RequestIdMiddleware
+
+OPENAPI_URL = "/api/v1/openapi.json"
 
 Surface = Literal["admin_api", "mcp_endpoint", "oauth_callback", "resolutions", "authorization_server"]
 
@@ -73,9 +76,10 @@ def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp:
         title=title,
         lifespan=_lifespan,
         version=__version__,
-        openapi_url="/api/v1/openapi.json",
-        docs_url="/api/v1/docs",
+        openapi_url=OPENAPI_URL,
+        docs_url=None,  # served by install_docs, from the installed Swagger UI rather than a CDN
         redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,
     )
     app.state.container = container
     install_problem_handlers(app)
@@ -83,6 +87,7 @@ def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp:
     for router in routers:
         app.include_router(router)
     install_problem_docs(app)
+    install_docs(app, OPENAPI_URL)
     if mcp:
         from mcpbridge.http.mcp.transport import McpEndpointApp
 
