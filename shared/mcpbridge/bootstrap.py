@@ -171,7 +171,12 @@ class Container:
         from mcpbridge.tenancy.user_removal import UserRemoval
 
         return UserRemoval(
-            self.store, self.users, self.tool_call_records, lambda: self.tool_call_steps, self._snapshots
+            self.store,
+            self.users,
+            self.tool_call_records,
+            lambda: self.tool_call_steps,
+            self._snapshots,
+            self.oauth_grants,
         )
 
     @cached_property

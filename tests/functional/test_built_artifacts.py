@@ -54,7 +54,13 @@ FAKE_CREDENTIALS = {
 MISSING_WORKSPACE = "ws_" + "0" * 26
 MISSING_CALL = "call_" + "0" * 26
 MISSING_DOCUMENT = "doc_" + "0" * 26
-HTTP_FUNCTIONS = ("AdminApiFunction", "McpEndpointFunction", "OAuthCallbackFunction", "ResolutionsFunction")
+HTTP_FUNCTIONS = (
+    "AdminApiFunction",
+    "McpEndpointFunction",
+    "OAuthCallbackFunction",
+    "ResolutionsFunction",
+    "AuthorizationServerFunction",
+)
 
 
 def http_event(method: str, path: str, route_key: str, headers: dict[str, str] | None = None) -> dict[str, Any]:

@@ -33,7 +33,13 @@ TEMPLATE = load_template()
 RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
 TABLE: dict[str, Any] = RESOURCES["Table"]["Properties"]
 FUNCTIONS = {name: r for name, r in RESOURCES.items() if r["Type"] == "AWS::Serverless::Function"}
-HTTP_FUNCTIONS = {"AdminApiFunction", "McpEndpointFunction", "OAuthCallbackFunction", "ResolutionsFunction"}
+HTTP_FUNCTIONS = {
+    "AdminApiFunction",
+    "McpEndpointFunction",
+    "OAuthCallbackFunction",
+    "ResolutionsFunction",
+    "AuthorizationServerFunction",
+}
 INDEXER = "IndexerFunction"
 # Not behind the API either: the tasks of the tool-call state machine invoke it.
 TOOL_CALLS = "ToolCallsFunction"
@@ -162,7 +168,7 @@ def test_table_create_kwargs_follow_the_template() -> None:
 # ------------------------------------------------------------------------------------------------ functions
 
 
-def test_there_are_seven_functions() -> None:
+def test_there_are_eight_functions() -> None:
     assert set(FUNCTIONS) == HTTP_FUNCTIONS | {INDEXER, TOOL_CALLS, RECOVERY}
 
 
@@ -575,9 +581,11 @@ def test_roles_grant_what_each_function_needs_and_no_more() -> None:
         actions = _role_actions(name)
         assert kms_rw <= actions, name
         assert {a for a in actions if a.startswith("s3:")} == s3_rw, name
-    oauth = _role_actions("OAuthCallbackFunction")
-    assert kms_rw <= oauth
-    assert not any(a.startswith("s3:") for a in oauth)
+    for name in ("OAuthCallbackFunction", "AuthorizationServerFunction"):
+        oauth = _role_actions(name)
+        assert kms_rw <= oauth, name
+        assert not any(a.startswith("s3:") for a in oauth), name
+    assert not any(a.startswith(("states:", "lambda:")) for a in _role_actions("AuthorizationServerFunction"))
     resolutions = _role_actions("ResolutionsFunction")
     assert {a for a in resolutions if a.startswith("kms:")} == kms_read
     assert not any(a.startswith("s3:") for a in resolutions)
@@ -645,6 +653,7 @@ def test_bedrock_access_is_conditional_and_per_model() -> None:
         INDEXER: {"EmbeddingOnBedrock"},  # document embeddings
         RECOVERY: set(),
         "OAuthCallbackFunction": set(),
+        "AuthorizationServerFunction": set(),
         "ResolutionsFunction": set(),
         TOOL_CALLS: set(),
     }
@@ -931,6 +940,7 @@ def test_state_machine_permissions_are_least_privilege() -> None:
         "AdminApiFunction": {"StartToolCalls": ("states:StartExecution", machine), "ResumeToolCalls": machine},
         "ResolutionsFunction": {"ResumeToolCalls": machine},
         "OAuthCallbackFunction": {"ResumeToolCalls": machine},
+        "AuthorizationServerFunction": {},
         TOOL_CALLS: {"ResumeToolCalls": NAMED_MACHINE_ARN},
         "McpEndpointFunction": {},
         INDEXER: {"ResumeToolCalls": machine},  # a workspace's purge ends the executions of its paused calls

@@ -13,7 +13,8 @@
    denying redirects with ``access_denied``.
 
 The user must belong to the endpoint's workspace and be active; the scopes granted are those requested (all of the
-endpoint's when none is named) that the user, and the key signed in with, may use: none left is a refusal.
+endpoint's when none is named) that the user, and the key signed in with, may use (a viewer key never grants
+``write``): none left is a refusal.
 """
 
 # Over 400 lines: the three steps share the pending request, its sealing, the CSRF check and the views of the page.
@@ -33,7 +34,7 @@ from authlib.oauth2.rfc6749.errors import OAuth2Error
 from mcpbridge.authserver.clients import Client, Clients
 from mcpbridge.authserver.grants import Grants, SignIn
 from mcpbridge.authserver.metadata import Issuer
-from mcpbridge.authserver.records import REQUEST_TTL_SECONDS, digest, request_key
+from mcpbridge.authserver.records import REQUEST_TTL_SECONDS, WRITE_SCOPES, digest, request_key
 from mcpbridge.authserver.server import (
     Approval,
     EndpointAuthorizationServer,
@@ -41,7 +42,7 @@ from mcpbridge.authserver.server import (
     OAuthHttpRequest,
     with_iss,
 )
-from mcpbridge.domain.identity import Scope
+from mcpbridge.domain.identity import CAPABILITIES, Scope
 from mcpbridge.domain.items import Condition, Item, Key, Update
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.errors import Forbidden, InvalidInput, MCPBridgeError, Unauthenticated
@@ -284,7 +285,11 @@ class ConsentFlow:
         if user is None:
             raise Forbidden("that API key has no user who could approve this", code="user_unknown")
         label = str(user.get("email") or user.get("name") or principal.user_id)
-        return SignedIn(principal.user_id, label, "api_key"), principal.scope
+        scope = principal.scope
+        if not principal.is_admin:  # a viewer key changes nothing through the REST API: nor through a client
+            every = scope.capabilities if scope.capabilities is not None else frozenset(CAPABILITIES)
+            scope = Scope(capabilities=frozenset(every - WRITE_SCOPES), knowledge_base_ids=scope.knowledge_base_ids)
+        return SignedIn(principal.user_id, label, "api_key"), scope
 
     def _grantable(self, issuer: Issuer, pending: _Pending, signed_in: SignedIn, key_scope: Scope) -> tuple[str, ...]:
         user = self._store.get(user_key(issuer.endpoint.workspace_id, signed_in.user_id))

@@ -36,6 +36,8 @@ AUTH_METHODS = ("none", "client_secret_post", "client_secret_basic")
 """How clients authenticate at the token and revocation endpoints: public clients (PKCE only) or a client secret."""
 SCOPES: tuple[str, ...] = ("read", "ask", "wiki", "write")
 """The scopes an endpoint can grant: the groups of its tools (``publishing.offered_tools``)."""
+WRITE_SCOPES = frozenset({"write"})
+"""Scopes a sign-in with a viewer key never grants (as that key changes nothing through the REST API)."""
 IGNORED_SCOPES = frozenset({"offline_access"})
 """Asked for by some clients to get a refresh token; granted implicitly (refresh tokens go to clients that use them)."""
 

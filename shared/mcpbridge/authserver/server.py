@@ -389,7 +389,8 @@ class _AuthorizationCodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[mi
         data = request.payload.data
         details = {
             "redirect_uri": data.get("redirect_uri"),
-            "scope": " ".join(self.server.granted_scopes(request.scope)),
+            # What the person approved, of what the client asked for.
+            "scope": " ".join(s for s in self.server.granted_scopes(request.scope) if s in approval.grant.scopes),
             "code_challenge": data.get("code_challenge"),
             "code_challenge_method": data.get("code_challenge_method"),
         }
