@@ -7,17 +7,20 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from mcpbridge import __version__
 from mcpbridge.cli.parser import build_parser
-from tests.support.serve import CLI_TIMEOUT, cli_env
+from tests.support.serve import CLI_TIMEOUT, READY_TIMEOUT, STOP_TIMEOUT, bearer, cli_env, http_client
 
 pytestmark = [pytest.mark.slow]
 
@@ -149,3 +152,43 @@ def test_serve_refuses_a_port_that_is_taken_and_changes_nothing(tmp_path: Path, 
         "mcpbridge: --port must be from 0 to 65535, not 70000\n",
     )
     assert not data.exists()
+
+
+def test_serve_with_json_says_where_it_listens_on_its_first_line(tmp_path: Path) -> None:
+    """``--port 0`` takes a free port; the first line names it, with the admin key of the first start."""
+    log = tmp_path / "serve.stdout"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(MCPBRIDGE), "serve", "--port", "0", "--json", "--data-dir", str(tmp_path / "data")],
+            cwd=tmp_path,
+            env=cli_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while b"\n" not in log.read_bytes() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        first = json.loads(log.read_text().splitlines()[0])
+        assert set(first) == {"url", "workspace_id", "api_key", "created"}
+        assert first["created"] is True
+        assert first["api_key"].startswith("sk_")
+        assert first["url"].startswith("http://127.0.0.1:")
+        assert not first["url"].endswith(":0")
+        with http_client(first["url"]) as client:
+            deadline = time.monotonic() + READY_TIMEOUT
+            while True:
+                try:
+                    me = client.get("/api/v1/me", headers=bearer(first["api_key"]))
+                    break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline, "serve never answered"
+                    time.sleep(0.1)
+            assert me.json()["workspace_id"] == first["workspace_id"]
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=STOP_TIMEOUT) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)

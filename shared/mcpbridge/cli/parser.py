@@ -121,7 +121,8 @@ def _add_setup(commands: Commands) -> None:
         "serving:serve",
         workspace=False,
         details="The port is bound before anything else happens: if it is taken, serve says so and exits with "
-        "status 1, changing nothing.",
+        'status 1, changing nothing. With --json, the first line is {"url", "workspace_id", "api_key", '
+        '"created"} (the admin key only on the first start).',
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import socket
+from typing import Any
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.cli.context import close, settings_of, where
@@ -29,6 +30,10 @@ def _print_initialization(result: Initialization, settings: Settings) -> None:
         print(f"Already initialised in {where(settings)} (workspace {result.workspace_id}); nothing created.")
 
 
+def _initialization_fields(result: Initialization) -> dict[str, Any]:
+    return {"workspace_id": result.workspace_id, "api_key": result.api_key, "created": result.created}
+
+
 def init(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     container = Container(settings)
@@ -37,7 +42,7 @@ def init(args: argparse.Namespace) -> int:
     finally:
         container.close()
     if args.json:
-        print(json.dumps({"workspace_id": result.workspace_id, "api_key": result.api_key, "created": result.created}))
+        print(json.dumps(_initialization_fields(result)))
     else:
         _print_initialization(result, settings)
     return 0
@@ -82,10 +87,17 @@ def serve(args: argparse.Namespace) -> int:
         configure_local_logging(settings.log_level)
         container = Container(settings)
         try:
-            _start(container, settings)
             host, port = listener.getsockname()[:2]
-            shown = f"[{host}]" if ":" in host else host
-            print(f"mcpbridge listening on http://{shown}:{port} (Ctrl-C stops it)", flush=True)
+            url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+            initialization = container.identity.initialize()
+            if args.json:  # one line a script can read: where it listens, and the admin key of a first start
+                shown = {"url": url, **_initialization_fields(initialization)}
+                print(json.dumps(shown), flush=True)
+            else:
+                _print_initialization(initialization, settings)
+            _resume(container, quiet=args.json)
+            if not args.json:
+                print(f"mcpbridge listening on {url} (Ctrl-C stops it)", flush=True)
             config = uvicorn.Config(
                 create_combined_app(container), log_level=settings.log_level.lower(), server_header=False
             )
@@ -99,14 +111,16 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start(container: Container, settings: Settings) -> None:
-    """Initialise on first start, and resume what an earlier run left unfinished."""
-    _print_initialization(container.identity.initialize(), settings)
+def _resume(container: Container, *, quiet: bool) -> None:
+    """Resume what an earlier run left unfinished (said on stdout, unless ``quiet``)."""
+    said: list[str] = []
     resumed = container.documents.resume_pending()
     if resumed:
-        print(f"Resumed indexing of {resumed} document(s) left pending.", flush=True)
+        said.append(f"Resumed indexing of {resumed} document(s) left pending.")
     if container.workspace_purge.resume():
-        print("Resumed the deletion of the workspaces left being deleted.", flush=True)
+        said.append("Resumed the deletion of the workspaces left being deleted.")
     recover = getattr(container.workflow, "recover", None)  # the embedded workflow picks up paused calls
     if recover is not None and recover():
-        print("Resumed the agent tool calls left unfinished.", flush=True)
+        said.append("Resumed the agent tool calls left unfinished.")
+    for line in [] if quiet else said:
+        print(line, flush=True)
