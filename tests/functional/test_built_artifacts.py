@@ -288,16 +288,22 @@ def test_indexer_runs_a_job_for_a_document_that_is_gone(resources: AwsResources,
     assert [invocation.get("response") for invocation in invocations] == [{"status": "done"}] * 2, invocations
 
 
-def test_tool_call_step_reports_a_missing_call_by_error_name(
+def test_tool_call_steps_end_a_missing_call_and_name_a_bad_step_by_error(
     resources: AwsResources, moto_url: str, tmp_path: Path
 ) -> None:
-    # What the state machine sees: the error's class name (its Catch and Retry match on it).
+    # A call whose record is gone (its workspace or user was deleted) just ends: prepare routes it to finish,
+    # finish says so. What the state machine sees of a bad event: the error's class name (its Catch and Retry
+    # match on it).
     events = [
         {"step": "prepare", "call_id": MISSING_CALL, "workspace_id": MISSING_WORKSPACE},
+        {"step": "finish", "call_id": MISSING_CALL, "workspace_id": MISSING_WORKSPACE},
         {"step": "no-such-step", "call_id": MISSING_CALL, "workspace_id": MISSING_WORKSPACE},
     ]
     invocations = run_built("ToolCallsFunction", events, resources, moto_url, tmp_path)
-    assert [invocation.get("errorType") for invocation in invocations] == ["NotFound"] * 2 + ["InvalidInput"] * 2
+    answers = [invocation.get("response") for invocation in invocations]
+    assert answers[:2] == [{"next": "finish"}] * 2, invocations
+    assert answers[2:4] == [{"call_id": MISSING_CALL, "status": "deleted", "outcome_uncertain": False}] * 2
+    assert [invocation.get("errorType") for invocation in invocations[4:]] == ["InvalidInput"] * 2, invocations
 
 
 def test_job_recovery_sweeps_and_leaves_a_record_it_cannot_settle(
