@@ -394,7 +394,13 @@ def _add_service_add(actions: Commands) -> None:
     add.add_argument("--api-key-header", help="the header an api_key goes in (default X-API-Key)")
     add.add_argument("--scope", action="append", metavar="SCOPE", help="OAuth scopes to ask for (repeat)")
     add.add_argument("--client-id", help="a pre-registered OAuth client id")
-    add.add_argument("--header", action="append", metavar="NAME:VALUE", help="a custom header (repeat)")
+    add.add_argument(
+        "--header",
+        action="append",
+        metavar="NAME:VALUE",
+        help="a custom header (repeat); its value is sealed at rest, but a command line is visible to the machine's "
+        "other users: give a secret with `services credentials` instead",
+    )
     add.add_argument("--description", default="", help="what it is for")
     add.add_argument("--disabled", action="store_true", help="register it disabled")
 
