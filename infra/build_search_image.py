@@ -112,7 +112,8 @@ print(json.dumps({{"init_seconds": round(init, 3), "first_search_seconds": round
 
 def smoke(built: Path) -> dict[str, float]:
     """Import the handler from the built tree alone, in a fresh isolated interpreter, and use it (local backend)."""
-    task_root = built / "var" / "task"
+    # Absolute: the interpreter runs in a scratch directory, where a relative --from would name nothing.
+    task_root = built.resolve() / "var" / "task"
     with tempfile.TemporaryDirectory(prefix="mcpbridge-search-smoke-") as data:
         env = {
             "PATH": os.environ.get("PATH", ""),
