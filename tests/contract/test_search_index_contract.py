@@ -14,9 +14,9 @@ import pytest
 from moto import mock_aws
 
 from mcpbridge.adapters.aws.dynamodb import DynamoStore
+from mcpbridge.adapters.aws.lambda_search_index import LambdaSearchIndex
 from mcpbridge.adapters.aws.s3_search_index import S3IndexFiles, pointer_key
 from mcpbridge.adapters.index_files.search_index import DirectoryIndexFiles, FileSearchIndex
-from mcpbridge.adapters.aws.lambda_search_index import LambdaSearchIndex
 from mcpbridge.adapters.lance.search_index import LanceSearchIndex
 from mcpbridge.adapters.lance.tables import LanceLocation
 from mcpbridge.adapters.local.files import FileBlobs

@@ -127,7 +127,7 @@ class InProcessLambda:
         self._handler = handler
         self.invocations: list[tuple[str, int]] = []
 
-    def invoke(self, *, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:  # noqa: N803
+    def invoke(self, *, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
         import io
         import json
 

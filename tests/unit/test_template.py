@@ -1345,6 +1345,8 @@ def test_indexing_backlog_alarm_reads_the_metric_the_code_emits() -> None:
     assert (alarm["Statistic"], alarm["Threshold"]) == ("Maximum", {"Ref": "IndexingBacklogThreshold"})
     assert alarm["Period"] * alarm["EvaluationPeriods"] == 900  # a backlog that lasts, not a burst
     assert TEMPLATE["Parameters"]["IndexingBacklogThreshold"]["Default"] == 100
+
+
 def test_search_function() -> None:
     """The search engine runs in one container-image function (its packages exceed a zip's 250 MB), invoked by the
     functions that touch knowledge bases, with its own least-privilege role."""
