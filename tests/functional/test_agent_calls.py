@@ -178,6 +178,18 @@ def test_arguments_are_checked_against_the_schema(client: TestClient, service_id
     ref = tool_ref(client, service_id, "delete_page")
     for arguments in ({"id": "seven"}, {}, {"id": 7, "extra": True}):
         problem(client.post(CALLS, json={"tool_ref": ref, "arguments": arguments}), 400, "invalid_arguments")
+    # Every problem at once, each naming its field, never the value sent.
+    several = client.post(CALLS, json={"tool_ref": ref, "arguments": {"Id": "sk_not_for_logs", "token": 1}})
+    problem(several, 400, "invalid_arguments")
+    listed = [(e["path"], e["rule"], e["problem"]) for e in several.json()["details"]["errors"]]
+    assert listed == [
+        ("id", "required", "required"),
+        ("(root)", "additionalProperties", "unknown properties 'Id', 'token' (not in the schema)"),
+    ]
+    assert "id: required; (root): unknown properties 'Id', 'token'" in several.json()["detail"]
+    assert "sk_not_for_logs" not in several.text
+    wrong_type = client.post(CALLS, json={"tool_ref": ref, "arguments": {"id": "seven"}}).json()
+    assert wrong_type["details"]["errors"] == [{"path": "id", "rule": "type", "problem": "must be of type integer"}]
     problem(client.post(CALLS, json={"tool_ref": "mcpt_" + "0" * 64, "arguments": {}}), 404, "tool_ref_unknown")
     problem(client.post(CALLS, json={"tool_ref": ref, "arguments": "[]"}), 422, "validation_failed")
     assert upstream.ran == []
