@@ -155,9 +155,9 @@ def _argument_value(tool: str, name: str, schema: dict[str, Any], target: Target
         typed = selectors
     elif name == "knowledge_base_ids":
         typed = st.lists(selectors, min_size=1, max_size=2)
-    elif name == "knowledge_id":
+    elif name in ("document_id", "knowledge_id"):
         typed = st.just(document)
-    elif name == "knowledge_ids":
+    elif name in ("document_ids", "knowledge_ids"):
         typed = st.lists(st.just(document), min_size=1, max_size=2)
     elif name == "slug":
         typed = st.just("concept/ice")

@@ -20,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.apps import create_combined_app
+from mcpbridge.http.mcp.transport import TOOLS
 from mcpbridge.settings import Settings
 from tests.support.embedder import HashingEmbedder
 from tests.support.live_server import live_server
@@ -187,7 +188,7 @@ def test_read_document_pages_to_the_end(hub: Hub, mode: str) -> None:
             while offset is not None:
                 page = structured(
                     await client.call_tool(
-                        "read_document", {"knowledge_id": hub.document_id, "offset": offset, "limit": 3}
+                        "read_document", {"document_id": hub.document_id, "offset": offset, "limit": 3}
                     )
                 )
                 seen += [c["offset"] for c in page["chunks"]]
@@ -209,7 +210,7 @@ def test_a_hidden_tool_is_refused_without_running(hub: Hub, mode: str) -> None:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {endpoint['token']}"}, timeout=30)
         async with http, Client(streamable_http_client(endpoint["url"], http_client=http), mode=mode) as client:
             try:
-                return await client.call_tool("delete_document", {"knowledge_id": hub.document_id})
+                return await client.call_tool("delete_document", {"document_id": hub.document_id})
             except MCPError as refused:
                 return refused
 
@@ -234,6 +235,35 @@ def _admin_access(hub: Hub) -> Any:
     return KnowledgeAccess(workspace)
 
 
+def test_read_document_takes_the_document_id_that_search_results_give(hub: Hub) -> None:
+    endpoint = hub.publish(knowledge_base_ids=[hub.kb_id], tools=["read_document", "search_knowledge"])
+    found, by_former_name, both, neither, different = run(
+        session_call(
+            endpoint["url"],
+            endpoint["token"],
+            "legacy",
+            [
+                ("search_knowledge", {"query": "walruses", "mode": "keyword", "document_ids": [hub.document_id]}),
+                ("read_document", {"knowledge_id": hub.document_id, "limit": 1}),
+                ("read_document", {"document_id": hub.document_id, "knowledge_id": hub.document_id, "limit": 1}),
+                ("read_document", {"limit": 1}),
+                ("read_document", {"document_id": hub.document_id, "knowledge_id": "doc_other"}),
+            ],
+        )
+    )
+    hit = structured(found)["results"][0]
+    assert hit["document_id"] == hub.document_id
+    pages = [structured(r) for r in (by_former_name, both)]
+    assert [p["document"]["id"] for p in pages] == [hub.document_id, hub.document_id]
+    refusals = [json.loads(r.content[0].text)["error"] for r in (neither, different)]
+    assert [e["code"] for e in refusals] == ["missing_argument", "invalid_argument"]
+    assert "document_id is required" in refusals[0]["message"]
+    assert "different documents" in refusals[1]["message"]
+    read_schema = TOOLS["read_document"].input_schema
+    assert read_schema["required"] == ["document_id"]
+    assert "former name" in read_schema["properties"]["knowledge_id"]["description"]
+
+
 def test_tool_errors_carry_a_code_and_a_hint(hub: Hub) -> None:
     endpoint = hub.publish(knowledge_base_ids=[hub.kb_id], tools=["read_document", "search_knowledge"])
     missing, foreign = run(
@@ -242,7 +272,7 @@ def test_tool_errors_carry_a_code_and_a_hint(hub: Hub) -> None:
             endpoint["token"],
             "legacy",
             [
-                ("read_document", {"knowledge_id": "doc_missing"}),
+                ("read_document", {"document_id": "doc_missing"}),
                 ("search_knowledge", {"query": "walruses", "knowledge_base_ids": ["Private"]}),
             ],
         )

@@ -121,6 +121,27 @@ def _strings(args: dict[str, Any], name: str) -> list[str] | None:
     return list(value)
 
 
+def _document_id(args: dict[str, Any]) -> str:
+    """``document_id``, the name search results give; ``knowledge_id``, its former name, is still accepted."""
+    given = {name: _text(args, name, required=False, max_chars=300) for name in ("document_id", "knowledge_id")}
+    document_id, former = given["document_id"], given["knowledge_id"]
+    if document_id is not None and former is not None and document_id != former:
+        raise InvalidInput(
+            "document_id and knowledge_id (its former name) name different documents: give one",
+            code="invalid_argument",
+        )
+    if document_id is None and former is None:
+        raise InvalidInput("document_id is required", code="missing_argument")
+    return cast(str, document_id or former)
+
+
+def _document_ids(args: dict[str, Any]) -> list[str] | None:
+    """``document_ids``, or ``knowledge_ids``, its former name (both given: the documents of both)."""
+    ids = [*(_strings(args, "document_ids") or []), *(_strings(args, "knowledge_ids") or [])]
+    given = args.get("document_ids") is not None or args.get("knowledge_ids") is not None
+    return ids if given else None
+
+
 def _bool(args: dict[str, Any], name: str) -> bool | None:
     value = args.get(name)
     if value is None:
@@ -167,7 +188,7 @@ def search_knowledge(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         raise InvalidInput("mode must be hybrid, semantic or keyword", code="invalid_argument")
     mode = cast(SearchMode, mode)
     service = ctx.container.knowledge_search
-    scope = service.scope(ctx.access, _strings(args, "knowledge_base_ids"), _strings(args, "knowledge_ids"))
+    scope = service.scope(ctx.access, _strings(args, "knowledge_base_ids"), _document_ids(args))
     outcome = service.search(scope, query, mode=mode, limit=_int(args, "limit", 10, 1, 30))
     return {
         "query": query,
@@ -182,7 +203,7 @@ def grep_chunks(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         args, "query", max_chars=PATTERN_MAX_CHARS
     )
     service = ctx.container.knowledge_search
-    scope = service.scope(ctx.access, _strings(args, "knowledge_base_ids"), _strings(args, "knowledge_ids"))
+    scope = service.scope(ctx.access, _strings(args, "knowledge_base_ids"), _document_ids(args))
     outcome = service.grep(scope, pattern, limit=_int(args, "limit", 10, 1, 30))
     return {
         "pattern": pattern,
@@ -218,7 +239,7 @@ def read_document(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     line = args.get("line")
     result = ctx.container.reader.read(
         ctx.access,
-        _required(args, "knowledge_id", max_chars=300),
+        _document_id(args),
         offset=_int(args, "offset", 0, 0, 1_000_000),
         limit=_int(args, "limit", 20, 1, 100),
         query=_text(args, "query", required=False, max_chars=500),
@@ -316,7 +337,7 @@ def add_document(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 def update_document(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     document = ctx.container.documents.update(
         ctx.access,
-        _required(args, "knowledge_id", max_chars=300),
+        _document_id(args),
         title=_text(args, "title", required=False, max_chars=255),
         content=_text(args, "content", max_chars=50_000_000),
     )
@@ -324,8 +345,8 @@ def update_document(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def delete_document(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    document = ctx.container.documents.delete(ctx.access, _required(args, "knowledge_id", max_chars=300))
-    return {"deleted": True, "knowledge_id": document.id, "title": document.title}
+    document = ctx.container.documents.delete(ctx.access, _document_id(args))
+    return {"deleted": True, "document_id": document.id, "knowledge_id": document.id, "title": document.title}
 
 
 # ---------------------------------------------------------------------------------------------------- schemas
@@ -335,12 +356,19 @@ _KB_IDS = {
     "items": {"type": "string"},
     "description": "Knowledge bases to use, by id or name (case-insensitive). Default: every one in scope.",
 }
-_KNOWLEDGE_IDS = {
+_DOCUMENT_IDS = {
     "type": "array",
     "items": {"type": "string"},
-    "description": "Only these documents (ids from list_documents or earlier results); each must be in the selected "
-    "knowledge bases.",
+    "description": "Only these documents (document_id of list_documents or earlier results); each must be in the "
+    "selected knowledge bases.",
 }
+_FORMER_DOCUMENT_IDS = {
+    "type": "array",
+    "items": {"type": "string"},
+    "description": "The former name of document_ids, still accepted.",
+}
+_DOCUMENT_ID = {"type": "string", "description": "The document's id: document_id in search and list results."}
+_FORMER_DOCUMENT_ID = {"type": "string", "description": "The former name of document_id, still accepted."}
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -365,7 +393,8 @@ SPECS: tuple[ToolSpec, ...] = (
                 "mode": {"type": "string", "enum": ["hybrid", "semantic", "keyword"], "default": "hybrid"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 30, "default": 10},
                 "knowledge_base_ids": _KB_IDS,
-                "knowledge_ids": _KNOWLEDGE_IDS,
+                "document_ids": _DOCUMENT_IDS,
+                "knowledge_ids": _FORMER_DOCUMENT_IDS,
             },
             ["query"],
         ),
@@ -382,7 +411,8 @@ SPECS: tuple[ToolSpec, ...] = (
                 "pattern": {"type": "string", "description": "A regular expression, e.g. refresh\\s+tokens?"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 30, "default": 10},
                 "knowledge_base_ids": _KB_IDS,
-                "knowledge_ids": _KNOWLEDGE_IDS,
+                "document_ids": _DOCUMENT_IDS,
+                "knowledge_ids": _FORMER_DOCUMENT_IDS,
             },
             ["pattern"],
         ),
@@ -409,13 +439,14 @@ SPECS: tuple[ToolSpec, ...] = (
         "line number. truncated=true means the page was cut to fit: continue at next_offset.",
         _schema(
             {
-                "knowledge_id": {"type": "string", "description": "The document id."},
+                "document_id": _DOCUMENT_ID,
+                "knowledge_id": _FORMER_DOCUMENT_ID,
                 "offset": {"type": "integer", "minimum": 0, "default": 0},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
                 "query": {"type": "string", "description": "Space-separated terms that must all appear."},
                 "line": {"type": "integer", "minimum": 1, "description": "Open at this line of the document."},
             },
-            ["knowledge_id"],
+            ["document_id"],
         ),
         read_document,
     ),
@@ -490,15 +521,20 @@ SPECS: tuple[ToolSpec, ...] = (
         "update_document",
         "Replace a document's content (Markdown) and optionally its title; it is re-indexed asynchronously.",
         _schema(
-            {"knowledge_id": {"type": "string"}, "content": {"type": "string"}, "title": {"type": "string"}},
-            ["knowledge_id", "content"],
+            {
+                "document_id": _DOCUMENT_ID,
+                "knowledge_id": _FORMER_DOCUMENT_ID,
+                "content": {"type": "string"},
+                "title": {"type": "string"},
+            },
+            ["document_id", "content"],
         ),
         update_document,
     ),
     ToolSpec(
         "delete_document",
         "Delete a document and its chunks.",
-        _schema({"knowledge_id": {"type": "string"}}, ["knowledge_id"]),
+        _schema({"document_id": _DOCUMENT_ID, "knowledge_id": _FORMER_DOCUMENT_ID}, ["document_id"]),
         delete_document,
     ),
 )
