@@ -606,6 +606,7 @@ class Container:
             public_base_url=settings.public_base_url,
             frontend_urls=settings.frontend_urls,
             client_metadata_url=settings.oauth_client_metadata_url,
+            telemetry=self.telemetry,
         )
         # A user's token changed or went: their cached connections close (only if this process opened any), and
         # their calls waiting for the token resume (the broker is built on demand, in whichever function stored it).

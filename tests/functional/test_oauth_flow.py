@@ -668,6 +668,34 @@ def test_an_unreachable_token_endpoint_keeps_the_token(local_api: Api, clock: Fa
         assert server.token_requests["refresh_token"] == 0
 
 
+def test_failed_refreshes_are_counted_by_outcome(tmp_path: Path, clock: FakeClock) -> None:
+    from tests.functional.test_telemetry import RecordingTelemetry
+
+    telemetry = RecordingTelemetry()
+    container = Container(Settings(data_dir=tmp_path / "data", **SETTINGS), clock=clock, telemetry=telemetry)
+    api = Api(container)
+    with api.client, oauth_server() as server:
+        service_id = _expired(api, server, clock)
+        server.fail_token_requests(503, None)
+        with pytest.raises(UpstreamError):
+            api.whoami(service_id)
+        key = token_key(api.workspace_id, service_id, "user", api.admin_user)
+        endpoint = stored_token(api, service_id)["token_endpoint"]  # type: ignore[index]
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            closed = probe.getsockname()[1]
+        api.container.store.update(key, Update(set={"token_endpoint": f"http://127.0.0.1:{closed}/token"}))
+        with pytest.raises(UpstreamError):
+            api.whoami(service_id)
+        api.container.store.update(key, Update(set={"token_endpoint": endpoint}))
+        server.fail_token_requests(400, {"error": "invalid_grant"})
+        with pytest.raises(OAuthRequired):
+            api.whoami(service_id)
+    container.close()
+    outcomes = [dims["outcome"] for _, unit, dims in telemetry.named("OAuthRefreshFailures")]
+    assert outcomes == ["kept", "kept", "refused"]
+
+
 # ---------------------------------------------------------------------------------------------------- assertion grant
 
 

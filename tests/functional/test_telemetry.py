@@ -1,5 +1,5 @@
 """The numbers an operator watches and the spans around slow calls: tool calls by outcome, upstream latency,
-rate-limited calls, catalog refresh failures, pending approvals and the indexing backlog. In Lambda they are
+rate-limited calls, catalog and OAuth refresh failures, pending approvals and the indexing backlog. In Lambda they are
 Powertools metrics (EMF lines on stdout, namespace and ``service`` dimension from the environment) and X-Ray
 subsegments; locally the container records nothing at all."""
 

@@ -34,17 +34,27 @@ from mcpbridge.oauth.tokens import (
 )
 from mcpbridge.outbound.json_http import require_https
 from mcpbridge.outbound.policy import EgressPolicy
-from mcpbridge.ports import Clock
+from mcpbridge.ports import Clock, Telemetry
 
 log = logging.getLogger("mcpbridge.oauth")
 
 
 class Bearers:
-    """A principal's access token for a service, refreshed when due or when the service refused it."""
+    """A principal's access token for a service, refreshed when due or when the service refused it. A refresh that
+    fails is counted (``OAuthRefreshFailures``, by ``outcome``: ``kept`` when the token stays for a later try,
+    ``refused`` when the authorization server turned it down and the user must authorize again)."""
 
     def __init__(
-        self, *, clock: Clock, egress: EgressPolicy, tokens: TokenStore, clients: ClientIdentities, events: TokenEvents
+        self,
+        *,
+        clock: Clock,
+        egress: EgressPolicy,
+        tokens: TokenStore,
+        clients: ClientIdentities,
+        events: TokenEvents,
+        telemetry: Telemetry,
     ) -> None:
+        self._telemetry = telemetry
         self._clock = clock
         self._egress = egress
         self._tokens = tokens
@@ -137,8 +147,13 @@ class Bearers:
             form = {"grant_type": "refresh_token", "refresh_token": token.refresh_token, "resource": token.resource}
             try:
                 issued = await token_request(self._egress, token.token_endpoint, client, form)
+            except UpstreamError:
+                # Unreachable or timed out: nothing was refused, the token stays (oauth_refresh_failed).
+                self._telemetry.count("OAuthRefreshFailures", outcome="kept")
+                raise
             except TokenRefused as refused:
                 verdict = refused.verdict
+                self._telemetry.count("OAuthRefreshFailures", outcome="kept" if verdict == "temporary" else "refused")
                 log.warning(
                     "refreshing an OAuth token of MCP service %s was refused (HTTP %s %s): %s",
                     service.id,

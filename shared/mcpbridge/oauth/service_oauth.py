@@ -50,7 +50,7 @@ from mcpbridge.oauth.revocation import Revocations
 from mcpbridge.oauth.token_events import TokenEvents, TokenListener
 from mcpbridge.oauth.tokens import TokenStore
 from mcpbridge.outbound.policy import EgressPolicy
-from mcpbridge.ports import Clock, SecretBox, Store
+from mcpbridge.ports import Clock, SecretBox, Store, Telemetry
 
 
 class ServiceOAuth:
@@ -67,6 +67,7 @@ class ServiceOAuth:
         public_base_url: str = "",
         frontend_urls: Sequence[str] = (),
         client_metadata_url: str = "",
+        telemetry: Telemetry,
     ) -> None:
         tokens = TokenStore(store, clock, secrets)
         self._tokens, self._registry, self._clock = tokens, registry, clock
@@ -89,7 +90,9 @@ class ServiceOAuth:
         self.assertions = AssertionGrants(
             clock=clock, registry=registry, egress=egress, tokens=tokens, clients=clients, events=self.events
         )
-        self.bearers = Bearers(clock=clock, egress=egress, tokens=tokens, clients=clients, events=self.events)
+        self.bearers = Bearers(
+            clock=clock, egress=egress, tokens=tokens, clients=clients, events=self.events, telemetry=telemetry
+        )
 
     def on_token_stored(self, listener: TokenListener) -> None:
         self.events.on_token_stored(listener)
