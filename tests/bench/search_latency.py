@@ -37,11 +37,11 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from search_index import _COMMON_WORDS, _chunk_objects, _latencies, _p, build_corpus
 from search_quality import Bm25sBaseline
 
 from mcpbridge.adapters.index_files.kb_index import KbIndexFile
 from mcpbridge.domain.knowledge import Chunk
+from search_index import _COMMON_WORDS, _chunk_objects, _latencies, _p, build_corpus
 
 BASE = "c998a99"
 REPO = Path(__file__).resolve().parents[2]
