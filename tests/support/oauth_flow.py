@@ -17,12 +17,17 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from moto import mock_aws
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.apps import create_combined_app
+from mcpbridge.settings import Settings
+from tests.support.api_gateway import ApiGateway, deployed_functions, template_routes
+from tests.support.aws import create_aws_resources, set_fake_aws_env
 from tests.support.containers import container_on
 from tests.support.embedder import HashingEmbedder
 from tests.support.live_server import live_server
+from tests.support.moto_atomic import atomic_dynamodb
 
 REDIRECT_URI = "http://127.0.0.1:4999/callback"
 _OPEN: list[httpx.Client] = []
@@ -82,6 +87,42 @@ def hub_on(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **sett
         assert key is not None
         with live_server(create_combined_app(container)) as base_url:
             yield Hub(base_url, container, key)
+
+
+HTTP_FUNCTIONS = [
+    "AdminApiFunction",
+    "McpEndpointFunction",
+    "OAuthCallbackFunction",
+    "ResolutionsFunction",
+    "AuthorizationServerFunction",
+]
+
+
+@contextlib.contextmanager
+def lambda_hub(monkeypatch: pytest.MonkeyPatch, **settings: str) -> Iterator[Hub]:
+    """The deployment on AWS: the template's functions behind an emulated HTTP API, state in moto's DynamoDB, KMS
+    and S3. ``settings``: extra MCPBRIDGE_* variables of every function (as the template would set them)."""
+    set_fake_aws_env(monkeypatch)
+    with mock_aws(), atomic_dynamodb():
+        resources = create_aws_resources(table_name="mcpbridge-lambda")
+        environment = {
+            "MCPBRIDGE_BACKEND": "aws",
+            "MCPBRIDGE_TABLE_NAME": resources.table_name,
+            "MCPBRIDGE_KMS_KEY_ID": resources.kms_key_id,
+            "MCPBRIDGE_BUCKET_NAME": resources.bucket_name,
+            "MCPBRIDGE_EMBEDDING_PROVIDER": "none",
+            "MCPBRIDGE_REQUEST_BUDGET_SECONDS": "20",
+            **{f"MCPBRIDGE_{name.upper()}": value for name, value in settings.items()},
+        }
+        for name, value in environment.items():
+            monkeypatch.setenv(name, value)
+        container = Container(Settings())
+        key = container.identity.initialize().api_key
+        assert key is not None
+        routes, _ = template_routes()
+        with deployed_functions(HTTP_FUNCTIONS) as handlers, live_server(ApiGateway(handlers, routes)) as base_url:
+            yield Hub(base_url, container, key)
+        container.close()
 
 
 def pkce() -> tuple[str, str]:
