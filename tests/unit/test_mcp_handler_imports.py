@@ -1,0 +1,80 @@
+"""The MCP endpoint function loads the SDK's server side only (its cold start), and the rest stays importable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Settings a deployed function has, pointing at nothing that answers (import touches no network).
+FAKE_AWS = {
+    "MCPBRIDGE_BACKEND": "aws",
+    "MCPBRIDGE_TABLE_NAME": "mcpbridge-test",
+    "MCPBRIDGE_KMS_KEY_ID": "arn:aws:kms:eu-west-1:123456789012:key/00000000-0000-0000-0000-000000000000",
+    "MCPBRIDGE_BUCKET_NAME": "mcpbridge-test",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "eu-west-1",
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+# What a published endpoint never uses: the SDK's client, its high-level server and what only they pull in.
+HEAVY = ("mcp.client", "mcp.server.mcpserver", "mcp.server.stdio", "mcp.server.sse", "httpx2")
+
+LOAD_HANDLER = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("handler", "functions/mcp_endpoint/handler.py")
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+assert callable(module.handler)
+{after}
+loaded = sorted(name for name in sys.modules if name.startswith({heavy!r}))
+print(json.dumps(loaded))
+"""
+
+
+def _run(after: str = "") -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCPBRIDGE_", "AWS_"))} | FAKE_AWS
+    code = LOAD_HANDLER.format(heavy=HEAVY, after=after)
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_the_mcp_handler_does_not_import_the_sdk_client_side() -> None:
+    assert _run() == []
+
+
+def test_the_deferred_packages_still_give_every_name_on_first_use() -> None:
+    after = """
+from mcp import Client, ClientSession, types
+import mcp.server
+from mcp.server import MCPServer
+assert types is sys.modules["mcp.types"] and mcp.types is types
+assert Client.__module__ == "mcp.client.client" and MCPServer.__module__.startswith("mcp.server.mcpserver")
+"""
+    assert "mcp.client" in _run(after)
+
+
+@pytest.mark.parametrize("name", ["mcp", "mcp.server"])
+def test_an_unknown_name_of_a_deferred_package_is_an_attribute_error(name: str) -> None:
+    after = f"""
+import importlib
+try:
+    importlib.import_module({name!r}).no_such_name
+except AttributeError:
+    pass
+else:
+    raise SystemExit("no AttributeError")
+"""
+    _run(after)
