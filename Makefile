@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
 .PHONY: install node-deps serve test test-fast lint format typecheck cfn-lint check bench constraints build-CoreLayer \
-	build build-smoke smoke artifacts search-image
+	build build-smoke smoke artifacts search-image browser
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,11 +21,20 @@ node-deps: $(CONFORMANCE)/node_modules/.package-lock.json
 
 install: $(STAMP)
 
+# Headless Chromium for the browser tests (Debian's package; those tests skip without it). Installed when missing
+# where apt-get can (as root, as in CI); anywhere else a note says how.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			chromium fonts-dejavu-core; \
+	else echo "no Chromium: the browser tests will skip (Debian: apt-get install chromium)"; fi
+
 serve: install
 	$(VENV)/bin/mcpbridge serve
 
 # Tests run in parallel worker processes (most of their time is spent waiting on servers and subprocesses).
-test: install node-deps
+test: install node-deps browser
 	$(PY) -m pytest --numprocesses=auto --maxprocesses=4
 
 test-fast: install
