@@ -98,8 +98,13 @@ def serve(args: argparse.Namespace) -> int:
             _resume(container, quiet=args.json)
             if not args.json:
                 print(f"mcpbridge listening on {url} (Ctrl-C stops it)", flush=True)
+            # log_config=None: uvicorn's own lines (start, stop, the access log) go through the logging set up
+            # above, in its format, each with its request id, rather than through uvicorn's handlers on stdout.
             config = uvicorn.Config(
-                create_combined_app(container), log_level=settings.log_level.lower(), server_header=False
+                create_combined_app(container),
+                log_level=settings.log_level.lower(),
+                log_config=None,
+                server_header=False,
             )
             # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again: that is a clean stop.
             with contextlib.suppress(KeyboardInterrupt):
