@@ -12,8 +12,10 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Literal
 
 from fastapi import APIRouter, FastAPI
+from starlette.middleware.errors import ServerErrorMiddleware
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.routing import Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
@@ -66,9 +68,40 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 class _App(FastAPI):
+    mcp_app: ASGIApp | None = None
+
     def build_middleware_stack(self) -> ASGIApp:
+        stack = super().build_middleware_stack()
+        if self.mcp_app is not None:
+            # The same problem handlers as every route, without walking the routes and FastAPI's layers first.
+            handlers = dict(self.exception_handlers)
+            unexpected = handlers.pop(Exception, None) or handlers.pop(500, None)
+            mcp = ServerErrorMiddleware(ExceptionMiddleware(self.mcp_app, handlers=handlers), handler=unexpected)
+            stack = _McpFirst(mcp, stack)
         # Outside Starlette's ServerErrorMiddleware, so a 500 it renders carries the request id too.
-        return RequestIdMiddleware(super().build_middleware_stack())
+        return RequestIdMiddleware(stack)
+
+
+class _McpFirst:
+    """``/mcp/{endpoint_id}`` straight to the MCP app (every call of every agent comes this way); anything else,
+    ``/mcp/{endpoint_id}/.well-known/...`` included, to the app's router."""
+
+    def __init__(self, mcp: ASGIApp, rest: ASGIApp) -> None:
+        self._mcp = mcp
+        self._rest = rest
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            root = scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root) :]
+            endpoint_id = path[5:] if path.startswith("/mcp/") else ""
+            if endpoint_id and "/" not in endpoint_id:
+                scope["path_params"] = {"endpoint_id": endpoint_id}
+                await self._mcp(scope, receive, send)
+                return
+        await self._rest(scope, receive, send)
 
 
 def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp: bool) -> FastAPI:
@@ -91,8 +124,11 @@ def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp:
     if mcp:
         from mcpbridge.http.mcp.transport import McpEndpointApp
 
-        # A raw ASGI route: the SDK answers the request itself, and no trailing-slash redirect gets in the way.
-        app.router.routes.append(Route("/mcp/{endpoint_id}", endpoint=McpEndpointApp(container)))
+        # A raw ASGI app: the SDK answers the request itself, and no trailing-slash redirect gets in the way. The
+        # route is what the router knows; requests reach the app ahead of the router (_McpFirst).
+        mcp_app = McpEndpointApp(container)
+        app.router.routes.append(Route("/mcp/{endpoint_id}", endpoint=mcp_app))
+        app.mcp_app = mcp_app
     return app
 
 
