@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import re
 import secrets
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +150,11 @@ class Browser:
             data={**form, "decision": decision, **fields},
             headers={"origin": origin_of(action.group(1)), "sec-fetch-site": "same-origin"},
         )
+
+
+def browser_trusting(ca: Path) -> Browser:
+    """A browser that also trusts the certificate authority in ``ca`` (a test server's throwaway CA)."""
+    return Browser(http=_http(follow_redirects=False, verify=ssl.create_default_context(cafile=str(ca))))
 
 
 def consent_form(html: str) -> dict[str, str]:

@@ -28,7 +28,7 @@ from joserfc.jwk import KeySet
 from mcpbridge.authserver.records import OIDC_STATE_TTL_SECONDS, digest, oidc_state_key
 from mcpbridge.domain.items import Condition
 from mcpbridge.domain.secrets import SecretContext
-from mcpbridge.errors import MCPBridgeError, Unauthenticated, UpstreamError
+from mcpbridge.errors import ConditionFailed, MCPBridgeError, Unauthenticated, UpstreamError
 from mcpbridge.outbound import json_http
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.ports import Clock, SecretBox, Store
@@ -145,7 +145,10 @@ class OidcSignIn:
         """Take the state (single use), exchange the code, verify the ID token. Raises Unauthenticated with a
         message fit for the person (never a code, state or token)."""
         key = oidc_state_key(state)
-        taken = self._store.delete(key, condition=Condition.exists("oidc_state_pending"))
+        try:
+            taken = self._store.delete(key, condition=Condition.exists("oidc_state_pending"))
+        except ConditionFailed:  # used already, expired, or never issued
+            taken = None
         if taken is None:
             raise Unauthenticated("this sign-in is unknown, used or expired: start again", code="oidc_state_invalid")
         if error:
