@@ -1,0 +1,121 @@
+"""``mcp-remote`` (npm, a stdio-to-HTTP bridge many desktop clients run) against an OAuth-only endpoint, with no
+header and no token given: it gets the 401, discovers the metadata, registers itself (RFC 7591), starts its callback
+server on 127.0.0.1 and opens "the browser" with the authorization URL. The browser here is ``$BROWSER`` (which the
+``open`` package's ``xdg-open`` honours with no desktop present): a script that does what the person does on the
+consent page (form posts: sign in with an API key, Allow) and follows the redirect to mcp-remote's callback. Then
+mcp-remote exchanges the code (PKCE) and bridges tools/list and tools/call; its tokens land in its config directory.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conformance.node import node_env, npx_to_node, spawn_node
+from tests.conformance.test_real_clients import StdioPeer
+from tests.support.oauth_flow import Hub, close_clients, hub_on, mcp_post
+
+CONSENT_SCRIPT = """
+import re, sys, time
+from urllib.parse import urlsplit
+import httpx
+
+url, key, log = sys.argv[1], sys.argv[2], sys.argv[3]
+with open(log, "a") as out, httpx.Client(timeout=20, follow_redirects=False) as http:
+    page = http.get(url)
+    out.write(f"page {page.status_code}\\n")
+    fields = dict(re.findall(r'<input type="hidden" name="(consent|csrf)" value="([^"]*)"', page.text))
+    action = re.search(r'<form method="post" action="([^"]+)"', page.text).group(1).replace("&amp;", "&")
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(action))
+    answer = http.post(action, data={**fields, "decision": "approve", "api_key": key},
+                       headers={"origin": origin, "sec-fetch-site": "same-origin"})
+    out.write(f"answer {answer.status_code}\\n")
+    callback = http.get(answer.headers["location"])
+    out.write(f"callback {callback.status_code}\\n")
+"""
+
+
+@dataclass(frozen=True)
+class Served:
+    hub: Hub
+    endpoint: dict[str, object]
+    key: str
+    user_id: str
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with (
+        pytest.MonkeyPatch.context() as monkeypatch,
+        hub_on("local", tmp_path_factory.mktemp("hub"), monkeypatch) as hub,
+    ):
+        endpoint = hub.publish(auth_mode="oauth")
+        user_id, key = hub.user_with_key("Ada")
+        yield Served(hub, endpoint, key, user_id)
+    close_clients()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def browser_script(directory: Path, key: str) -> tuple[Path, Path]:
+    """An executable ``$BROWSER`` that consents with ``key``, and the file it logs its steps to."""
+    consent, log = directory / "consent.py", directory / "browser.log"
+    consent.write_text(CONSENT_SCRIPT)
+    browser = directory / "browser"
+    browser.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{consent}" "$1" "{key}" "{log}"\n')
+    browser.chmod(browser.stat().st_mode | stat.S_IXUSR)
+    return browser, log
+
+
+def test_mcp_remote_signs_in_to_an_oauth_only_endpoint(served: Served, tmp_path: Path) -> None:
+    url = str(served.endpoint["url"])
+    assert mcp_post(url, str(served.endpoint["token"])).status_code == 401, "OAuth only: the static token is refused"
+    browser, browser_log = browser_script(tmp_path, served.key)
+    config_dir = tmp_path / "mcp-auth"
+    script, args = npx_to_node("npx", ["-y", "mcp-remote", url, str(free_port()), "--host", "127.0.0.1"])
+    env = node_env(
+        {"BROWSER": str(browser), "MCP_REMOTE_CONFIG_DIR": str(config_dir), "DISPLAY": "", "WAYLAND_DISPLAY": ""},
+        home=tmp_path / "home",
+    )
+    stderr_path = tmp_path / "mcp-remote.stderr"
+    peer = StdioPeer(spawn_node(script, args, env=env, stderr_path=stderr_path, cwd=tmp_path))
+    try:
+        init = peer.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "mcpbridge-tests", "version": "1"},
+            },
+        )
+        assert "error" not in init, (init, stderr_path.read_text(errors="replace")[-3000:])
+        peer.notify("notifications/initialized")
+        listed = peer.request("tools/list")
+        names = [tool["name"] for tool in listed["result"]["tools"]]
+        assert "list_knowledge_bases" in names
+        called = peer.request("tools/call", {"name": "list_knowledge_bases", "arguments": {}})
+        assert not called["result"].get("isError"), called
+    finally:
+        peer.close()
+
+    log = stderr_path.read_text(errors="replace")
+    assert browser_log.read_text().split() == ["page", "200", "answer", "303", "callback", "200"], log[-3000:]
+    with served.hub.api() as api:
+        grants = api.get(f"/api/v1/users/{served.user_id}/oauth-grants").json()["items"]
+    assert [grant["endpoint_id"] for grant in grants] == [served.endpoint["id"]]
+    stored = [json.loads(path.read_text()) for path in config_dir.rglob("*_tokens.json")]
+    assert len(stored) == 1, list(config_dir.rglob("*"))
+    assert stored[0]["token_type"].lower() == "bearer"
+    assert mcp_post(url, stored[0]["access_token"]).status_code == 200
+    assert served.key not in log, "the key typed on the page never reaches the client"
