@@ -18,12 +18,14 @@ Then the body (at most the SDK's 4 MiB) must be one JSON-RPC message, checked be
 202 without running it; a batch or any other envelope the SDK cannot read is -32600 too (the SDK says -32602, the
 code for bad method parameters). All of them are HTTP 400, as the transport requires for input it cannot accept.
 
-A fresh stateless session manager serves each request: the SDK allows ``run()`` once per manager, and under
-Mangum every invocation would otherwise need a lifespan of its own.
+One stateless session manager per event loop serves the requests, as in a bare SDK server: the first request
+starts its ``run()`` in a task of its own that lasts as long as the loop (serve's, or the one Mangum keeps across a
+Lambda sandbox's invocations), so no lifespan is needed; the SDK still builds a transport per request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -140,6 +142,7 @@ class McpEndpointApp:
         )
         self._security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self._local_store = container.settings.backend == "local"
+        self._managers: dict[asyncio.AbstractEventLoop, _Running] = {}
         # The body is read once here, under the same cap the SDK applies (413 beyond it), then replayed to the SDK.
         self._bounded = RequestBodyLimitMiddleware(self._serve, DEFAULT_MAX_REQUEST_BODY_SIZE)
 
@@ -162,11 +165,25 @@ class McpEndpointApp:
                 await invalid(scope, receive, send)
                 return
             receive = _replay(body, receive)
-        manager = StreamableHTTPSessionManager(
-            app=self._server, json_response=True, stateless=True, security_settings=self._security
-        )
-        async with manager.run():
-            await manager.handle_request(scope, receive, send)
+        manager = await self._manager()
+        await manager.handle_request(scope, receive, send)
+
+    async def _manager(self) -> StreamableHTTPSessionManager:
+        """The session manager running on this event loop, started by the first request that needs it."""
+        loop = asyncio.get_running_loop()
+        running = self._managers.get(loop)
+        if running is None:
+            manager = StreamableHTTPSessionManager(
+                app=self._server, json_response=True, stateless=True, security_settings=self._security
+            )
+            running = self._managers[loop] = _Running(manager, asyncio.Event())
+            running.task = loop.create_task(_run_until_cancelled(running), name="mcp-session-manager")
+            # Gone with its loop (cancelled as the loop ends) or after a failure: the next request starts another.
+            running.task.add_done_callback(lambda _: self._managers.pop(loop, None))
+        await running.started.wait()
+        if running.task is None or running.task.done():
+            raise RuntimeError("the MCP session manager did not start")
+        return running.manager
 
     async def _refusal(self, request: Request) -> Response | None:
         if request.method not in ("POST", "DELETE"):
@@ -297,6 +314,24 @@ class McpEndpointApp:
             log.exception("tool %s failed on endpoint %s", name, endpoint.id)
             return error_result("internal_error", "the tool failed unexpectedly", 500)
         return _json_result(data)
+
+
+@dataclass
+class _Running:
+    """A session manager whose ``run()`` lasts as long as its event loop (the SDK allows one ``run()`` each)."""
+
+    manager: StreamableHTTPSessionManager
+    started: asyncio.Event
+    task: asyncio.Task[None] | None = None
+
+
+async def _run_until_cancelled(running: _Running) -> None:
+    try:
+        async with running.manager.run():
+            running.started.set()
+            await asyncio.Event().wait()  # until the loop ends and cancels it
+    finally:
+        running.started.set()  # requests waiting on a manager that failed to start see it failed
 
 
 def _invalid_message(request: Request, body: bytes) -> Response | None:
