@@ -4,8 +4,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: install node-deps serve test test-fast lint format typecheck cfn-lint check bench constraints build-CoreLayer \
-	build build-smoke smoke artifacts search-image browser
+.PHONY: install node-deps serve test test-fast lint format typecheck cfn-lint sam-validate check bench constraints \
+	build-CoreLayer build build-smoke smoke artifacts search-image browser
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -54,7 +54,17 @@ typecheck: install
 cfn-lint: install
 	$(VENV)/bin/cfn-lint template.yaml
 
-check: lint typecheck cfn-lint test
+# `sam validate --lint` (the SAM transform, then cfn-lint on its output), offline, from the SAM CLI in its own venv.
+SAM_VENV := $(VENV)-sam
+$(SAM_VENV)/.installed: requirements/sam.txt
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/sam.txt
+	touch $@
+
+sam-validate: $(SAM_VENV)/.installed
+	AWS_DEFAULT_REGION=eu-west-1 SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --template template.yaml
+
+check: lint typecheck cfn-lint sam-validate test
 
 bench: install
 	$(PY) tests/bench/cold_start.py
