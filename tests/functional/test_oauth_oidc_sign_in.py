@@ -8,7 +8,6 @@ all end on a refusal page and approve nothing."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,31 +23,20 @@ from tests.support.oauth_flow import (
     OAuthClient,
     browser_trusting,
     close_clients,
-    hub_on,
-    lambda_hub,
     mcp_post,
     pkce,
     query_of,
 )
-from tests.support.oidc_provider import CLIENT_ID, CLIENT_SECRET, OpenIdProvider, Person, new_key
-from tests.support.tls import https_server, write_certificates
+from tests.support.oidc_provider import Person, new_key
+from tests.support.oidc_sign_in import PROVIDER_NAME, Provider, hub_signing_in, served_provider
 
 BACKENDS = ["local", "aws"]
 
 
-@dataclass
-class Provider:
-    op: OpenIdProvider
-    ca: Path
-
-
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
-    ca, cert, key = write_certificates(tmp_path_factory.mktemp("tls"), "127.0.0.1")
-    op = OpenIdProvider()
-    with https_server(op.app(), cert, key, hostname="127.0.0.1") as origin:
-        op.issuer = origin
-        yield Provider(op, ca)
+    with served_provider(tmp_path_factory.mktemp("tls")) as served:
+        yield served
 
 
 @pytest.fixture(params=BACKENDS)
@@ -56,33 +44,6 @@ def backend(request: pytest.FixtureRequest, provider: Provider) -> Iterator[str]
     provider.op.person, provider.op.signing_key = None, None
     yield str(request.param)
     close_clients()
-
-
-@contextlib.contextmanager
-def hub_signing_in(
-    backend: str, provider: Provider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **oidc: Any
-) -> Iterator[Hub]:
-    """A hub whose consent page signs people in with the provider (``oidc``: oidc_* settings beyond the issuer and
-    the client)."""
-    settings: dict[str, Any] = {
-        "oidc_issuer": provider.op.issuer,
-        "oidc_client_id": CLIENT_ID,
-        "oidc_client_secret": CLIENT_SECRET,
-        "oidc_provider_name": "Example Sign-In",
-        **{f"oidc_{name}": value for name, value in oidc.items()},
-    }
-    if backend == "local":
-        served = hub_on(
-            "local", tmp_path, monkeypatch, outbound_ca_file=provider.ca, ssrf_allowlist=["127.0.0.1"], **settings
-        )
-    else:
-        environment = {
-            name: str(value).lower() if isinstance(value, bool) else str(value) for name, value in settings.items()
-        }
-        served = lambda_hub(monkeypatch, outbound_ca_file=str(provider.ca), ssrf_allowlist="127.0.0.1", **environment)
-    with served as hub:
-        provider.op.redirect_uris[:] = [f"{hub.base_url}/oauth/oidc/callback"]
-        yield hub
 
 
 def person_browser(provider: Provider) -> Browser:
@@ -103,7 +64,7 @@ def sign_in(provider: Provider, hub: Hub, client: OAuthClient, browser: Browser)
     params = client.authorize_params(challenge)
     page = browser.open(client.metadata["authorization_endpoint"], **params)
     assert page.status_code == 200, page.text
-    assert "Sign in with Example Sign-In" in page.text
+    assert f"Sign in with {PROVIDER_NAME}" in page.text
     assert 'name="api_key"' not in page.text, "with a provider, no API key is asked for"
     to_provider = browser.submit(page, "sign_in")
     assert to_provider.status_code == 303, to_provider.text

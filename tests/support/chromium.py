@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import queue
@@ -23,6 +24,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 TIMEOUT = 30.0
@@ -197,6 +201,12 @@ class Tab:
         return path
 
 
+def _spki(cert: Path) -> str:
+    key = x509.load_pem_x509_certificate(cert.read_bytes()).public_key()
+    der = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
 def _above_4(fd: int) -> int:
     """The same pipe end on a descriptor that wiring fds 3 and 4 cannot overwrite before it is read."""
     moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 5)
@@ -210,11 +220,13 @@ _WIRE = (
 
 
 @contextlib.contextmanager
-def chromium(profile: Path, *, names: tuple[str, ...] = ()) -> Iterator[Chromium]:
+def chromium(profile: Path, *, names: tuple[str, ...] = (), trusted: tuple[Path, ...] = ()) -> Iterator[Chromium]:
     """A headless browser for the block. ``names``: host names that resolve to 127.0.0.1 (every other name but
-    127.0.0.1 itself fails to resolve)."""
+    127.0.0.1 itself fails to resolve). ``trusted``: server certificates (PEM) accepted although no CA the browser
+    knows signed them (by their public key's SHA-256)."""
     assert BROWSER is not None, "no Chromium on this machine"
     mapped = "".join(f"MAP {name} 127.0.0.1, " for name in names)
+    pins = [f"--ignore-certificate-errors-spki-list={','.join(_spki(cert) for cert in trusted)}"] if trusted else []
     commands_read, commands_write = os.pipe()
     answers_read, answers_write = os.pipe()
     commands_read, answers_write = _above_4(commands_read), _above_4(answers_write)
@@ -234,6 +246,7 @@ def chromium(profile: Path, *, names: tuple[str, ...] = ()) -> Iterator[Chromium
         "--remote-debugging-pipe",
         f"--user-data-dir={profile}",
         f"--host-resolver-rules={mapped}MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        *pins,
         "about:blank",
     ]
     # A small Python puts the pipes where the browser expects them (fd 3 commands, fd 4 answers) and becomes it.
