@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     indexing_deadline_seconds: float = Field(default=7200.0, gt=0)
     """How long a document's job may take, from its submission, before the sweep submits it again: longer than
     Lambda keeps and retries an asynchronous invocation (an hour in its queue, three attempts of 15 minutes)."""
+    sweep_interval_seconds: float = Field(default=300.0, ge=0)
+    """``serve``: how often it runs the sweep (re-drives what waited past the deadline); 0 turns it off (documents left
+    pending are still resumed at each start). On AWS the template's schedule runs it (every 5 minutes)."""
 
     # Knowledge
     index_cache_dir: Path | None = None

@@ -1,7 +1,9 @@
 """``mcpbridge init`` and ``mcpbridge serve``.
 
 ``serve`` binds its port first: a port already taken is reported (exit status 1) before anything is initialised,
-resumed or printed as listening; the bound socket is the one uvicorn then serves on.
+resumed or printed as listening; the bound socket is the one uvicorn then serves on. While it runs, the sweep that
+EventBridge Scheduler runs on AWS runs in a thread of its own (every ``sweep_interval_seconds``): documents and
+deletions whose jobs never ended are submitted again without waiting for the next start.
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import socket
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from mcpbridge.bootstrap import Container
@@ -19,6 +24,7 @@ from mcpbridge.identity.accounts import Initialization
 from mcpbridge.settings import Settings
 
 _BACKLOG = 2048  # uvicorn's default
+log = logging.getLogger("mcpbridge.maintenance")
 
 
 def _print_initialization(result: Initialization, settings: Settings) -> None:
@@ -107,13 +113,45 @@ def serve(args: argparse.Namespace) -> int:
                 server_header=False,
             )
             # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again: that is a clean stop.
-            with contextlib.suppress(KeyboardInterrupt):
+            with _sweeping(container, settings.sweep_interval_seconds), contextlib.suppress(KeyboardInterrupt):
                 uvicorn.Server(config).run(sockets=[listener])
         finally:
             close(container)
     finally:
         listener.close()
     return 0
+
+
+@contextlib.contextmanager
+def _sweeping(container: Container, interval: float) -> Iterator[None]:
+    """The periodic sweep in a daemon thread while the block runs (none when ``interval`` is 0)."""
+    if interval <= 0:
+        yield
+        return
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            try:
+                report = container.sweep.run()
+            except Exception:  # the next round tries again; a failing sweep must not stop serve
+                log.exception("the periodic sweep failed")
+                continue
+            if report.redriven or report.failed or report.deletions_redriven:
+                log.info(
+                    "sweep: %s document job(s) and %s deletion(s) submitted again, %s document(s) failed",
+                    report.redriven,
+                    report.deletions_redriven,
+                    report.failed,
+                )
+
+    thread = threading.Thread(target=loop, name="mcpbridge-sweep", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
 
 
 def _resume(container: Container, *, quiet: bool) -> None:
