@@ -8,8 +8,9 @@ all end on a refusal page and approve nothing."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
@@ -27,7 +28,7 @@ from tests.support.oauth_flow import (
     pkce,
     query_of,
 )
-from tests.support.oidc_provider import Person, new_key
+from tests.support.oidc_provider import CLIENT_SECRET, Person, new_key
 from tests.support.oidc_sign_in import PROVIDER_NAME, Provider, hub_signing_in, served_provider
 
 BACKENDS = ["local", "aws"]
@@ -56,6 +57,8 @@ class Outcome:
     """The last page the hub showed (the consent page once signed in, or a refusal)."""
     code: str | None = None
     verifier: str = ""
+    answers: list[httpx.Response] = field(default_factory=list)
+    """Every answer of the hub on the way, in order."""
 
 
 def sign_in(provider: Provider, hub: Hub, client: OAuthClient, browser: Browser) -> Outcome:
@@ -73,14 +76,14 @@ def sign_in(provider: Provider, hub: Hub, client: OAuthClient, browser: Browser)
     assert from_provider.status_code == 302
     callback = browser.http.get(from_provider.headers["location"])
     if callback.status_code != 303:
-        return Outcome(callback)
+        return Outcome(callback, answers=[page, to_provider, callback])
     consent = browser.http.get(urljoin(hub.base_url, callback.headers["location"]))
     assert consent.status_code == 200, consent.text
     approved = browser.submit(consent, "approve")
     assert approved.status_code == 303, approved.text
     returned = query_of(approved.headers["location"])
     assert returned["state"] == params["state"]
-    return Outcome(consent, returned["code"], verifier)
+    return Outcome(consent, returned["code"], verifier, [page, to_provider, callback, consent, approved])
 
 
 def oauth_client(hub: Hub) -> OAuthClient:
@@ -211,3 +214,41 @@ def test_declined_replayed_and_forged_sign_ins_approve_nothing(
         assert "code=" not in replayed.text
         assert len(users(hub)) == before + 1, "only the sign-in that went through provisioned someone"
         assert grant_users(hub) == []
+
+
+def test_no_provider_secret_reaches_a_page_a_log_line_or_the_store(
+    backend: str,
+    provider: Provider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with hub_signing_in(backend, provider, tmp_path, monkeypatch, match="subject", provision=True) as hub:
+        provider.op.person = Person("subject-lin", "lin@example.com", "Lin")
+        client = oauth_client(hub)
+        outcome = sign_in(provider, hub, client, person_browser(provider))
+        assert outcome.code is not None, outcome.page.text
+        assert client.exchange(outcome.code, outcome.verifier).status_code == 200
+        asked, exchanged, issued = provider.op.authorizations[-1], provider.op.exchanges[-1], provider.op.issued[-1]
+        secrets_seen = {
+            "client secret": CLIENT_SECRET,
+            "state": asked["state"],
+            "nonce": asked["nonce"],
+            "verifier": exchanged["code_verifier"],
+            "code": exchanged["code"],
+            "ID token": issued["id_token"],
+            "access token": issued["access_token"],
+        }
+        workspace = hub.container.identity.installed_workspace_id()
+        stored = repr(hub.container.store.query(f"WS#{workspace}", limit=1000).items)
+    # The state and nonce travel in the redirect to the provider, where the spec puts them; nowhere else.
+    bodies = "\n".join(answer.text for answer in outcome.answers)
+    assert [name for name, value in secrets_seen.items() if value in bodies] == []
+    server_side = [r for r in caplog.records if not r.name.startswith(("httpx", "httpcore"))]
+    printed = capfd.readouterr()
+    logged = "\n".join(f"{r.getMessage()} {r.args!r}" for r in server_side) + printed.out + printed.err
+    assert "approved a client" in logged, "the flow logs what happened"
+    assert [name for name, value in secrets_seen.items() if value in logged] == []
+    assert [name for name, value in secrets_seen.items() if value in stored] == [], "only digests and sealed values"

@@ -55,6 +55,8 @@ class OpenIdProvider:
     """The query of every authorization request, in order."""
     exchanges: list[dict[str, str]] = field(default_factory=list)
     """The form of every token request, in order (the client's secret went in the header)."""
+    issued: list[dict[str, Any]] = field(default_factory=list)
+    """Every token response's body, in order."""
 
     def app(self) -> Starlette:
         return Starlette(
@@ -138,9 +140,14 @@ class OpenIdProvider:
             claims.update(email=person.email, email_verified=person.email_verified)
         key = self.signing_key or self.published
         id_token = jwt.encode({"alg": "RS256", "kid": key.kid}, claims, key)
-        return JSONResponse(
-            {"access_token": secrets.token_urlsafe(24), "token_type": "Bearer", "expires_in": 300, "id_token": id_token}
-        )
+        body = {
+            "access_token": secrets.token_urlsafe(24),
+            "token_type": "Bearer",
+            "expires_in": 300,
+            "id_token": id_token,
+        }
+        self.issued.append(body)
+        return JSONResponse(body)
 
     async def _jwks(self, request: Request) -> JSONResponse:
         return JSONResponse(KeySet([self.published]).as_dict(private=False))
