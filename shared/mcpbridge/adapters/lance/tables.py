@@ -115,8 +115,9 @@ def documents_filter(document_ids: Collection[str]) -> str:
 
 def indexed_terms(analyser: Analyser, text: str) -> str:
     terms = analyser.index_terms(text)
-    chars = dict.fromkeys(c for t in terms if is_cjk(t) and len(t) > 1 for c in t)
-    return " ".join([*terms, *(c for c in chars if c not in terms)])
+    held = set(terms)
+    chars = dict.fromkeys(c for t in dict.fromkeys(terms) if len(t) > 1 and is_cjk(t) for c in t)
+    return " ".join([*terms, *(c for c in chars if c not in held)])
 
 
 def chunk_rows(
