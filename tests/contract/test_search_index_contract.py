@@ -374,3 +374,57 @@ def test_reanalysis_switches_language_and_keeps_writes_made_meanwhile(instances:
     index_document(index, "doc_after", "Otters float on their backs.")
     assert found(instances(), "otter") == {"doc_after"}
     assert index.analysis("kb_1").language == "english"
+
+
+@pytest.mark.parametrize("engine", ["lance", "files"])
+def test_concurrent_writers_from_several_processes_lose_nothing(
+    engine: str, tmp_path: Path, aws_credentials: None
+) -> None:
+    # Processes, not threads: each has its own object-store and DynamoDB clients, caches and commit retries, as
+    # Lambda sandboxes do; they meet only on the moto server (S3 and DynamoDB).
+    import multiprocessing
+
+    from mcpbridge.adapters.system_clock import SystemClock
+    from tests.support.lance import write_from_a_process
+
+    writers, documents = 3, 4
+    spawn = multiprocessing.get_context("spawn")
+    # moto checks a condition and writes without a lock; DynamoDB does both atomically (atomic_dynamodb gives the
+    # server, in this process, that guarantee: without it two writers can both take the file index's lease).
+    with moto_server() as url, atomic_dynamodb():
+        resources = create_lance_resources(url)
+        start, errors = spawn.Barrier(writers), spawn.Queue()
+        processes = [
+            spawn.Process(
+                target=write_from_a_process,
+                args=(resources, engine, str(tmp_path / f"cache-{p}"), prefix, documents, start, errors),
+            )
+            for p, prefix in enumerate("xyz"[:writers])
+        ]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(180)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        failures = []
+        while not errors.empty():
+            failures.append(errors.get())
+        assert failures == []
+        assert [process.exitcode for process in processes] == [0] * writers
+        clock = SystemClock()
+        reader: Any
+        if engine == "lance":
+            reader = LanceSearchIndex(resources.store(clock), resources.location, clock)
+        else:
+            cache = tmp_path / "cache-reader"
+            reader = FileSearchIndex(
+                S3IndexFiles(resources.store(clock), resources.client("s3"), resources.bucket, cache, clock)
+            )
+        try:
+            for prefix in "xyz"[:writers]:
+                assert found(reader, f"animal{prefix}") == {f"doc_{prefix}{n}" for n in range(documents)}
+            assert sum(reader.count("kb_1", f"doc_{p}{n}") for p in "xyz" for n in range(documents)) == 12
+        finally:
+            reader.close()

@@ -140,3 +140,55 @@ class InProcessLambda:
                 "Payload": io.BytesIO(json.dumps({"errorType": type(exc).__name__}).encode()),
             }
         return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(reply).encode())}
+
+
+def write_from_a_process(
+    resources: LanceOnS3, engine: str, cache_dir: str, prefix: str, documents: int, start: Any, errors: Any
+) -> None:
+    """One writer process (``multiprocessing`` target): its own index of ``engine`` (``lance`` or ``files``) on the
+    moto server, ``documents`` documents of its own written once ``start`` (a barrier) lets every writer go; a
+    failure is put on ``errors`` by class and message."""
+    from pathlib import Path
+
+    from mcpbridge.adapters.system_clock import SystemClock
+    from mcpbridge.domain.knowledge import Chunk
+    from tests.support.embedder import HashingEmbedder
+
+    clock = SystemClock()
+    try:
+        index: Any
+        if engine == "lance":
+            from mcpbridge.adapters.lance.search_index import LanceSearchIndex
+
+            index = LanceSearchIndex(resources.store(clock), resources.location, clock)
+        else:
+            from mcpbridge.adapters.aws.s3_search_index import S3IndexFiles
+            from mcpbridge.adapters.index_files.search_index import FileSearchIndex
+
+            files = S3IndexFiles(
+                resources.store(clock), resources.client("s3"), resources.bucket, Path(cache_dir), clock
+            )
+            index = FileSearchIndex(files)
+        embedder = HashingEmbedder(16)
+        start.wait(60)
+        for n in range(documents):
+            document_id = f"doc_{prefix}{n}"
+            text = f"animal{prefix} number {n} swims"
+            chunk = Chunk(
+                id=Chunk.make_id(document_id, 0),
+                knowledge_base_id="kb_1",
+                document_id=document_id,
+                document_title=document_id,
+                seq=0,
+                text=text,
+                start_line=1,
+                end_line=1,
+                start_offset=0,
+                end_offset=len(text),
+            )
+            vectors = embedder.embed([text], purpose="document")
+            index.replace_document("kb_1", document_id, [chunk], vectors, embedder.name, language="english")
+        index.close()
+    except BaseException as exc:  # reported to the test, which fails on it
+        errors.put(f"{prefix}: {type(exc).__name__}: {exc}")
+        raise
