@@ -129,8 +129,9 @@ def local_embedder() -> Embedder:
     return E5Embedder()
 
 
-def build(work: Path, embedder: Embedder | None) -> tuple[Container, Any, Any]:
-    container = Container(Settings(data_dir=work / "data", jobs="inline"), embedder=embedder)
+def build(work: Path, embedder: Embedder | None, engine: str = "files") -> tuple[Container, Any, Any]:
+    settings = Settings(data_dir=work / "data", jobs="inline", search_engine=engine)  # type: ignore[arg-type]
+    container = Container(settings, embedder=embedder)
     workspace = container.identity.initialize().workspace_id
     access = KnowledgeAccess(workspace)
     kb = container.knowledge_bases.create(access, name="labelled set")
@@ -146,11 +147,11 @@ def build(work: Path, embedder: Embedder | None) -> tuple[Container, Any, Any]:
 _ids: dict[str, str] = {}  # product document id → labelled id
 
 
-def run(embedder_kind: str) -> dict[str, Any]:
+def run(embedder_kind: str, engine: str = "files") -> dict[str, Any]:
     queries = load_queries()
     embedder = local_embedder() if embedder_kind == "local" else None
     with tempfile.TemporaryDirectory(prefix="mcpbridge-quality-") as tmp:
-        container, access, kb = build(Path(tmp), embedder)
+        container, access, kb = build(Path(tmp), embedder, engine)
         try:
             search = container.knowledge_search
             scope = search.scope(access, [kb.id])
@@ -205,9 +206,10 @@ def run(embedder_kind: str) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", choices=["none", "local"], default="none")
+    parser.add_argument("--engine", choices=["files", "lance"], default="files", help="the search index to measure")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    table = run(args.embedder)
+    table = run(args.embedder, args.engine)
     if args.json:
         print(json.dumps(table, indent=2))
         return 0
