@@ -17,6 +17,7 @@ import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import anyio
 import httpcore2
 import httpx2
 
@@ -95,16 +96,46 @@ def _httpx2_errors() -> Iterator[None]:
         raise
 
 
+DRAIN_BYTES = 64 * 1024
+DRAIN_SECONDS = 0.5
+
+
 class _AsyncResponseStream(httpx2.AsyncByteStream):
-    def __init__(self, stream: AsyncIterable[bytes]) -> None:
+    """A response body; the rest of a POST's answer is read before it is closed, so its connection is reused.
+
+    The SDK stops reading a POST's event stream at the answer it waits for and closes the response, although the
+    server ends the stream right after: a connection whose body is not read to its end cannot be reused, so every
+    tool call opened a new TCP connection (and TLS session). Closing a POST's answer before its end first reads
+    what is left, at most ``DRAIN_BYTES`` within ``DRAIN_SECONDS`` (after the SDK has handed the answer on, so no
+    caller waits for it); a body that goes on (a stream the server keeps open) is closed then, as before. Other
+    answers (a GET's stream) are closed at once."""
+
+    def __init__(self, stream: AsyncIterable[bytes], *, drain: bool = False) -> None:
         self._stream = stream
+        # One iterator for the reads and the drain: a reader that stops early leaves its generator to be finalised
+        # later, and httpcore2 closes the connection when the close reaches its own iterator.
+        self._chunks = stream.__aiter__()
+        self._drain = drain
+        self._ended = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         with _httpx2_errors():
-            async for chunk in self._stream:
+            while (chunk := await self._next()) is not None:
                 yield chunk
 
+    async def _next(self) -> bytes | None:
+        try:
+            return await self._chunks.__anext__()
+        except StopAsyncIteration:
+            self._ended = True
+            return None
+
     async def aclose(self) -> None:
+        if self._drain and not self._ended:
+            read = 0
+            with anyio.move_on_after(DRAIN_SECONDS), contextlib.suppress(Exception):
+                while read <= DRAIN_BYTES and (chunk := await self._next()) is not None:
+                    read += len(chunk)
         aclose = getattr(self._stream, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -147,10 +178,11 @@ class GuardedAsyncTransport2(httpx2.AsyncBaseTransport):
         with _httpx2_errors():
             response = await self._pool.handle_async_request(core_request)
         assert isinstance(response.stream, AsyncIterable)
+        drain = request.method == "POST"
         return httpx2.Response(
             status_code=response.status,
             headers=response.headers,
-            stream=_AsyncResponseStream(response.stream),
+            stream=_AsyncResponseStream(response.stream, drain=drain),
             extensions=response.extensions,
         )
 
