@@ -197,8 +197,9 @@ class ToolCalls:
 
     # -- writing ----------------------------------------------------------------------------------------------
 
-    def create(self, item: Item, *, callback_task_token: str | None = None) -> ToolCall:
-        """Store a new call (``item`` built by the broker: id, owner, tool, arguments, status...)."""
+    def create(self, item: Item, *, callback_task_token: str | None = None, durable: bool = True) -> ToolCall:
+        """Store a new call (``item`` built by the broker: id, owner, tool, arguments, status...). ``durable=False``
+        for a call about to run at once: see ``ToolCallBroker.submit``."""
         now = self._clock.now()
         record = dict(item)
         record |= {
@@ -220,7 +221,7 @@ class ToolCalls:
                 "gsi2pk": shard_partition(OPEN_PARTITION, record["id"]),
                 "gsi2sk": f"{timestamp(now)}#{record['id']}",
             }
-        self._store.put(record, condition=Condition.absent("call_new"))
+        self._store.put(record, condition=Condition.absent("call_new"), durable=durable)
         if record["status"] in TERMINAL:
             self._telemetry.count("ToolCalls", outcome=record["status"])
         return _call_of(record)
