@@ -1,0 +1,204 @@
+"""Agent tool calls through mcpbridge against direct calls to the same upstream, interleaved in one run.
+
+    python tests/bench/agent_calls.py [--rounds 3] [--calls 200] [--workers 1,8] [--json]
+
+The upstream is npm ``@modelcontextprotocol/server-everything`` (Streamable HTTP) on 127.0.0.1, its ``echo`` tool.
+For each worker count:
+
+- direct: each worker holds one MCP SDK client session to the upstream and calls the tool (no mcpbridge at all);
+- mcpbridge: ``mcpbridge serve`` on a fresh data directory, the upstream registered as a service; each worker holds
+  one keep-alive HTTP connection to it and calls ``POST /api/v1/agent/tool-calls`` (schema and policy check, the
+  call's record, the pooled upstream connection, the outcome), every answer checked (200, ``completed``, the echo).
+
+Each (round, workers) cell runs direct then mcpbridge, or the reverse (alternating by round), so drift on the
+machine affects both alike. Reported per worker count: calls/s of each (summed over the rounds), p50/p95 latency in
+ms, and mcpbridge's throughput as a ratio of direct's: the number to quote. For notes, never for assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from tests.bench.mcp_endpoint import free_port, process, wait_up
+from tests.support.everything import Everything
+
+WARMUP = 5
+
+
+@dataclass
+class Run:
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    def add(self, other: Run) -> None:
+        self.seconds += other.seconds
+        self.latencies += other.latencies
+
+
+async def spread(workers: int, calls: int, make: Any) -> Run:
+    """``calls`` calls shared by ``workers`` concurrent workers; ``make()`` opens one worker's caller."""
+    run = Run()
+    left = calls
+    async with make_many(workers, make) as callers:
+        for i in range(WARMUP):
+            await callers[i % workers](i)
+
+        async def worker(call: Any) -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                begun = time.perf_counter()
+                await call(left)
+                run.latencies.append(time.perf_counter() - begun)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(c) for c in callers))
+        run.seconds = time.perf_counter() - started
+    return run
+
+
+@asynccontextmanager
+async def make_many(workers: int, make: Any) -> AsyncIterator[list[Any]]:
+    async with AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(make()) for _ in range(workers)]
+
+
+@asynccontextmanager
+async def direct_caller(url: str) -> AsyncIterator[Any]:
+    """One SDK client session to the upstream."""
+    async with Client(streamable_http_client(url), mode="auto") as client:
+
+        async def call(i: int) -> None:
+            result = await client.call_tool("echo", {"message": f"m{i}"})
+            if result.is_error or f"m{i}" not in json.dumps(result.model_dump(mode="json")):
+                raise SystemExit(f"direct call failed: {result}")
+
+        yield call
+
+
+@asynccontextmanager
+async def hub_caller(base: str, key: str, tool_ref: str) -> AsyncIterator[Any]:
+    """One keep-alive HTTP connection to mcpbridge, calling the tool as an agent."""
+    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+
+        async def call(i: int) -> None:
+            body = {"tool_ref": tool_ref, "arguments": {"message": f"m{i}"}}
+            answer = await http.post("/api/v1/agent/tool-calls", json=body)
+            shown = answer.json()
+            if answer.status_code != 200 or shown.get("status") != "completed" or f"m{i}" not in json.dumps(shown):
+                raise SystemExit(f"call through mcpbridge failed: {answer.status_code} {answer.text[:500]}")
+
+        yield call
+
+
+def start_mcpbridge(stack: ExitStack, workdir: Path, upstream: str) -> tuple[str, str, str]:
+    """serve on a fresh data directory with the upstream registered; (base URL, key, the echo tool's tool_ref)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPBRIDGE_")}
+    env.update({"MCPBRIDGE_LOG_LEVEL": "WARNING", "MCPBRIDGE_SSRF_ALLOWLIST": "127.0.0.1"})
+    data = workdir / "data"
+    init = subprocess.run(
+        [sys.executable, "-m", "mcpbridge.cli", "init", "--json", "--data-dir", str(data)],
+        env=env,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    key = json.loads(init.stdout)["api_key"]
+    port = free_port()
+    args = [sys.executable, "-m", "mcpbridge.cli", "serve", "--port", str(port), "--data-dir", str(data)]
+    stack.enter_context(process(args, env, workdir, "mcpbridge"))
+    base = f"http://127.0.0.1:{port}"
+    wait_up(port)
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as api:
+        service = api.post("/api/v1/mcp-services", json={"name": "everything", "url": upstream})
+        service.raise_for_status()
+        service_id = service.json()["id"]
+        api.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh").raise_for_status()
+        described = api.get("/api/v1/agent/tools/describe", params={"service_id": service_id, "tool_name": "echo"})
+        described.raise_for_status()
+    return base, key, described.json()["tool_ref"]
+
+
+def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    levels = [int(level) for level in args.workers.split(",")]
+    totals: dict[tuple[str, int], Run] = {}
+    with ExitStack() as stack:
+        upstream = Everything("streamableHttp", workdir)
+        upstream.start()
+        stack.callback(upstream.kill)
+        base, key, tool_ref = start_mcpbridge(stack, workdir, upstream.url)
+        for round_ in range(args.rounds):
+            for workers in levels:
+                targets = [
+                    ("direct", lambda: direct_caller(upstream.url)),
+                    ("mcpbridge", lambda: hub_caller(base, key, tool_ref)),
+                ]
+                if round_ % 2:
+                    targets.reverse()
+                for name, make in targets:
+                    run = asyncio.run(spread(workers, args.calls, make))
+                    totals.setdefault((name, workers), Run()).add(run)
+    cells = []
+    for workers in levels:
+        row: dict[str, Any] = {"workers": workers}
+        for name in ("direct", "mcpbridge"):
+            run = totals[(name, workers)]
+            ordered = sorted(run.latencies)
+            row[name] = {
+                "calls_per_s": len(ordered) / run.seconds,
+                "p50_ms": statistics.median(ordered) * 1000,
+                "p95_ms": ordered[max(0, int(len(ordered) * 0.95) - 1)] * 1000,
+            }
+        row["ratio"] = row["mcpbridge"]["calls_per_s"] / row["direct"]["calls_per_s"]
+        cells.append(row)
+    return {"python": sys.version.split()[0], "rounds": args.rounds, "calls": args.calls, "results": cells}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=200, help=f"measured calls per run (after {WARMUP} warm-up)")
+    parser.add_argument("--workers", default="1,8", help="concurrent workers, comma-separated")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        report = measure(args, Path(tmp))
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"{args.rounds} rounds x {args.calls} calls per cell, Python {report['python']}")
+    print(
+        f"{'workers':>7} {'direct/s':>9} {'ours/s':>9} {'direct p50':>10} {'ours p50':>9} {'direct p95':>10} "
+        f"{'ours p95':>9} {'x direct':>8}"
+    )
+    for row in report["results"]:
+        direct, ours = row["direct"], row["mcpbridge"]
+        print(
+            f"{row['workers']:>7} {direct['calls_per_s']:>9.0f} {ours['calls_per_s']:>9.0f} {direct['p50_ms']:>10.2f} "
+            f"{ours['p50_ms']:>9.2f} {direct['p95_ms']:>10.2f} {ours['p95_ms']:>9.2f} {row['ratio']:>8.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
