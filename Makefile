@@ -70,6 +70,7 @@ bench: install
 	$(PY) tests/bench/cold_start.py
 	$(PY) tests/bench/search_index.py
 	$(PY) tests/bench/mcp_endpoint.py
+	$(PY) tests/bench/agent_calls.py
 
 # Re-pin after changing dependencies in pyproject.toml.
 constraints: install

@@ -12,7 +12,10 @@ neither a crash of the process nor a power cut loses it. A write made with ``dur
 of the process still loses nothing (the commit is in the operating system's cache), while a power cut or a crash of
 the operating system may roll back the last such writes, never corrupting the file nor anything committed durably
 before them (WAL frames are applied in order; a durable commit syncs every frame before it). That is for records
-worth less than a disk sync on every request: the rate limit's log, the time an endpoint or a key was last used.
+worth less than a disk sync on every request: the rate limit's log, the time an endpoint or a key was last used,
+and the record of an agent tool call about to run at once, whose outcome (durable) is written before its agent is
+answered. Everything else is durable: what a person or an agent was told is done (a key, an endpoint, a document,
+a call's outcome, a paused call waiting for an approval) survives a power cut.
 """
 
 from __future__ import annotations
