@@ -232,3 +232,64 @@ def test_bootstrap_chooses_the_engine_and_runs_its_jobs(tmp_path: Path) -> None:
     assert pointer.stats is not None
     assert (tmp_path / "b" / "lance").is_dir()
     container.close()
+
+
+def test_a_deleted_document_is_gone_from_s3_after_the_upkeep_job(tmp_path: Path, aws_credentials: None) -> None:
+    # On S3 with the DynamoDB commit store (a moto server): the objects that held the deleted text are deleted, not
+    # only unreferenced. The bucket is versioned as the template's is: the older versions they leave expire by the
+    # bucket's lifecycle rule (NoncurrentVersionExpiration on lance/), which moto does not run.
+    from tests.support.lance import create_lance_resources, moto_server
+
+    with moto_server() as url:
+        on_s3 = create_lance_resources(url, versioned=True)
+        clock = FakeClock()
+        index = LanceSearchIndex(on_s3.store(clock), on_s3.location, clock)
+        try:
+            write(index, "doc_keep", "Walruses rest on the ice.")
+            write(index, "doc_secret", "The vault code is zanzibarquux.")
+            index.optimise("kb_1", grace_seconds=0)
+            index.delete_document("kb_1", "doc_secret")
+            assert words(index, "zanzibarquux") == set()
+            s3 = on_s3.client("s3")
+
+            def current() -> bytes:
+                keys = [
+                    o["Key"]
+                    for p in s3.get_paginator("list_objects_v2").paginate(Bucket=on_s3.bucket)
+                    for o in p.get("Contents", [])
+                ]
+                return b"".join(s3.get_object(Bucket=on_s3.bucket, Key=k)["Body"].read() for k in keys)
+
+            assert b"zanzibarquux" in current()  # hidden, not yet removed
+            index.optimise("kb_1", grace_seconds=0)
+            assert b"zanzibarquux" not in current()
+            assert b"Walruses" in current()
+            assert any(b"zanzibarquux" in body for body in on_s3.object_bytes())  # an older version, until it expires
+            assert words(index, "walrus") == {"doc_keep"}
+        finally:
+            index.close()
+
+
+def test_a_dataset_made_before_the_key_indexes_is_written_read_and_optimised(
+    tmp_path: Path, store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcpbridge.adapters.lance import datasets
+
+    monkeypatch.setattr(datasets, "KEY_INDEXES", ())  # as knowledge bases created before them were
+    index = lance(tmp_path, store)
+    write(index, "doc_a", "Walruses rest on the ice.", "They dive for clams.")
+    write(index, "doc_b", "Narwhals carry a tusk.")
+    monkeypatch.undo()
+    pointer = index.pointer("kb_1")
+    assert pointer is not None
+    assert {i.name for i in index.dataset(pointer).describe_indices()} == {"terms_idx", "words_idx"}
+    write(index, "doc_a", "Replaced: penguins.")
+    index.delete_document("kb_1", "doc_b")
+    index.optimise("kb_1", grace_seconds=0)
+    assert words(index, "penguins") == {"doc_a"}
+    assert words(index, "narwhals") == set()
+    assert index.count("kb_1", "doc_a") == 1
+    fresh = lance(tmp_path, store)
+    write(fresh, "doc_c", "Seals bask.")
+    assert words(fresh, "seals") == {"doc_c"}
+    assert {i.name for i in fresh.dataset(fresh.pointer("kb_1")).describe_indices()} == {"terms_idx", "words_idx"}  # type: ignore[arg-type]

@@ -32,6 +32,7 @@ FTS_PARAMS: dict[str, Any] = {
     "max_token_length": None,
 }
 TEXT_INDEXES = ("terms", "words")
+KEY_INDEXES = ("id", "document_id")
 METADATA_CACHE_BYTES = 64 * 1024 * 1024
 INDEX_CACHE_BYTES = 256 * 1024 * 1024
 
@@ -104,6 +105,9 @@ class Datasets:
             )
             for column in TEXT_INDEXES:
                 dataset.create_scalar_index(column, index_type="INVERTED", name=f"{column}_idx", **FTS_PARAMS)
+            # A write matches its rows by id and scopes its deletions by document: both through a B-tree, not a scan.
+            for column in KEY_INDEXES:
+                dataset.create_scalar_index(column, index_type="BTREE", name=f"{column}_idx")
         return cast("lance.LanceDataset", dataset)
 
     def create_plain(self, name: str, rows: pa.Table) -> lance.LanceDataset:
