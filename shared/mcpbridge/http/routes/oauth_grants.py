@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.authserver.grants import Grant, Grants
 from mcpbridge.domain.identity import User
 from mcpbridge.http.auth import CurrentPrincipal, container_of
+from mcpbridge.http.fields import EndpointId, Timestamp, UserId
 from mcpbridge.http.openapi import problems
 from mcpbridge.identity.users import Users
 
@@ -40,6 +41,7 @@ def _users(request: Request) -> Users:
 
 
 GrantsDep = Annotated[Grants, Depends(_grants)]
+GrantId = Annotated[str, Path(description="The grant's id (`oag_...`), as the grant lists give it.")]
 UsersDep = Annotated[Users, Depends(_users)]
 
 
@@ -51,8 +53,8 @@ class GrantOut(BaseModel):
     client_name: str = Field(description="The name shown when it was approved (with its host for a document).")
     scopes: list[str] = Field(description="What was approved: read, ask, wiki, write.")
     signed_in_with: str = Field(description="oidc (the operator's identity provider) or api_key.")
-    created_at: str = Field(description="RFC 3339, UTC.")
-    updated_at: str = Field(description="The last approval (RFC 3339, UTC).")
+    created_at: Timestamp
+    updated_at: Timestamp = Field(description="The last approval.")
 
     @classmethod
     def of(cls, grant: Grant) -> GrantOut:
@@ -131,7 +133,7 @@ _CLIENT = Query(default=None, max_length=2000, description="Only the grants of t
     responses=problems(400),
 )
 def list_user_grants(
-    user_id: str,
+    user_id: UserId,
     principal: CurrentPrincipal,
     grants: GrantsDep,
     endpoint_id: str | None = _ENDPOINT,
@@ -152,7 +154,7 @@ def list_user_grants(
     responses=problems(400),
 )
 def revoke_user_grants(
-    user_id: str,
+    user_id: UserId,
     principal: CurrentPrincipal,
     grants: GrantsDep,
     endpoint_id: str | None = _ENDPOINT,
@@ -170,7 +172,7 @@ def revoke_user_grants(
     summary="Revoke one OAuth grant",
     status_code=204,
 )
-def revoke_user_grant(user_id: str, grant_id: str, principal: CurrentPrincipal, grants: GrantsDep) -> Response:
+def revoke_user_grant(user_id: UserId, grant_id: GrantId, principal: CurrentPrincipal, grants: GrantsDep) -> Response:
     """Revokes one grant (one endpoint, one client): its tokens are refused from the next request on."""
     grants.revoke_matching(principal, user_id, grant_id=grant_id)
     return Response(status_code=204)
@@ -183,7 +185,7 @@ def revoke_user_grant(user_id: str, grant_id: str, principal: CurrentPrincipal, 
     responses=problems(400),
 )
 def list_endpoint_grants(
-    endpoint_id: str,
+    endpoint_id: EndpointId,
     principal: CurrentPrincipal,
     grants: GrantsDep,
     limit: int = _LIMIT,
@@ -206,14 +208,14 @@ def list_my_grants(
 @router.delete(
     "/me/oauth-grants/{grant_id}", operation_id="revokeMyOAuthGrant", summary="Revoke my OAuth grant", status_code=204
 )
-def revoke_my_grant(grant_id: str, principal: CurrentPrincipal, grants: GrantsDep) -> Response:
+def revoke_my_grant(grant_id: GrantId, principal: CurrentPrincipal, grants: GrantsDep) -> Response:
     """Revokes one of the caller's grants."""
     grants.revoke_matching(principal, principal.user_id, grant_id=grant_id)
     return Response(status_code=204)
 
 
 @router.get("/users/{user_id}/access", operation_id="getUserAccess", summary="Get a user's OAuth access")
-def get_user_access(user_id: str, principal: CurrentPrincipal, users: UsersDep) -> UserAccess:
+def get_user_access(user_id: UserId, principal: CurrentPrincipal, users: UsersDep) -> UserAccess:
     """The user's e-mail address and what they reach through OAuth clients. Needs `manage_users`."""
     return UserAccess.of(users.get(principal, user_id))
 
@@ -224,7 +226,7 @@ def get_user_access(user_id: str, principal: CurrentPrincipal, users: UsersDep) 
     summary="Set a user's OAuth access",
     responses=problems(400, 409),
 )
-def set_user_access(user_id: str, body: UserAccess, principal: CurrentPrincipal, users: UsersDep) -> UserAccess:
+def set_user_access(user_id: UserId, body: UserAccess, principal: CurrentPrincipal, users: UsersDep) -> UserAccess:
     """Sets the user's e-mail address (409 when another user has it) and access: a call through an OAuth client runs
     with the endpoint's tools and knowledge bases within these. Never broader than the caller's own key."""
     updated = users.update(principal, user_id, email=body.email, access=(body.capabilities, body.knowledge_base_ids))
