@@ -568,6 +568,7 @@ def bad_input(cli: Cli, deployment: Deployment, acme: Tenant) -> None:
         assert after == before
 
 
+@pytest.mark.timeout(600)  # some forty commands, each its own process; on DynamoDB in moto about 100 s unloaded
 def test_an_operators_day_through_the_cli_and_rest(
     deployment: Deployment, everything: Everything, cli: Cli, tmp_path: Path
 ) -> None:
