@@ -293,3 +293,47 @@ def test_a_dataset_made_before_the_key_indexes_is_written_read_and_optimised(
     write(fresh, "doc_c", "Seals bask.")
     assert words(fresh, "seals") == {"doc_c"}
     assert {i.name for i in fresh.dataset(fresh.pointer("kb_1")).describe_indices()} == {"terms_idx", "words_idx"}  # type: ignore[arg-type]
+
+
+def test_a_file_indexed_knowledge_base_on_s3_migrates_to_lance_on_s3(
+    tmp_path: Path, aws_credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a deployment does: the SQLite file in S3 behind its DynamoDB pointer, copied into Lance on S3 with its
+    # commit store (a moto server), searches answering from the file until the switch; the file is then deleted.
+    from mcpbridge.adapters.aws.s3_search_index import S3IndexFiles
+    from mcpbridge.adapters.lance import builds
+    from tests.support.lance import create_lance_resources, moto_server
+
+    monkeypatch.setattr(builds, "BATCH_DOCUMENTS", 2)
+    with moto_server() as url:
+        on_s3 = create_lance_resources(url)
+        clock = FakeClock()
+        s3 = on_s3.client("s3")
+        files = FileSearchIndex(S3IndexFiles(on_s3.store(clock), s3, on_s3.bucket, tmp_path / "cache", clock))
+        for n in range(5):
+            write(files, f"doc_{n}", f"Walrus number {n} eats clams{n}.")
+        jobs = RecordedJobs()
+        index = LanceSearchIndex(on_s3.store(clock), on_s3.location, clock, jobs=jobs, legacy=files)
+        try:
+            assert words(index, "clams3") == {"doc_3"}
+            assert jobs.submitted == [("migrate_index", {"knowledge_base_id": "kb_1"})]
+            during: list[set[str]] = []
+            original = index.write_documents
+
+            def search_between_batches(*args: object, **kwargs: object) -> bool:
+                during.append(words(index, "walrus"))
+                return original(*args, **kwargs)  # type: ignore[arg-type]
+
+            index.write_documents = search_between_batches  # type: ignore[method-assign]
+            assert index.migrate("kb_1")
+            assert len(during) == 3  # three batches, a search answered before each from the file
+            assert all(found == {f"doc_{n}" for n in range(5)} for found in during)
+            pointer = index.pointer("kb_1")
+            assert pointer is not None
+            assert pointer.state == "ready"
+            assert files.analysis("kb_1") is None
+            assert s3.list_objects_v2(Bucket=on_s3.bucket, Prefix="indexes/").get("KeyCount", 0) == 0
+            assert words(index, "walrus") == {f"doc_{n}" for n in range(5)}
+            assert index.has_vectors("kb_1")
+        finally:
+            index.close()
