@@ -3,7 +3,7 @@
 Why Lance for knowledge bases of millions of chunks: a search reads only the index pages and rows it needs (not a
 whole file per knowledge base), any number of writers in any number of processes commit without a lease, and its
 inverted index ranks by BM25 and its vector index (IVF-PQ, refined on the exact vectors) answers top-k without a
-scan. Measured against the SQLite file index in tests/bench/lance_index.py.
+scan. Measured against the SQLite file index in tests/bench/lance_scale.py and lance_recall.py.
 
 Keyword search follows the same plan as the SQLite index (``index_files.kb_index``): the query's terms without
 stop words, each term's document frequency, terms no chunk holds dropped and the rarest ``QUERY_TERMS_MAX`` kept;
