@@ -30,7 +30,7 @@ from mcpbridge.ports import (
     Telemetry,
     Workflow,
 )
-from mcpbridge.settings import Settings, get_settings
+from mcpbridge.settings import Settings, get_settings, settings_secret_values, settings_with_secret
 
 if TYPE_CHECKING:
     import boto3
@@ -719,5 +719,22 @@ class Container:
                 close()
 
 
+def load_settings() -> Settings:
+    """The environment's settings and, when ``MCPBRIDGE_SETTINGS_SECRET_ARN`` names a secret, the secret settings it
+    holds (an environment variable that is set and not empty wins). Raises
+    :class:`~mcpbridge.settings.SettingsSecretError` when the secret cannot be read or holds anything else."""
+    settings = get_settings()
+    if not settings.settings_secret_arn:
+        return settings
+    from mcpbridge.adapters.aws.settings_secret import read_settings_secret
+
+    arn = settings.settings_secret_arn
+    values = settings_secret_values(read_settings_secret(arn, settings.aws_region), arn)
+    loaded = settings_with_secret(settings, values)
+    log.info("settings read from the settings secret: %s", ", ".join(sorted(values)) or "none")
+    return loaded
+
+
 def build_container(settings: Settings | None = None, **overrides: Any) -> Container:
-    return Container(settings or get_settings(), **overrides)
+    """The container of ``settings``, else of :func:`load_settings` (the environment and the settings secret)."""
+    return Container(settings or load_settings(), **overrides)

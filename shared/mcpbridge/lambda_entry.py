@@ -1,9 +1,10 @@
 """What every Lambda function does at import: read settings, wire the container, wrap the app in Mangum.
 
-Only construction happens here (no network call, no randomness), so the state SnapStart snapshots is the same
-for every sandbox restored from it. ``lifespan="off"``: Mangum would otherwise run the ASGI lifespan on every
-invocation. Every function records metrics and traces through :class:`~mcpbridge.observability.LambdaTelemetry`,
-its metrics written as each invocation ends.
+Only construction happens here (no randomness, and no network call but one: the settings secret, read when
+``MCPBRIDGE_SETTINGS_SECRET_ARN`` is set), so the state SnapStart snapshots is the same for every sandbox restored
+from it; the secret's values are in the snapshot, as the environment is. ``lifespan="off"``: Mangum would
+otherwise run the ASGI lifespan on every invocation. Every function records metrics and traces through
+:class:`~mcpbridge.observability.LambdaTelemetry`, its metrics written as each invocation ends.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ waiting document's entry)."""
 
 
 def lambda_container() -> Container:
-    """The container of a Lambda function: settings from the environment, Powertools telemetry."""
+    """The container of a Lambda function: settings from the environment and the settings secret (a secret that
+    cannot be read fails the cold start, naming why), Powertools telemetry."""
     container = build_container(telemetry=LambdaTelemetry())
     container.preload()
     return container

@@ -1,7 +1,16 @@
-"""Settings, read from the environment (prefix ``MCPBRIDGE_``) once per process or cold start."""
+"""Settings, read from the environment (prefix ``MCPBRIDGE_``) once per process or cold start.
+
+The secrets among them (:data:`SECRET_SETTINGS`) may also come from one Secrets Manager secret named by
+``MCPBRIDGE_SETTINGS_SECRET_ARN``, a JSON object of setting names to values (read by ``bootstrap.load_settings``
+at a Lambda cold start, see :func:`settings_secret_values`); an environment variable that is set and not empty wins
+over the secret's value.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -128,7 +137,7 @@ class Settings(BaseSettings):
     """Default: amazon.titan-embed-text-v2:0 (bedrock), text-embedding-3-small (openai)."""
     embedding_base_url: str = ""
     """OpenAI-compatible base URL, e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1 (Ollama)."""
-    embedding_api_key: str = ""
+    embedding_api_key: str = Field(default="", repr=False)
     embedding_dimensions: int = Field(default=0, ge=0)
     """0 (the default): the model's own size (Titan v2: 1024). Titan v2: 256, 512 or 1024. OpenAI-compatible: a
     size to ask for (text-embedding-3-*); most local servers ignore it."""
@@ -156,7 +165,11 @@ class Settings(BaseSettings):
     llm_model: str = ""
     """Default: anthropic.claude-3-5-haiku-20241022-v1:0 (bedrock), gpt-4o-mini (openai)."""
     llm_base_url: str = ""
-    llm_api_key: str = ""
+    llm_api_key: str = Field(default="", repr=False)
+
+    settings_secret_arn: str = ""
+    """A Secrets Manager secret whose SecretString is a JSON object of secret settings (:data:`SECRET_SETTINGS`, e.g.
+    ``{"llm_api_key": "..."}``), read by the Lambda functions once per cold start (``SettingsSecretArn``)."""
 
     @field_validator("allowed_hosts", "allowed_origins", "ssrf_allowlist", "oidc_allowed_domains", mode="before")
     @classmethod
@@ -202,6 +215,42 @@ class Settings(BaseSettings):
     @property
     def lance_dir(self) -> Path:
         return self.data_dir / "lance"
+
+
+SECRET_SETTINGS = frozenset({"oidc_client_secret", "llm_api_key", "embedding_api_key"})
+"""The settings a settings secret may hold: credentials, never shown in ``repr`` nor in any error."""
+
+
+class SettingsSecretError(ValueError):
+    """The settings secret cannot be read or is not a JSON object of secret settings (never names a value)."""
+
+
+def settings_secret_values(secret_string: str, secret_arn: str) -> dict[str, str]:
+    """The settings in the secret's text: a JSON object whose keys are :data:`SECRET_SETTINGS` (lower-case setting
+    names) and whose values are strings. Anything else raises :class:`SettingsSecretError` naming the key."""
+    where = f"settings secret {secret_arn}"
+    try:
+        parsed = json.loads(secret_string)
+    except ValueError:
+        raise SettingsSecretError(f"{where}: its SecretString is not JSON (expected an object)") from None
+    if not isinstance(parsed, dict):
+        raise SettingsSecretError(f"{where}: its SecretString is JSON but not an object of settings")
+    accepted = ", ".join(sorted(SECRET_SETTINGS))
+    for key, value in parsed.items():
+        if key not in SECRET_SETTINGS:
+            raise SettingsSecretError(f"{where}: unknown key {key[:80]!r} (accepted: {accepted})")
+        if not isinstance(value, str):
+            raise SettingsSecretError(f"{where}: the value of {key!r} is not a string")
+    return dict(parsed)
+
+
+def settings_with_secret(settings: Settings, values: Mapping[str, str]) -> Settings:
+    """``settings`` with the secret's ``values`` for the settings whose environment variable is unset or empty."""
+    prefix = str(settings.model_config.get("env_prefix", ""))
+    explicit = {name.upper() for name, value in os.environ.items() if value}
+    taken = {key: value for key, value in values.items() if (prefix + key).upper() not in explicit}
+    # Every secret setting is a plain string (settings_secret_values checked each value is one).
+    return settings.model_copy(update=taken) if taken else settings
 
 
 def get_settings() -> Settings:
