@@ -453,6 +453,7 @@ def test_parameters() -> None:
                 {"Fn::Not": [{"Fn::Equals": [{"Ref": "SearchProvisionedConcurrency"}, 0]}]},
             ]
         },
+        "ReadsSettingsSecret": {"Fn::Not": [{"Fn::Equals": [{"Ref": "SettingsSecretArn"}, ""]}]},
     }
     # Every parameter says what it is for and has a default: a first deploy needs no answers.
     for name, parameter in parameters.items():
@@ -679,6 +680,63 @@ def test_bedrock_access_is_conditional_and_per_model() -> None:
                 }
                 found.add(condition)
         assert found == conditions, name
+
+
+# The functions that use secret settings: the models' API keys (query and document embeddings, answers) and the
+# sign-in client secret of the authorization server.
+SETTINGS_SECRET_READERS = {"AdminApiFunction", "McpEndpointFunction", INDEXER, "AuthorizationServerFunction"}
+
+
+def test_settings_secret_is_a_conditional_parameter_read_by_the_functions_that_use_secrets() -> None:
+    parameter = TEMPLATE["Parameters"]["SettingsSecretArn"]
+    assert parameter["Type"] == "String"
+    assert parameter["Default"] == ""
+    pattern = re.compile(parameter["AllowedPattern"])
+    assert pattern.fullmatch("")
+    assert pattern.fullmatch("arn:aws:secretsmanager:eu-west-1:123456789012:secret:mcpbridge/settings-AbC123")
+    assert not pattern.fullmatch("arn:aws:secretsmanager:eu-west-1:123456789012:secret:mcpbridge/settings")  # partial
+    assert not pattern.fullmatch("arn:aws:ssm:eu-west-1:123456789012:parameter/mcpbridge-AbC123")
+    assert TEMPLATE["Conditions"]["ReadsSettingsSecret"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "SettingsSecretArn"}, ""]}]
+    }
+    assert "MCPBRIDGE_SETTINGS_SECRET_ARN" not in GLOBAL_ENV
+    assert "settings_secret_arn" in Settings.model_fields
+    conditional_arn = {"Fn::If": ["ReadsSettingsSecret", {"Ref": "SettingsSecretArn"}, _NO_VALUE]}
+    for name in FUNCTIONS:
+        variable = function_environment(name).get("MCPBRIDGE_SETTINGS_SECRET_ARN")
+        assert variable == (conditional_arn if name in SETTINGS_SECRET_READERS else None), name
+
+
+def test_settings_secret_readers_may_get_that_one_secret_and_only_they() -> None:
+    expected = {
+        "Fn::If": [
+            "ReadsSettingsSecret",
+            {
+                "Sid": "SettingsSecret",
+                "Effect": "Allow",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": {"Ref": "SettingsSecretArn"},
+            },
+            _NO_VALUE,
+        ]
+    }
+    for name in FUNCTIONS:
+        entries = [
+            entry
+            for policy in RESOURCES[_role_of(name)]["Properties"]["Policies"]
+            for entry in policy["PolicyDocument"]["Statement"]
+            if any(
+                str(a).startswith("secretsmanager:") for s in _branches(entry) for a in _as_list(s.get("Action", []))
+            )
+        ]
+        assert entries == ([expected] if name in SETTINGS_SECRET_READERS else []), name
+    # Nothing else in the template grants Secrets Manager actions, nor references the secret beyond these.
+    granted = [
+        path
+        for path, statement in _statements(TEMPLATE)
+        if any(str(a).startswith("secretsmanager:") for a in _as_list(statement.get("Action", [])))
+    ]
+    assert sorted(path.split("/")[2] for path in granted) == sorted(_role_of(n) for n in SETTINGS_SECRET_READERS)
 
 
 def test_bucket_is_private_encrypted_and_tls_only() -> None:
