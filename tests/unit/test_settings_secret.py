@@ -170,3 +170,11 @@ def test_every_secret_setting_is_a_string_kept_out_of_repr() -> None:
         field = Settings.model_fields[name]
         assert field.annotation is str, name
         assert field.repr is False, name
+
+
+def test_a_lambda_cold_start_builds_its_container_with_the_secrets_values(
+    secrets: object, env: pytest.MonkeyPatch
+) -> None:
+    env.setenv("MCPBRIDGE_SETTINGS_SECRET_ARN", _secret(secrets, json.dumps({"oidc_client_secret": "s-1"})))
+    env.setenv("MCPBRIDGE_BACKEND", "aws")
+    assert lambda_container().settings.oidc_client_secret == "s-1"
