@@ -1419,7 +1419,7 @@ def test_search_function() -> None:
     assert (Path(__file__).parents[2] / "functions/search_index/Dockerfile").is_file()
     assert search["Properties"]["Architectures"] == TEMPLATE["Globals"]["Function"]["Architectures"]
     env = search["Properties"]["Environment"]["Variables"]
-    assert env["MCPBRIDGE_SEARCH_ENGINE"] == "lance"
+    assert env["MCPBRIDGE_SEARCH_ENGINE"] == "lance"  # the function holds the engine, whatever the default
     assert env["MCPBRIDGE_LANCE_COMMIT_TABLE"] == {"Ref": "IndexCommitsTable"}
     assert "MCPBRIDGE_SEARCH_FUNCTION" not in env  # it holds the engine itself
     assert GLOBAL_ENV["MCPBRIDGE_SEARCH_ENGINE"] == {"Ref": "SearchEngine"}
