@@ -128,11 +128,39 @@ def admin_key(resources: AwsResources) -> str:
     return initialization.api_key
 
 
-def _resolve(value: Any, resources: AwsResources) -> str:
-    """A template environment value as CloudFormation would resolve it here (other ARNs: stand-ins)."""
+NO_VALUE = object()
+
+
+def _condition(value: Any) -> bool:
+    """A template condition with every parameter at its default (Equals, Not, And, Or, Condition)."""
+    if isinstance(value, str):
+        return _condition(BUILT_TEMPLATE["Conditions"][value])
+    ((function, args),) = value.items()
+    if function == "Condition":
+        return _condition(args)
+    if function == "Fn::Not":
+        return not _condition(args[0])
+    if function in ("Fn::And", "Fn::Or"):
+        results = [_condition(a) for a in args]
+        return all(results) if function == "Fn::And" else any(results)
+    if function == "Fn::Equals":
+        parameters = BUILT_TEMPLATE["Parameters"]
+        sides = [str(parameters[a["Ref"]].get("Default", "")) if isinstance(a, dict) else str(a) for a in args]
+        return sides[0] == sides[1]
+    raise AssertionError(f"a condition the smoke test cannot evaluate: {value}")
+
+
+def _resolve(value: Any, resources: AwsResources) -> Any:
+    """A template environment value as CloudFormation would resolve it here with the parameters' defaults (other
+    ARNs: stand-ins; ``NO_VALUE`` for AWS::NoValue, a variable left out)."""
     parameters = BUILT_TEMPLATE["Parameters"]
     if isinstance(value, str | int | float):
         return str(value)
+    if isinstance(value, dict) and "Fn::If" in value:
+        condition, when_true, when_false = value["Fn::If"]
+        return _resolve(when_true if _condition(condition) else when_false, resources)
+    if value == {"Ref": "AWS::NoValue"}:
+        return NO_VALUE
     ref = value.get("Ref") if isinstance(value, dict) else None
     known = {"Table": resources.table_name, "Bucket": resources.bucket_name, "AWS::StackName": "smoke"}
     if ref in parameters:
@@ -149,7 +177,8 @@ def function_env(name: str, resources: AwsResources, moto_url: str) -> dict[str,
         **BUILT_TEMPLATE["Globals"]["Function"]["Environment"]["Variables"],
         **BUILT_TEMPLATE["Resources"][name]["Properties"].get("Environment", {}).get("Variables", {}),
     }
-    env = {key: _resolve(value, resources) for key, value in template_vars.items()}
+    resolved = {key: _resolve(value, resources) for key, value in template_vars.items()}
+    env = {key: value for key, value in resolved.items() if value is not NO_VALUE}
     return (
         env
         | FAKE_CREDENTIALS
