@@ -110,10 +110,15 @@ def test_mcp_remote_signs_in_to_an_oauth_only_endpoint(served: Served, tmp_path:
         peer.close()
 
     log = stderr_path.read_text(errors="replace")
-    assert browser_log.read_text().split() == ["page", "200", "answer", "303", "callback", "200"], log[-3000:]
+    # mcp-remote may open the browser a second time while its first attempt is still under way (seen under load):
+    # every opening consents (page 200, answer 303) and one of them reaches its callback.
+    steps = browser_log.read_text().split()
+    pairs = list(zip(steps[::2], steps[1::2], strict=True))
+    assert ("callback", "200") in pairs, log[-3000:]
+    assert {pair for pair in pairs if pair[0] != "callback"} <= {("page", "200"), ("answer", "303")}, pairs
     with served.hub.api() as api:
         grants = api.get(f"/api/v1/users/{served.user_id}/oauth-grants").json()["items"]
-    assert [grant["endpoint_id"] for grant in grants] == [served.endpoint["id"]]
+    assert {grant["endpoint_id"] for grant in grants} == {served.endpoint["id"]}
     stored = [json.loads(path.read_text()) for path in config_dir.rglob("*_tokens.json")]
     assert len(stored) == 1, list(config_dir.rglob("*"))
     assert stored[0]["token_type"].lower() == "bearer"
