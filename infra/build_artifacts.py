@@ -60,6 +60,12 @@ UNZIPPED_LIMIT = 262_144_000
 ZIPPED_DIRECT_UPLOAD_LIMIT = 50 * 1024 * 1024
 
 # The template's target (tests/unit/test_template.py holds the template to it).
+# Installed as dependencies (of mcp and of mcpbridge's `serve`) but never imported by a Lambda function: `serve` and
+# the CLI run uvicorn; sse_starlette and httpx/httpx2 import uvicorn and click only when they are there (a shutdown
+# hook and a command line), which cost the MCP endpoint ~40 ms of cold start for nothing. The built handlers are
+# imported and invoked without them (tests/functional/test_built_artifacts.py).
+NOT_IN_LAMBDA = ("uvicorn", "click")
+
 DEFAULT_ARCH = "arm64"
 DEFAULT_PYTHON = "3.13"
 DEFAULT_GLIBC = "2.28"
@@ -221,10 +227,30 @@ def build_layer(artifacts_dir: Path, target: Target, *, python: str = sys.execut
     for cache in list(site.rglob("__pycache__")):
         shutil.rmtree(cache, ignore_errors=True)
     shutil.rmtree(site / "bin", ignore_errors=True)
+    _remove_distributions(site, NOT_IN_LAMBDA)
     check_layer(site, target)
     size = tree_size(site)
     log(f"layer: {_mib(size)} unzipped ({size} bytes) in {site}")
     return size
+
+
+def _remove_distributions(site: Path, names: tuple[str, ...]) -> None:
+    """Remove installed distributions: the files their RECORD lists, the folders that leaves empty, their metadata."""
+    wanted = {_normalize(name) for name in names}
+    for dist_info in sorted(site.glob("*.dist-info")):
+        if _normalize(dist_info.name.removesuffix(".dist-info").rpartition("-")[0]) not in wanted:
+            continue
+        folders: set[Path] = set()
+        for line in (dist_info / "RECORD").read_text().splitlines():
+            path = (site / line.split(",", 1)[0]).resolve()
+            if site.resolve() in path.parents and path.is_file():
+                path.unlink()
+                folders.update(p for p in path.parents if site.resolve() in p.parents)
+        for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        shutil.rmtree(dist_info, ignore_errors=True)
+        log(f"layer: {dist_info.name.removesuffix('.dist-info')} removed (never imported in Lambda)")
 
 
 def _missing_wheels(target: Target, source: Path, python: str) -> list[str]:

@@ -7,10 +7,17 @@ Lambda cold start (or a SnapStart snapshot) does before the first invocation:
     <function>     load functions/<function>/handler.py by path (imports + settings + container + app + Mangum)
 
 The handler processes get ``MCPBRIDGE_BACKEND=aws`` and fake AWS settings whose endpoint is a closed port on
-127.0.0.1, so nothing can reach the network even by mistake (import is meant to touch none). Runs of the targets
+127.0.0.1, so nothing can reach the network even by mistake (import is meant to touch none), and the variables
+Lambda's runtime sets in every function (``LAMBDA_TASK_ROOT``, ``AWS_LAMBDA_FUNCTION_NAME``...): libraries take
+their Lambda path on them (the X-Ray SDK, for one, builds no sampling client there, ~0.18 s). Runs of the targets
 are interleaved so drift on the machine affects them alike, after one discarded warm-up run each (``.pyc``).
 
-    .venv/bin/python tests/bench/cold_start.py [--runs 7] [--warmup 1] [--json]
+    .venv/bin/python tests/bench/cold_start.py [--runs 7] [--warmup 1] [--json] [--build .aws-sam/smoke]
+
+With ``--build`` (the tree ``make build-smoke`` writes) every target, the baseline included, runs on that build's
+interpreter with ``-I -S`` and ``sys.path`` = the function's built code + the built CoreLayer, as Lambda loads it:
+the layer's packages only, none of the development environment's (which has more, e.g. ``rich`` that ``httpx``
+imports when it is there). Without it, the handlers load from this checkout's virtualenv.
 
 Numbers depend on the machine: compare targets through their ratio to the baseline median of the same run, and
 never assert on them (see tests/bench/README.md).
@@ -32,6 +39,13 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = ("admin_api", "mcp_endpoint", "oauth_callback", "resolutions")
+# Each target's resource in template.yaml (its folder in a build).
+RESOURCES = {
+    "admin_api": "AdminApiFunction",
+    "mcp_endpoint": "McpEndpointFunction",
+    "oauth_callback": "OAuthCallbackFunction",
+    "resolutions": "ResolutionsFunction",
+}
 BASELINE = "baseline"
 RUN_TIMEOUT = 120.0
 
@@ -44,6 +58,7 @@ assert callable(_module.handler)
 """
 _PROBE = """\
 import importlib.util, json, sys, time
+sys.path[:0] = {path!r}
 _t0 = time.perf_counter()
 {body}
 _ms = (time.perf_counter() - _t0) * 1000
@@ -88,12 +103,51 @@ class Result:
     boto3_imported: bool
 
 
-def _code(target: str) -> str:
+@dataclass(frozen=True)
+class Build:
+    """Built artifacts (``make build-smoke``): the interpreter they are for, the layer and each function's code."""
+
+    python: str
+    layer: Path
+    functions: dict[str, Path]
+
+    @classmethod
+    def load(cls, root: Path) -> Build:
+        artifacts = json.loads((root / "artifacts.json").read_text())
+        functions = {target: root / resource for target, resource in RESOURCES.items()}
+        for target, directory in functions.items():
+            if not (directory / "handler.py").is_file():
+                raise SystemExit(f"{target}: no built handler at {directory} (run `make build-smoke`)")
+        python = artifacts.get("smoke_python") or sys.executable
+        return cls(python=python, layer=root / "CoreLayer" / "python", functions=functions)
+
+
+def _code(target: str, build: Build | None) -> str:
     if target == BASELINE:
-        body = _BASELINE_CODE
+        path = [] if build is None else [str(build.layer)]
+        return _PROBE.format(body=_BASELINE_CODE, path=path)
+    if build is None:
+        path, handler = [], REPO_ROOT / "functions" / target / "handler.py"
     else:
-        body = _HANDLER_CODE.format(path=str(REPO_ROOT / "functions" / target / "handler.py"))
-    return _PROBE.format(body=body)
+        path, handler = [str(build.functions[target]), str(build.layer)], build.functions[target] / "handler.py"
+    body = _HANDLER_CODE.format(path=str(handler))
+    return _PROBE.format(body=body, path=path)
+
+
+def _runtime_env(target: str) -> dict[str, str]:
+    """What Lambda's Python runtime sets in a function's environment (the baseline gets it too)."""
+    name = "baseline" if target == BASELINE else target
+    return {
+        "LAMBDA_TASK_ROOT": str(REPO_ROOT / "functions" / target) if target != BASELINE else str(REPO_ROOT),
+        "LAMBDA_RUNTIME_DIR": "/var/runtime",
+        "AWS_LAMBDA_FUNCTION_NAME": f"mcpbridge-bench-{name}",
+        "AWS_LAMBDA_FUNCTION_VERSION": "1",
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
+        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/mcpbridge-bench-{name}",
+        "AWS_LAMBDA_LOG_STREAM_NAME": "2026/12/01/[1]00000000000000000000000000000000",
+        "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
+        "_HANDLER": "handler.handler",
+    }
 
 
 def _env() -> dict[str, str]:
@@ -106,11 +160,14 @@ def _env() -> dict[str, str]:
     return env
 
 
-def measure(target: str, env: dict[str, str]) -> Sample:
-    started = time.perf_counter()
+def measure(target: str, env: dict[str, str], build: Build | None) -> Sample:
+    env = {**env, **_runtime_env(target)}
     # -I: isolated (no user site, no script dir or cwd on sys.path); the editable install still resolves mcpbridge.
+    # With a build, -S too: no site-packages at all, only the built code and layer (as in Lambda).
+    command = [sys.executable, "-I", "-c"] if build is None else [build.python, "-I", "-S", "-c"]
+    started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-I", "-c", _code(target)],
+        [*command, _code(target, build)],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -131,15 +188,15 @@ def p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[8]
 
 
-def run(runs: int, warmup: int, targets: tuple[str, ...]) -> list[Result]:
+def run(runs: int, warmup: int, targets: tuple[str, ...], build: Build | None = None) -> list[Result]:
     env = _env()
     samples: dict[str, list[Sample]] = {t: [] for t in targets}
     for _ in range(warmup):
         for target in targets:
-            measure(target, env)
+            measure(target, env, build)
     for _ in range(runs):
         for target in targets:
-            samples[target].append(measure(target, env))
+            samples[target].append(measure(target, env, build))
     baseline = statistics.median(s.ms for s in samples[BASELINE])
     results = []
     for target in targets:
@@ -190,13 +247,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7, help="measured runs per target (default 7)")
     parser.add_argument("--warmup", type=int, default=1, help="discarded runs per target first (default 1)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--build", type=Path, help="load the handlers from this build (e.g. .aws-sam/smoke)")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.warmup < 0:
         parser.error("--runs must be at least 1 and --warmup at least 0")
 
-    results = run(args.runs, args.warmup, (BASELINE, *FUNCTIONS))
+    build = Build.load(args.build) if args.build else None
+    results = run(args.runs, args.warmup, (BASELINE, *FUNCTIONS), build)
     meta: dict[str, Any] = {
-        "python": platform.python_version(),
+        "python": platform.python_version() if build is None else build.python,
+        "build": str(args.build) if args.build else None,
         "platform": platform.platform(),
         "machine": platform.machine(),
         "runs": args.runs,
