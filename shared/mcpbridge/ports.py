@@ -30,6 +30,10 @@ class Store(Protocol):
     Infrastructure failures raise ``errors.Unavailable``.
     """
 
+    reads_are_local: bool
+    """Whether a read is a lookup on this machine that never waits for a writer, cheaper than handing it to a
+    worker thread, so an event loop may call it directly; False when a read may wait on the network."""
+
     def get(self, key: Key) -> Item | None:
         """The live item, read consistently, or None."""
         ...

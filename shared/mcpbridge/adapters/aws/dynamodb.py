@@ -133,6 +133,8 @@ class _Expression:
 class DynamoStore:
     """``ports.Store`` on one DynamoDB table (see ``template.yaml`` for its key schema and indexes)."""
 
+    reads_are_local = False  # every read is a call to DynamoDB
+
     def __init__(self, client: DynamoDBClient, table_name: str, clock: Clock) -> None:
         self._client = client
         self._table = table_name

@@ -84,6 +84,10 @@ _TOP = "\U0010ffff"
 class SqliteStore:
     """``ports.Store`` on a SQLite file. One connection per thread; safe across processes."""
 
+    # Readers take no lock of this process, and WAL lets them read while another connection writes: a read is a
+    # few tens of microseconds in the page cache (the data directory is on a local disk).
+    reads_are_local = True
+
     def __init__(self, path: Path, clock: Clock) -> None:
         self._path = path
         self._clock = clock
