@@ -6,16 +6,19 @@ threads and processes), so two writers racing on the same condition cannot both 
 for each other on a lock of their own, woken the moment the writer before them commits, rather than in SQLite's
 busy handler, which polls with sleeps of up to 100 ms; the busy handler is left for writers of other processes.
 
-Durability. A write returns once it is durable (``synchronous=FULL``: the WAL is synced to disk at its commit), so
-neither a crash of the process nor a power cut loses it. A write made with ``durable=False`` is committed with
-``synchronous=NORMAL``: the WAL is not synced at its commit but at the next durable commit or checkpoint, so a crash
-of the process still loses nothing (the commit is in the operating system's cache), while a power cut or a crash of
-the operating system may roll back the last such writes, never corrupting the file nor anything committed durably
-before them (WAL frames are applied in order; a durable commit syncs every frame before it). That is for records
-worth less than a disk sync on every request: the rate limit's log, the time an endpoint or a key was last used,
-and the record of an agent tool call about to run at once, whose outcome (durable) is written before its agent is
-answered. Everything else is durable: what a person or an agent was told is done (a key, an endpoint, a document,
-a call's outcome, a paused call waiting for an approval) survives a power cut.
+Durability. A write returns once it is durable, so neither a crash of the process nor a power cut loses it: every
+commit is made with ``synchronous=NORMAL`` (the WAL is written, not synced), then, outside the write lock, the WAL
+file is synced before the write returns (group commit, :class:`_WalSync`): one ``fsync`` makes every commit made
+before it durable, so writers that commit while a sync is under way share the next one instead of each holding the
+write lock through a sync of its own, as ``synchronous=FULL`` would. Nothing acknowledged is unsynced, and WAL
+frames carry checksums, so a power cut during a sync rolls back only writes not yet acknowledged, never corrupting
+the file. A write made with ``durable=False`` returns without waiting for the sync: a crash of the process still
+loses nothing (the commit is in the operating system's cache), while a power cut or a crash of the operating system
+may roll back the last such writes, never anything acknowledged as durable (the next sync covers them too). That
+is for records worth less than a disk sync on every request: the rate limit's log, the time an endpoint or a key
+was last used, and the record of an agent tool call about to run at once, whose outcome (durable) is written
+before its agent is answered. Everything else is durable: what a person or an agent was told is done (a key, an
+endpoint, a document, a call's outcome, a paused call waiting for an approval) survives a power cut.
 """
 
 from __future__ import annotations
@@ -81,6 +84,66 @@ _WRITER_WAIT_SECONDS = 30.0  # as long as SQLite's own busy timeout
 _TOP = "\U0010ffff"
 
 
+class _WalSync:
+    """Group commit: :meth:`wait` returns once every commit counted before it is on disk, one ``fsync`` of the WAL
+    file serving every commit made before that sync started (see the module docstring).
+
+    Syncing the WAL by path is what ``synchronous=FULL`` does through SQLite's own handle: ``fsync`` flushes the
+    file's data whichever descriptor names it. The WAL file lasts as long as a connection is open; a new one (after
+    every connection closed, which checkpoints the WAL into the database and syncs it) also gets its directory
+    synced once, so its name survives a power cut as well."""
+
+    def __init__(self, wal: Path) -> None:
+        self._wal = wal
+        self._changed = threading.Condition()
+        self._committed = 0  # commits counted so far
+        self._synced = 0  # commits known to be on disk
+        self._syncing = False
+        self._inode: tuple[int, int] | None = None  # the WAL file whose directory entry is synced
+
+    def committed(self) -> int:
+        """Count a commit just made (under the write lock); its ticket for :meth:`wait`."""
+        with self._changed:
+            self._committed += 1
+            return self._committed
+
+    def wait(self, ticket: int) -> None:
+        with self._changed:
+            while self._synced < ticket:
+                if self._syncing:
+                    self._changed.wait()
+                    continue
+                self._syncing, target = True, self._committed
+                try:
+                    self._changed.release()
+                    try:
+                        self._sync()
+                    finally:
+                        self._changed.acquire()
+                finally:
+                    self._syncing = False
+                    self._changed.notify_all()
+                self._synced = max(self._synced, target)
+
+    def _sync(self) -> None:
+        try:
+            fd = os.open(self._wal, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # no WAL: its last checkpoint put every commit in the database file and synced it
+        try:
+            os.fsync(fd)
+            stat = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if self._inode != (stat.st_dev, stat.st_ino):
+            directory = os.open(self._wal.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+            self._inode = (stat.st_dev, stat.st_ino)
+
+
 class SqliteStore:
     """``ports.Store`` on a SQLite file. One connection per thread; safe across processes."""
 
@@ -95,6 +158,7 @@ class SqliteStore:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._writer = threading.Lock()  # one writer of this process at a time (see the module docstring)
+        self._wal_sync = _WalSync(path.with_name(path.name + "-wal"))
         self._ready = False
 
     # ------------------------------------------------------------------------------------------ connections
@@ -111,15 +175,17 @@ class SqliteStore:
                 if not self._ready:
                     _initialise(conn)
                     self._ready = True
-            # FULL: a committed write survives a power cut, not only a crash of the process (durable=False: NORMAL).
-            conn.execute("PRAGMA synchronous=FULL")
+            # In WAL mode, NORMAL: SQLite does not sync commits, a durable write syncs the WAL itself (group commit).
+            # A file system without WAL support leaves the file in rollback-journal mode: FULL, SQLite syncs.
+            wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            conn.execute(f"PRAGMA synchronous={'NORMAL' if wal else 'FULL'}")
+            self._local.syncs_itself = not wal
             # Deleted and overwritten rows are zeroed, not left in free pages: a replaced or deleted credential (or
             # a deleted workspace's data) is not readable from the file afterwards.
             conn.execute("PRAGMA secure_delete=ON")
         except (sqlite3.Error, OSError) as exc:
             raise Unavailable(f"cannot open the SQLite store at {self._path}: {exc}", code="store_unavailable") from exc
         self._local.conn = conn
-        self._local.durable = True
         with self._lock:
             self._connections.append(conn)
         return conn
@@ -140,15 +206,13 @@ class SqliteStore:
 
     @contextmanager
     def _write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One transaction under the write lock; a durable one returns once the WAL holding it is synced."""
         conn = self._connection()
         if not self._writer.acquire(timeout=_WRITER_WAIT_SECONDS):
             raise Unavailable(
                 "the SQLite store is busy: another write of this process takes too long", code="store_busy"
             )
         try:
-            if self._local.durable != durable:  # a pragma changes only outside a transaction
-                conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-                self._local.durable = durable
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
@@ -158,10 +222,16 @@ class SqliteStore:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-            else:
-                conn.execute("COMMIT")
+            conn.execute("COMMIT")
+            ticket = self._wal_sync.committed()
         finally:
             self._writer.release()
+        if durable and not self._local.syncs_itself:
+            try:
+                self._wal_sync.wait(ticket)
+            except OSError as exc:
+                message = f"the SQLite store could not sync its journal: {exc}"
+                raise Unavailable(message, code="store_unavailable") from exc
 
     # ------------------------------------------------------------------------------------------ rows
 
