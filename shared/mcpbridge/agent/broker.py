@@ -157,30 +157,35 @@ class ToolCallBroker:
             raise InvalidInput(
                 "callback_task_token needs the AWS backend (Step Functions)", code="callback_not_supported"
             )
-        draft = await to_thread.run_sync(
-            lambda: self._prepare(
+
+        def prepare() -> tuple[_Draft, ToolCall | None]:
+            draft = self._prepare(
                 principal, tool_ref, arguments, agent_id, acting_user_id, session_id, interactive, base_url
             )
-        )
+            if draft.needs_approval or draft.needs_oauth or self._in_background(draft.service):
+                return draft, None
+            # A call that runs at once is recorded in the same worker thread (each hop to one costs a wake-up). Not
+            # synced to disk on its own (SQLite): the outcome's write, durable, syncs it too before the agent is
+            # answered. A crash of the process loses neither; only a power cut during the call may forget that it
+            # was made, when its agent got no answer either.
+            return draft, self._record(draft, "running", callback=callback_task_token, durable=False)
+
+        draft, running = await to_thread.run_sync(prepare)
         if draft.needs_oauth and not interactive and not draft.needs_approval:
             notice = OAUTH_NOTICE.format(service=draft.service.name)
             error = {"code": "oauth_required", "message": notice}
             call = await to_thread.run_sync(lambda: self._record(draft, "cancelled", error=error))
             return Submitted(call=call, paused=False, notice=notice)
+        if running is not None:
+            call, agent_result = await self._steps.run(running, draft.service, until=until)
+
+            def finish() -> ToolCall:
+                self._steps.finish(call.id, call.workspace_id)
+                return self._calls.find(call.workspace_id, call.id)
+
+            return Submitted(call=await to_thread.run_sync(finish), paused=False, agent_result=agent_result)
         if not draft.needs_approval and not draft.needs_oauth:
-            if self._in_background(draft.service):
-                return await to_thread.run_sync(lambda: self._run_in_background(draft, callback_task_token))
-            # Not synced to disk on its own (SQLite): the outcome's write, durable, syncs it too before the agent is
-            # answered. A crash of the process loses neither; only a power cut during the call may forget that it
-            # was made, when its agent got no answer either. One disk sync per call instead of two, taken under
-            # the store's one writer lock (at 8 workers that lock was the ceiling).
-            call = await to_thread.run_sync(
-                lambda: self._record(draft, "running", callback=callback_task_token, durable=False)
-            )
-            call, agent_result = await self._steps.run(call, draft.service, until=until)
-            await to_thread.run_sync(self._steps.finish, call.id, call.workspace_id)
-            finished = await to_thread.run_sync(self._calls.find, call.workspace_id, call.id)
-            return Submitted(call=finished, paused=False, agent_result=agent_result)
+            return await to_thread.run_sync(lambda: self._run_in_background(draft, callback_task_token))
         status = "awaiting_approval" if draft.needs_approval else "awaiting_oauth"
 
         def pause() -> ToolCall:
