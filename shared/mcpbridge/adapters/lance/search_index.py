@@ -483,13 +483,16 @@ class LanceSearchIndex:
         return known
 
     def _count(self, dataset: Any, field: str, term: str) -> int:
+        """Chunks holding ``term``, up to ``COUNT_CAP``: row ids only, which the inverted index holds (any column
+        would be read from the data files, row by row)."""
         from lance.query import MatchQuery
 
         with lance_errors("be read"):
             found = dataset.to_table(
-                columns=["id"],
+                columns=["_rowid"],
                 full_text_query=MatchQuery(term, field),
                 limit=COUNT_CAP,
+                with_row_id=True,
                 disable_scoring_autoprojection=True,
             )
         return int(found.num_rows)
