@@ -186,25 +186,26 @@ class ToolCallBroker:
             return Submitted(call=await to_thread.run_sync(finish), paused=False, agent_result=agent_result)
         if not draft.needs_approval and not draft.needs_oauth:
             return await to_thread.run_sync(lambda: self._run_in_background(draft, callback_task_token))
+        call = await to_thread.run_sync(lambda: self._pause(draft, callback_task_token, base_url))
+        return Submitted(call=call, paused=True)
+
+    def _pause(self, draft: _Draft, callback: str | None, base_url: str | None) -> ToolCall:
+        """Record a call that waits for an approval or the user's authorization, and start its workflow."""
         status = "awaiting_approval" if draft.needs_approval else "awaiting_oauth"
-
-        def pause() -> ToolCall:
-            call = self._record(draft, status, callback=callback_task_token)
-            if status == "awaiting_oauth":
-                url = (
-                    self._oauth.authorization_url(call.workspace_id, draft.service, draft.user_id, base_url)
-                    if self._oauth
-                    else None
-                )
-                call = self._calls.move(call, "awaiting_oauth", sets=self._calls.oauth_pause(call, url))
-            kind = "tool_call.approval_required" if draft.needs_approval else "tool_call.oauth_required"
-            self._events.publish(kind, event_detail(call))
-            self._workflow().start(
-                CallStart(call.id, call.workspace_id, call.approval_timeout_seconds, call.oauth_timeout_seconds)
+        call = self._record(draft, status, callback=callback)
+        if status == "awaiting_oauth":
+            url = (
+                self._oauth.authorization_url(call.workspace_id, draft.service, draft.user_id, base_url)
+                if self._oauth
+                else None
             )
-            return call
-
-        return Submitted(call=await to_thread.run_sync(pause), paused=True)
+            call = self._calls.move(call, "awaiting_oauth", sets=self._calls.oauth_pause(call, url))
+        kind = "tool_call.approval_required" if draft.needs_approval else "tool_call.oauth_required"
+        self._events.publish(kind, event_detail(call))
+        self._workflow().start(
+            CallStart(call.id, call.workspace_id, call.approval_timeout_seconds, call.oauth_timeout_seconds)
+        )
+        return call
 
     def _in_background(self, service: ExternalService) -> bool:
         """A call that may outlast the request (its service's timeout is longer than the request's budget) runs in
