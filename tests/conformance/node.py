@@ -213,11 +213,14 @@ def spawn_node(
 
 
 def stop(process: subprocess.Popen[Any], *, grace: float = 5.0) -> None:
-    """Close stdin, SIGTERM the group, then SIGKILL it if it has not exited within ``grace`` seconds."""
-    for stream in (process.stdin, process.stdout):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
+    """Close stdin, SIGTERM the group, SIGKILL it if it has not exited within ``grace`` seconds, then close stdout.
+
+    stdout is closed only once the process is gone: a thread may be reading it, and closing a buffered stream that
+    another thread reads waits for that read to return (uninterruptibly, even by pytest-timeout), which it never
+    would while the process lives."""
+    if process.stdin is not None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
     if process.poll() is None:
         try:
             os.killpg(process.pid, signal.SIGTERM)
@@ -227,6 +230,9 @@ def stop(process: subprocess.Popen[Any], *, grace: float = 5.0) -> None:
             process.wait(timeout=grace)
     _kill_group(process)
     process.wait(timeout=10)
+    if process.stdout is not None:
+        with contextlib.suppress(OSError):
+            process.stdout.close()
 
 
 def npx_to_node(command: str, args: Sequence[str]) -> tuple[Path, list[str]]:
