@@ -8,7 +8,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -47,23 +47,47 @@ class _Syncs:
         return sum(path.endswith("-wal") for path in self.paths)
 
 
+def _together(workers: int, work: Callable[[int], None]) -> None:
+    """Run ``work(worker)`` in ``workers`` threads released at once; fail with the first errors any of them raised."""
+    ready = threading.Barrier(workers)
+    errors: list[BaseException] = []
+
+    def run(worker: int) -> None:
+        try:
+            ready.wait()
+            work(worker)
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors[:3]
+
+
 def test_a_durable_write_returns_after_its_wal_is_synced_and_the_others_do_not_wait(
     store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store.put({**K.as_dict(), "value": "first"})  # opens the file
+    syncs = _Syncs(monkeypatch)
+    store.put({**K.as_dict(), "value": "first"})  # creates the file and its WAL
+    # The WAL, then (a new file) its directory, so that its name survives a power cut too.
+    wal, directory = os.path.realpath(f"{store._path}-wal"), os.path.realpath(store._path.parent)
+    assert syncs.paths == [wal, directory]
     conn = store._connection()
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     assert conn.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL: SQLite itself does not sync commits
-    syncs = _Syncs(monkeypatch)
-    for value, durable, expected in [("a", True, 1), ("b", False, 1), ("c", False, 1), ("d", True, 2)]:
+    for value, durable, expected in [("a", True, 2), ("b", False, 2), ("c", False, 2), ("d", True, 3)]:
         store.put({**K.as_dict(), "value": value}, durable=durable)
         assert syncs.of_wal() == expected, value
     store.update(K, Update(set={"value": "e"}), durable=False)
-    assert syncs.of_wal() == 2
-    store.update(K, Update(set={"value": "f"}))
     assert syncs.of_wal() == 3
-    store.delete(K)
+    store.update(K, Update(set={"value": "f"}))
     assert syncs.of_wal() == 4
+    store.delete(K)
+    assert syncs.of_wal() == 5
+    assert syncs.paths.count(directory) == 1  # the same WAL file: its directory once
     assert store.get(K) is None
 
 
@@ -75,23 +99,12 @@ def test_durable_writers_committing_together_share_their_syncs(
     store.put({**K.as_dict(), "n": 0})
     syncs = _Syncs(monkeypatch, seconds=0.02)
     workers, writes = 8, 15
-    ready = threading.Barrier(workers)
-    errors: list[BaseException] = []
 
     def write(worker: int) -> None:
-        try:
-            ready.wait()
-            for n in range(writes):
-                store.put({"pk": "WS#w", "sk": f"ROW#{worker}#{n}", "n": n}, condition=Condition.absent("new"))
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
+        for n in range(writes):
+            store.put({"pk": "WS#w", "sk": f"ROW#{worker}#{n}", "n": n}, condition=Condition.absent("new"))
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors, errors[:3]
+    _together(workers, write)
     assert len(store.query("WS#w", sk_prefix="ROW#", limit=1000).items) == workers * writes
     assert 0 < syncs.of_wal() <= workers * writes // 2, syncs.of_wal()
 
@@ -100,26 +113,15 @@ def test_threads_of_one_process_never_wait_in_the_busy_handler(store: SqliteStor
     """With SQLite's busy timeout at zero, a writer finding another one inside a transaction fails at once
     ("database is locked"). Sixteen threads writing together all succeed: they queue on the store's own lock."""
     workers, writes = 16, 40
-    ready = threading.Barrier(workers)
-    errors: list[BaseException] = []
 
     def write(worker: int) -> None:
-        try:
-            store._connection().execute("PRAGMA busy_timeout=0")
-            ready.wait()
-            for n in range(writes):
-                key = Key("WS#w", f"ROW#{worker}#{n}")
-                store.put({**key.as_dict(), "n": n}, condition=Condition.absent("new"), durable=n % 2 == 0)
-                store.update(K, Update(add={"count": 1}), durable=False)
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
+        store._connection().execute("PRAGMA busy_timeout=0")
+        for n in range(writes):
+            key = Key("WS#w", f"ROW#{worker}#{n}")
+            store.put({**key.as_dict(), "n": n}, condition=Condition.absent("new"), durable=n % 2 == 0)
+            store.update(K, Update(add={"count": 1}), durable=False)
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors, errors[:3]
+    _together(workers, write)
     assert store.get(K) == {**K.as_dict(), "count": workers * writes}
 
 

@@ -120,10 +120,10 @@ class _WalSync:
                         self._sync()
                     finally:
                         self._changed.acquire()
-                finally:
+                    self._synced = max(self._synced, target)
+                finally:  # synced or failed: the next waiter checks, or syncs itself
                     self._syncing = False
                     self._changed.notify_all()
-                self._synced = max(self._synced, target)
 
     def _sync(self) -> None:
         try:
