@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mcpbridge.adapters.index_files.search_index import DirectoryIndexFiles, FileSearchIndex
@@ -337,3 +338,37 @@ def test_a_file_indexed_knowledge_base_on_s3_migrates_to_lance_on_s3(
             assert index.has_vectors("kb_1")
         finally:
             index.close()
+
+
+def test_a_semantic_search_within_a_few_documents_finds_their_nearest_chunks(
+    tmp_path: Path, store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the vector index built, the chunks of a handful of documents sit in partitions far from the query: the
+    # search must go on probing until it has found them (or every partition is probed), not stop at its usual
+    # number of partitions and return what the filter left of those.
+    from mcpbridge.adapters.lance import maintenance, search_index
+
+    monkeypatch.setattr(maintenance, "VECTOR_INDEX_MIN_ROWS", 1000)
+    monkeypatch.setattr(search_index, "NPROBES", 2)  # of ~15 partitions: few rows make few partitions
+    index = lance(tmp_path, store)
+    files = FileSearchIndex(DirectoryIndexFiles(tmp_path / "indexes"))
+    rng = np.random.default_rng(7)
+    write(index, "doc_0000", "The first document.")
+    pointer = index.pointer("kb_1")
+    assert pointer is not None
+    batch = []
+    for n in range(1, 400):
+        parts = chunks(f"doc_{n:04d}", *(f"Chunk {seq} of document {n}." for seq in range(10)))
+        vectors = rng.standard_normal((10, 16)).tolist()
+        batch.append((f"doc_{n:04d}", parts, vectors, f"w{n}"))
+        files.replace_document("kb_1", f"doc_{n:04d}", parts, vectors, EMBEDDER.name, language="english")
+    index.write_documents(pointer, pointer.table, pointer.language, batch)
+    index.optimise("kb_1", grace_seconds=0)
+    dataset = index.dataset(index.pointer("kb_1"))  # type: ignore[arg-type]
+    assert "vector" in {field for i in dataset.describe_indices() for field in i.field_names}
+    within = ["doc_0011", "doc_0222"]
+    for query in rng.standard_normal((8, 16)).tolist():
+        found = index.semantic(["kb_1"], query, document_ids=within, limit=10)
+        exact = files.semantic(["kb_1"], query, document_ids=within, limit=10)
+        assert len(exact) == 10
+        assert [h.chunk.id for h in found] == [h.chunk.id for h in exact]
