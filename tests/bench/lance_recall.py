@@ -1,5 +1,6 @@
 """Recall@10 of the Lance index's vector search (IVF-PQ as the upkeep job builds it, searched with the adapter's
-``nprobes`` and ``refine_factor``) against exact cosine search (numpy, every vector) on the same vectors.
+own query, ``vector_query``: at least ``NPROBES`` partitions, ``REFINE_FACTOR``) against exact cosine search (numpy,
+every vector) on the same vectors.
 
 Sources of vectors:
 
@@ -93,7 +94,7 @@ def recall(documents: np.ndarray[Any, Any], queries: np.ndarray[Any, Any]) -> di
     import pyarrow as pa
 
     from mcpbridge.adapters.lance import maintenance
-    from mcpbridge.adapters.lance.search_index import NPROBES, REFINE_FACTOR
+    from mcpbridge.adapters.lance.search_index import NPROBES, REFINE_FACTOR, vector_query
     from mcpbridge.adapters.lance.tables import normalised
 
     documents = normalised(documents)
@@ -123,14 +124,7 @@ def recall(documents: np.ndarray[Any, Any], queries: np.ndarray[Any, Any]) -> di
             start = time.perf_counter()
             found = dataset.to_table(
                 columns=["id"],
-                nearest={
-                    "column": "vector",
-                    "q": query,
-                    "k": 10,
-                    "metric": "cosine",
-                    "nprobes": NPROBES,
-                    "refine_factor": REFINE_FACTOR,
-                },
+                nearest=vector_query(dataset, query, None, 10),
             )
             times.append(time.perf_counter() - start)
             hits += len(exact & set(found.column("id").to_pylist()))

@@ -543,7 +543,7 @@ class LanceSearchIndex:
         where = "vector IS NOT NULL" if flt is None else f"vector IS NOT NULL AND {flt}"
         found = dataset.to_table(
             columns=[*CHUNK_COLUMNS, "_distance"],
-            nearest=self._nearest(dataset, query, flt, limit),
+            nearest=vector_query(dataset, query, flt, limit),
             filter=where,
             prefilter=True,
         )
@@ -554,17 +554,6 @@ class LanceSearchIndex:
         ]
         hits.sort(key=lambda h: (-h.score, h.chunk.id))
         return hits[:limit]
-
-    def _nearest(self, dataset: Any, query: Any, flt: str | None, limit: int) -> dict[str, Any]:
-        """The vector search of a query: through the IVF-PQ index, or exact on the rows of a filter that keeps no more
-        rows than a knowledge base searched without an index. The index probes the partitions nearest the query, and
-        a filter's rows may lie in none of them: a filtered search through it probes further until it has ``limit``
-        candidates, but ranks them on their compressed vectors, and those of a few documents come out in an order
-        the exact vectors do not give."""
-        nearest = {"column": "vector", "q": query, "k": limit, "metric": "cosine"}
-        if flt is not None and int(dataset.count_rows(flt)) <= maintenance.VECTOR_INDEX_MIN_ROWS:
-            return {**nearest, "use_index": False}
-        return {**nearest, "minimum_nprobes": NPROBES, "refine_factor": REFINE_FACTOR}
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -669,6 +658,18 @@ class LanceSearchIndex:
         self._datasets.close()
         if self._legacy is not None:
             self._legacy.close()
+
+
+def vector_query(dataset: Any, query: Any, flt: str | None, limit: int) -> dict[str, Any]:
+    """The vector search of a query: through the IVF-PQ index, or exact on the rows of a filter that keeps no more
+    rows than a knowledge base searched without an index. The index probes the partitions nearest the query, and
+    a filter's rows may lie in none of them: a filtered search through it probes further until it has ``limit``
+    candidates, but ranks them on their compressed vectors, and those of a few documents come out in an order
+    the exact vectors do not give."""
+    nearest = {"column": "vector", "q": query, "k": limit, "metric": "cosine"}
+    if flt is not None and int(dataset.count_rows(flt)) <= maintenance.VECTOR_INDEX_MIN_ROWS:
+        return {**nearest, "use_index": False}
+    return {**nearest, "minimum_nprobes": NPROBES, "refine_factor": REFINE_FACTOR}
 
 
 def _unit(vector: Sequence[float]) -> Any:
