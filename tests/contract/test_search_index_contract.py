@@ -271,6 +271,20 @@ def test_semantic_finds_the_nearest_chunk_and_refuses_bad_vectors(instances: Ins
         index.semantic(["kb_1"], [0.0] * 16)
 
 
+def test_chunks_without_vectors_are_never_semantic_hits(instances: Instances) -> None:
+    # A document written while no embedder was configured has no vectors; the others fill the limit.
+    index = seeded(instances)
+    parts = chunks("doc_plain", *(f"Walrus dives for clams, plain note {n}." for n in range(6)))
+    index.replace_document("kb_1", "doc_plain", parts, None, None)
+    query = EMBEDDER.embed(["walrus dives for clams"], purpose="query")[0]
+    hits = index.semantic(["kb_1"], query, limit=8)
+    assert len(hits) == 8
+    assert "doc_plain" not in {h.chunk.document_id for h in hits}
+    assert hits[0].chunk.id == "doc_walrus#00001"
+    assert index.semantic(["kb_1"], query, document_ids=["doc_plain"]) == []
+    assert {h.chunk.document_id for h in index.keyword(["kb_1"], "plain note")} == {"doc_plain"}
+
+
 def test_hybrid_fuses_keyword_and_semantic_rankings(instances: Instances) -> None:
     index = seeded(instances)
     query = "refresh token rotation"

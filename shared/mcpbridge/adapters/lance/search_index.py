@@ -540,12 +540,13 @@ class LanceSearchIndex:
             raise ValueError(
                 f"the query vector has {query.shape[0]} dimensions; this index holds {dimension}-dimension vectors"
             )
-        where = "vector IS NOT NULL" if flt is None else f"vector IS NOT NULL AND {flt}"
+        # Rows without a vector are never candidates (Lance skips null vectors). No "vector IS NOT NULL" filter:
+        # as a prefilter it read the whole vector column, 1.5 GB from S3 per query at 1M chunks.
         found = dataset.to_table(
             columns=[*CHUNK_COLUMNS, "_distance"],
             nearest=vector_query(dataset, query, flt, limit),
-            filter=where,
-            prefilter=True,
+            filter=flt,
+            prefilter=flt is not None,
         )
         standing = maintenance.standing(self, pointer, query)
         hits = [
