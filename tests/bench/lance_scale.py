@@ -114,23 +114,43 @@ class _Counting:
                 close()
 
 
-def _ranges_as_s3() -> None:
+def _ranges_as_s3(kept_bytes: int = 4 << 30) -> None:
     """Make moto serve a range GET as S3 does, in the time of its range: moto reads an object's whole body from its
     buffer for every GET, one GET of a key at a time (under the key's lock), so a take of 10 rows from a 244 MB Lance
-    data file (about 120 range GETs) cost seconds that S3 does not spend. The body is read once and kept (objects
-    are written once here; a new value drops the kept one)."""
+    data file (about 120 range GETs) cost seconds that S3 does not spend. The bodies read last are kept, up to
+    ``kept_bytes`` in all (at 1M chunks, keeping every body read made the server run out of memory while compacting);
+    a new value drops the kept one."""
+    import threading
+    from collections import OrderedDict
+
     from moto.s3.models import FakeKey
 
     plain: Any = vars(FakeKey)["value"]  # the property itself
+    recent: OrderedDict[int, tuple[Any, bytes]] = OrderedDict()
+    held = {"bytes": 0}
+    lock = threading.Lock()
 
     def kept(key: Any) -> bytes:
-        body = key.__dict__.get("_bench_body")
-        if body is None:
-            body = key.__dict__["_bench_body"] = plain.fget(key)
-        return body  # type: ignore[no-any-return]
+        with lock:
+            found = recent.get(id(key))
+            if found is not None and found[0] is key:
+                recent.move_to_end(id(key))
+                return found[1]
+        body: bytes = plain.fget(key)
+        with lock:
+            previous = recent.pop(id(key), None)
+            held["bytes"] += len(body) - (len(previous[1]) if previous else 0)
+            recent[id(key)] = (key, body)
+            while held["bytes"] > kept_bytes and len(recent) > 1:
+                _, (_, dropped) = recent.popitem(last=False)
+                held["bytes"] -= len(dropped)
+        return body
 
     def replace(key: Any, value: bytes) -> None:
-        key.__dict__.pop("_bench_body", None)
+        with lock:
+            previous = recent.pop(id(key), None)
+            if previous is not None:
+                held["bytes"] -= len(previous[1])
         plain.fset(key, value)
 
     FakeKey.value = property(kept, replace)  # type: ignore[method-assign,assignment]
