@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +24,7 @@ from mcpbridge.domain.items import (
 from mcpbridge.errors import ConditionFailed, InvalidInput
 from mcpbridge.ports import Store
 from tests.support.clock import FakeClock
+from tests.support.threads import run_together
 
 K = Key("WS#1", "THING#a")
 
@@ -418,28 +418,18 @@ def test_a_transaction_treats_expired_items_as_absent(store: Store, clock: FakeC
 
 def _race(workers: int, attempt: Callable[[int], None]) -> tuple[int, int]:
     """Run ``attempt`` in ``workers`` threads started together; count wins and ConditionFailed losses."""
-    barrier = threading.Barrier(workers)
     wins: list[int] = []
     losses: list[int] = []
-    errors: list[BaseException] = []
 
     def run(i: int) -> None:
-        barrier.wait()
         try:
             attempt(i)
         except ConditionFailed:
             losses.append(i)
-        except BaseException as exc:
-            errors.append(exc)
         else:
             wins.append(i)
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert not errors, errors
+    run_together(workers, run, timeout=30)
     return len(wins), len(losses)
 
 

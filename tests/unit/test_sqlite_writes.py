@@ -8,7 +8,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ import pytest
 from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.domain.items import Condition, Key, Update
 from tests.support.clock import FakeClock
+from tests.support.threads import run_together
 
 K = Key("WS#w", "ROW")
 
@@ -45,26 +46,6 @@ class _Syncs:
 
     def of_wal(self) -> int:
         return sum(path.endswith("-wal") for path in self.paths)
-
-
-def _together(workers: int, work: Callable[[int], None]) -> None:
-    """Run ``work(worker)`` in ``workers`` threads released at once; fail with the first errors any of them raised."""
-    ready = threading.Barrier(workers)
-    errors: list[BaseException] = []
-
-    def run(worker: int) -> None:
-        try:
-            ready.wait()
-            work(worker)
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors, errors[:3]
 
 
 def test_a_durable_write_returns_after_its_wal_is_synced_and_the_others_do_not_wait(
@@ -104,7 +85,7 @@ def test_durable_writers_committing_together_share_their_syncs(
         for n in range(writes):
             store.put({"pk": "WS#w", "sk": f"ROW#{worker}#{n}", "n": n}, condition=Condition.absent("new"))
 
-    _together(workers, write)
+    run_together(workers, write)
     assert len(store.query("WS#w", sk_prefix="ROW#", limit=1000).items) == workers * writes
     assert 0 < syncs.of_wal() <= workers * writes // 2, syncs.of_wal()
 
@@ -121,7 +102,7 @@ def test_threads_of_one_process_never_wait_in_the_busy_handler(store: SqliteStor
             store.put({**key.as_dict(), "n": n}, condition=Condition.absent("new"), durable=n % 2 == 0)
             store.update(K, Update(add={"count": 1}), durable=False)
 
-    _together(workers, write)
+    run_together(workers, write)
     assert store.get(K) == {**K.as_dict(), "count": workers * writes}
 
 
