@@ -76,6 +76,11 @@ class Store(Protocol):
         """Raise ``errors.Unavailable`` when the store cannot be reached."""
         ...
 
+    def reclaim(self) -> None:
+        """After a whole workspace was deleted: leave nothing of the deleted items readable where the store keeps
+        its data (the embedded store rewrites its file; DynamoDB keeps nothing of a deleted item, so nothing)."""
+        ...
+
 
 class SecretBox(Protocol):
     """Seals secrets for storage (``enc:v1:...``) bound to a ``SecretContext``."""

@@ -14,7 +14,9 @@ What goes, in order:
 4. catalog snapshots of every service and user (the blobs under ``catalogs/<ws>/``, then their heads);
 5. each endpoint's rate-limit log (``RATE#<endpoint>``);
 6. every other item of the workspace's partition (keys, users, services, policies, OAuth tokens and registrations,
-   agents, tool references, calls, sessions, name guards, counters), and last the workspace's own item.
+   agents, tool references, calls, sessions, name guards, counters), and last the workspace's own item;
+7. the store reclaims what the deletes left where it keeps its data (the embedded store rewrites its file, in which
+   a deleted key may linger in an index page).
 
 Items whose TTL has passed are invisible to every read, this one too; the store's TTL (DynamoDB) or
 ``purge_expired`` (SQLite) removes them.
@@ -86,6 +88,7 @@ class WorkspacePurge:
         self._store.delete(
             workspace_key(workspace_id), condition=Condition.equals("still_deleting", "status", "deleting")
         )
+        self._store.reclaim()
         log.warning("workspace %s is deleted", workspace_id)
 
     def _purge_knowledge(self, workspace_id: str) -> None:

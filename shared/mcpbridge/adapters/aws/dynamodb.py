@@ -349,6 +349,9 @@ class DynamoStore:
     def ping(self) -> None:
         self._call("get_item", TableName=self._table, Key=_key(Key("HEALTH", "PING")))
 
+    def reclaim(self) -> None:
+        """A deleted item is gone from DynamoDB's reads, backups aside (point-in-time recovery keeps 35 days)."""
+
     # ------------------------------------------------------------------------------------------ plumbing
 
     def _conditional(self, condition: Condition | None, operation: str, **kwargs: Any) -> dict[str, Any]:

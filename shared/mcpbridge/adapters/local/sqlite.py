@@ -24,6 +24,7 @@ endpoint, a document, a call's outcome, a paused call waiting for an approval) s
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -60,8 +61,12 @@ from mcpbridge.domain.items import (
 from mcpbridge.errors import ConditionFailed, InvalidInput, Unavailable
 from mcpbridge.ports import Clock
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS items (
+# A rowid table with a unique index on the key, not a WITHOUT ROWID table: that one is an index b-tree, whose
+# interior pages keep copies of whole rows (bodies too) as dividers that deleting the row does not touch, so
+# ``secure_delete`` could not erase them. Here a body lives only in its leaf cell, zeroed when the row goes; a key
+# may linger as a divider in an index until :meth:`SqliteStore.reclaim` rewrites the file.
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS items (
     pk TEXT NOT NULL,
     sk TEXT NOT NULL,
     gsi1pk TEXT,
@@ -69,13 +74,16 @@ CREATE TABLE IF NOT EXISTS items (
     gsi2pk TEXT,
     gsi2sk TEXT,
     expires_at INTEGER,
-    body TEXT NOT NULL,
-    PRIMARY KEY (pk, sk)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS items_gsi1 ON items (gsi1pk, gsi1sk, pk, sk) WHERE gsi1pk IS NOT NULL;
-CREATE INDEX IF NOT EXISTS items_gsi2 ON items (gsi2pk, gsi2sk, pk, sk) WHERE gsi2pk IS NOT NULL;
-CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at) WHERE expires_at IS NOT NULL;
-"""
+    body TEXT NOT NULL
+)""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS items_key ON items (pk, sk)",
+    "CREATE INDEX IF NOT EXISTS items_gsi1 ON items (gsi1pk, gsi1sk, pk, sk) WHERE gsi1pk IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS items_gsi2 ON items (gsi2pk, gsi2sk, pk, sk) WHERE gsi2pk IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at) WHERE expires_at IS NOT NULL",
+)
+_INDEXES = ("items_gsi1", "items_gsi2", "items_expiry")
+
+log = logging.getLogger("mcpbridge.store")
 
 _COLUMNS = ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "expires_at", "body")
 _WRITER_WAIT_SECONDS = 30.0  # as long as SQLite's own busy timeout
@@ -205,14 +213,21 @@ class SqliteStore:
         self._local = threading.local()
 
     @contextmanager
-    def _write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """One transaction under the write lock; a durable one returns once the WAL holding it is synced."""
-        conn = self._connection()
+    def _write_lock(self) -> Iterator[None]:
         if not self._writer.acquire(timeout=_WRITER_WAIT_SECONDS):
             raise Unavailable(
                 "the SQLite store is busy: another write of this process takes too long", code="store_busy"
             )
         try:
+            yield
+        finally:
+            self._writer.release()
+
+    @contextmanager
+    def _write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One transaction under the write lock; a durable one returns once the WAL holding it is synced."""
+        conn = self._connection()
+        with self._write_lock():
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
@@ -224,8 +239,6 @@ class SqliteStore:
                 raise
             conn.execute("COMMIT")
             ticket = self._wal_sync.committed()
-        finally:
-            self._writer.release()
         if durable and not self._local.syncs_itself:
             try:
                 self._wal_sync.wait(ticket)
@@ -346,6 +359,16 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise Unavailable(f"the SQLite store does not answer: {exc}", code="store_unavailable") from exc
 
+    def reclaim(self) -> None:
+        """Rewrite the file from its live rows (``VACUUM``), after the deletion of a whole workspace: a deleted
+        row's body is zeroed at once (``secure_delete``), but its key may linger as a divider in an index page."""
+        conn = self._connection()
+        with self._write_lock():
+            try:
+                _rewrite(conn)
+            except sqlite3.OperationalError as exc:
+                raise Unavailable(f"the SQLite store could not rewrite its file: {exc}", code="store_busy") from exc
+
     def purge_expired(self) -> int:
         """Delete expired rows (reads already hide them; this only reclaims space)."""
         with self._write() as conn:
@@ -356,17 +379,54 @@ class SqliteStore:
 
 
 def _initialise(conn: sqlite3.Connection) -> None:
-    """Switch the file to WAL (waiting out another process opening it at the same moment) and create the schema."""
+    """Switch the file to WAL (waiting out another process opening it at the same moment) and create the schema,
+    moving a file of the earlier layout (a WITHOUT ROWID table) to this one."""
     switch_to_wal(conn, timeout=30)
     deadline = time.monotonic() + 30
     while True:
         try:
-            conn.executescript(_SCHEMA)
-            return
+            moved = _create_schema(conn)
+            break
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(RETRY_SECONDS)
+    if moved:
+        try:
+            _rewrite(conn)  # the old table's interior pages are free pages now: zeroed, but rewrite the file anyway
+        except sqlite3.Error as exc:
+            log.warning("the SQLite store moved to its new layout but could not rewrite its file: %s", exc)
+
+
+def _create_schema(conn: sqlite3.Connection) -> bool:
+    """One transaction (another process may be opening the file too); whether rows moved from the old layout."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'items'").fetchone()
+        moving = row is not None and "WITHOUT ROWID" in str(row[0]).upper()
+        if moving:
+            conn.execute("ALTER TABLE items RENAME TO items_without_rowid")
+            for index in _INDEXES:
+                conn.execute(f"DROP INDEX IF EXISTS {index}")
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        if moving:
+            columns = ", ".join(_COLUMNS)
+            conn.execute(f"INSERT INTO items ({columns}) SELECT {columns} FROM items_without_rowid")  # noqa: S608 - fixed column names
+            conn.execute("DROP TABLE items_without_rowid")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    if moving:
+        log.warning("the SQLite store moved its rows to the current layout")
+    return moving
+
+
+def _rewrite(conn: sqlite3.Connection) -> None:
+    """Rebuild the file from its live rows and empty the WAL: nothing deleted stays readable in either."""
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _dump(item: Item) -> str:
