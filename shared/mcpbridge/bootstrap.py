@@ -263,7 +263,15 @@ class Container:
             from mcpbridge.adapters.aws.s3_search_index import S3IndexFiles
 
             cache = self.settings.index_cache_dir or Path(tempfile.gettempdir()) / "mcpbridge-indexes"
-            return FileSearchIndex(S3IndexFiles(self.store, self._s3, self._bucket(), cache, self.clock))
+            files = S3IndexFiles(
+                self.store,
+                self._s3,
+                self._bucket(),
+                cache,
+                self.clock,
+                max_file_bytes=self.settings.index_file_max_bytes,
+            )
+            return FileSearchIndex(files)
         return FileSearchIndex(DirectoryIndexFiles(self.settings.indexes_dir))
 
     @property

@@ -108,6 +108,10 @@ class Settings(BaseSettings):
     # Knowledge
     index_cache_dir: Path | None = None
     """AWS mode: where index files fetched from S3 are cached (default: <system temp dir>/mcpbridge-indexes)."""
+    index_file_max_bytes: int = Field(default=0, ge=0)
+    """AWS mode with ``search_engine=files``: the size past which a write may not grow a knowledge base's index file
+    (the document is failed with ``index_full``, naming ``lance``); every function that reads the file must hold two
+    versions of it in its ``/tmp`` while it switches. 0: no limit."""
     search_engine: Literal["files", "lance"] = "files"
     """The search index of new knowledge bases. ``files``: one SQLite file per knowledge base (a directory locally;
     in S3 behind a version pointer on AWS), for knowledge bases up to some 30,000 chunks on AWS. ``lance``: Lance

@@ -4,6 +4,7 @@ commit store (AWS, on a moto server). Each "instance" has its own cache and hand
 
 from __future__ import annotations
 
+import errno
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from moto import mock_aws
 
 from mcpbridge.adapters.aws.dynamodb import DynamoStore
 from mcpbridge.adapters.aws.lambda_search_index import LambdaSearchIndex
-from mcpbridge.adapters.aws.s3_search_index import S3IndexFiles, pointer_key
+from mcpbridge.adapters.aws.s3_search_index import S3IndexFiles, lease_key, pointer_key
 from mcpbridge.adapters.index_files.search_index import DirectoryIndexFiles, FileSearchIndex
 from mcpbridge.adapters.lance.search_index import LanceSearchIndex
 from mcpbridge.adapters.lance.tables import LanceLocation
@@ -23,6 +24,7 @@ from mcpbridge.adapters.local.files import FileBlobs
 from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.domain.knowledge import Chunk, Hit
 from mcpbridge.domain.ranking import reciprocal_rank_fusion
+from mcpbridge.errors import Unavailable
 from mcpbridge.knowledge.index_requests import answer
 from mcpbridge.ports import SearchIndex
 from tests.support.aws import create_aws_resources
@@ -210,6 +212,55 @@ def test_s3_versions_advance_by_one_per_write(tmp_path: Path, aws_credentials: N
         assert keys == {pointer["object"], pointer["previous_object"]}
         assert pointer["object"].startswith("indexes/kb_1/v4-")
         index.close()
+
+
+def test_an_s3_index_file_does_not_grow_past_its_limit_and_can_still_shrink(
+    tmp_path: Path, aws_credentials: None
+) -> None:
+    with mock_aws():
+        resources = create_aws_resources(table_name="index-limit")
+        clock = FakeClock()
+        store = DynamoStore(boto3.client("dynamodb", region_name="eu-west-1"), resources.table_name, clock)
+        s3 = boto3.client("s3", region_name="eu-west-1")
+        unlimited = FileSearchIndex(S3IndexFiles(store, s3, resources.bucket_name, tmp_path / "writer", clock))
+        for n in range(3):
+            index_document(unlimited, f"doc_{n}", *(f"walrus note {n} {i} " * 40 for i in range(20)))
+        size = s3.head_object(Bucket=resources.bucket_name, Key=store.get(pointer_key("kb_1"))["object"])
+        limit = size["ContentLength"] + 4096  # room for a small document, not for another large one
+        files = S3IndexFiles(store, s3, resources.bucket_name, tmp_path / "limited", clock, max_file_bytes=limit)
+        index = FileSearchIndex(files)
+        published = store.get(pointer_key("kb_1"))
+        with pytest.raises(Unavailable) as refused:
+            index_document(index, "doc_big", *(f"seal story {i} " * 40 for i in range(40)))
+        assert refused.value.code == "index_full"
+        assert "SearchEngine=lance" in refused.value.message
+        assert store.get(pointer_key("kb_1")) == published  # nothing published
+        assert store.get(lease_key("kb_1")) is None  # the lease is released
+        assert found(index, "seal") == set()
+        index.delete_document("kb_1", "doc_0")  # past the limit or not, a deletion goes through
+        assert found(index, "walrus") == {"doc_1", "doc_2"}
+        index_document(index, "doc_small", "A seal.")  # and the room it made can be used
+        assert found(index, "seal") == {"doc_small"}
+        index.close()
+        unlimited.close()
+
+
+def test_an_index_file_that_does_not_fit_in_tmp_is_named_not_a_crash(tmp_path: Path) -> None:
+    class FullDisk:
+        def download_file(self, bucket: str, key: str, filename: str) -> None:
+            Path(filename).write_bytes(b"partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    clock = FakeClock()
+    store = SqliteStore(tmp_path / "store.db", clock)
+    store.put({**pointer_key("kb_1").as_dict(), "version": 1, "object": "indexes/kb_1/v1-abc.sqlite3"})
+    files = S3IndexFiles(store, FullDisk(), "bucket", tmp_path / "cache", clock)  # type: ignore[arg-type]
+    with pytest.raises(Unavailable) as refused, files.reading("kb_1"):
+        pass
+    assert refused.value.code == "index_too_large"
+    assert "indexes/kb_1/v1-abc.sqlite3 does not fit in" in refused.value.message
+    assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []  # the partial download is gone
+    store.close()
 
 
 # ---------------------------------------------------------------------------------------------- the same behaviour

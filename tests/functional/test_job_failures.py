@@ -68,6 +68,7 @@ class World:
     sqs: Any
     queue_url: str
     kb_id: str
+    cache: Path
 
     @property
     def access(self) -> KnowledgeAccess:
@@ -169,7 +170,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restore_logging: None
         queue_url = sqs.create_queue(QueueName="failed-jobs")["QueueUrl"]
         kb = container.knowledge_bases.create(KnowledgeAccess("ws_jobs"), name="Animals")
         try:
-            yield World(container, clock, jobs, sqs, queue_url, kb.id)
+            yield World(container, clock, jobs, sqs, queue_url, kb.id, tmp_path)
         finally:
             container.close()
 
@@ -314,6 +315,27 @@ def test_a_busy_index_through_every_retry_ends_failed_saying_so(world: World) ->
     document = world.document(document_id)
     assert document["parse_status"] == "failed"
     assert "stayed busy" in document["parse_error"]
+
+
+def test_a_document_that_would_outgrow_the_index_file_fails_naming_lance(world: World) -> None:
+    container = world.container
+    bucket = container.settings.bucket_name
+    limit = 512 * 1024
+    limited = S3IndexFiles(
+        container.store, container._s3, bucket, world.cache / "limited", world.clock, max_file_bytes=limit
+    )
+    container.__dict__["search_index"] = FileSearchIndex(limited)
+    first = world.add()
+    world.run_jobs()
+    assert world.document(first)["parse_status"] == "completed"
+    document_id = world.add("Seals sleep on beaches. " * 20_000)
+    world.run_jobs()  # failed for good, not raised to be retried
+    document = world.document(document_id)
+    assert document["parse_status"] == "failed"
+    assert "would grow to" in document["parse_error"]
+    assert "SearchEngine=lance" in document["parse_error"]
+    assert container.search_index.keyword([world.kb_id], "seals") == []
+    assert [h.chunk.document_id for h in container.search_index.keyword([world.kb_id], "walruses")] == [first]
 
 
 # ------------------------------------------------------------------------------------------------ deletion

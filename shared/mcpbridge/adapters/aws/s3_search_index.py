@@ -10,11 +10,16 @@ unless it is already there, and query the local copy; a new version is fetched o
 Writers take the lease, copy the current version, change the copy, upload it as the next version and advance the
 pointer on the condition that it still names the version they started from. The previous version is kept in
 S3 so a reader that read the old pointer a moment ago can still fetch it.
+
+The file must fit the ``/tmp`` of every function that reads it, twice while a reader switches versions: past
+``max_file_bytes`` a write that would grow it is refused (``index_full``), the published version left as it was;
+writes that do not grow it (deletions) still go through.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import shutil
 import sqlite3
 import threading
@@ -58,10 +63,13 @@ class S3IndexFiles:
         clock: Clock,
         *,
         lease_wait_seconds: float = WAIT_FOR_LEASE_SECONDS,
+        max_file_bytes: int = 0,
     ) -> None:
         """``lease_wait_seconds``: how long a writer waits for the knowledge base's lease before it gives up with
-        ``Unavailable`` ``index_busy`` (the job is then tried again later, not failed)."""
+        ``Unavailable`` ``index_busy`` (the job is then tried again later, not failed). ``max_file_bytes``: the size
+        a write may not grow a file past (0: no limit)."""
         self._lease_wait = lease_wait_seconds
+        self._max_file_bytes = max_file_bytes
         self._store = store
         self._s3 = s3
         self._bucket = bucket
@@ -118,6 +126,13 @@ class S3IndexFiles:
         except (ClientError, BotoCoreError) as exc:
             partial.unlink(missing_ok=True)
             raise Unavailable(f"cannot fetch the index file {object_key}", code="index_unavailable") from exc
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            if exc.errno != errno.ENOSPC:
+                raise
+            free = shutil.disk_usage(path.parent).free
+            message = f"the index file {object_key} does not fit in {self._cache} ({_mib(free)} free)"
+            raise Unavailable(message, code="index_too_large") from None
 
     # ------------------------------------------------------------------------------------------ writing
 
@@ -131,16 +146,28 @@ class S3IndexFiles:
             work.parent.mkdir(parents=True, exist_ok=True)
             if published is not None:
                 self._download(published[1], work)
+            before = work.stat().st_size if published is not None else 0
             index = KbIndexFile(work)
             try:
                 yield index
             finally:
                 index.close()
             _checkpoint(work)
+            self._check_size(kb_id, before, work.stat().st_size)
             self._publish(kb_id, published, work)
         finally:
             self._release_lease(kb_id, holder)
             _remove_sqlite(work)
+
+    def _check_size(self, kb_id: str, before: int, after: int) -> None:
+        if not self._max_file_bytes or after <= self._max_file_bytes or after <= before:
+            return
+        raise Unavailable(
+            f"the index of knowledge base {kb_id} would grow to {_mib(after)}, past the {_mib(self._max_file_bytes)} "
+            "an index file may have (every function reading it holds it in its /tmp): nothing was changed; "
+            "knowledge bases this large need SearchEngine=lance (infra/README.md, Search engine)",
+            code="index_full",
+        )
 
     def _publish(self, kb_id: str, published: tuple[int, str] | None, work: Path) -> None:
         new_version = (published[0] if published else 0) + 1
@@ -219,6 +246,10 @@ class S3IndexFiles:
             for _, index in self._open.values():
                 index.close()
             self._open.clear()
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.0f} MiB"
 
 
 def _checkpoint(path: Path) -> None:
