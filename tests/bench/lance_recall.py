@@ -62,7 +62,8 @@ EMBED_BATCH = 500
 
 def e5_vectors(rows: int, queries: int, cache: Path) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Documents and queries embedded by the local embedder, kept in ``cache``: batch by batch, so that a run stopped
-    half-way goes on from its last batch (embedding 20,000 docstrings takes about an hour on 2 cores)."""
+    half-way goes on from its last batch (embedding 20,000 docstrings takes about an hour on 2 cores), and a run with
+    more rows reuses the batches of a smaller one (the documents are a prefix of the same list)."""
     cached = cache / f"e5-{rows}-{queries}.npz"
     if cached.exists():
         with np.load(cached) as held:
@@ -75,7 +76,7 @@ def e5_vectors(rows: int, queries: int, cache: Path) -> tuple[np.ndarray[Any, An
     embedder = E5Embedder()
     cache.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    documents = _embedded_in_batches(embedder, texts[:rows], cache / f"e5-{rows}-documents")
+    documents = _embedded_in_batches(embedder, texts[:rows], cache / "e5-documents")
     asked = [text.split(". ")[0][:200] for text in texts[rows:]]
     query_vectors = np.asarray(embedder.embed(asked, purpose="query"), dtype=np.float32)
     print(f"embedded {rows + queries} texts in {time.perf_counter() - start:.0f} s", file=sys.stderr)
@@ -87,9 +88,10 @@ def _embedded_in_batches(embedder: Any, texts: Sequence[str], folder: Path) -> n
     folder.mkdir(exist_ok=True)
     parts = []
     for at in range(0, len(texts), EMBED_BATCH):
-        part = folder / f"{at:08d}.npy"
+        batch = texts[at : at + EMBED_BATCH]
+        part = folder / f"{at:08d}-{len(batch)}.npy"
         if not part.exists():
-            vectors = np.asarray(embedder.embed(texts[at : at + EMBED_BATCH], purpose="document"), dtype=np.float32)
+            vectors = np.asarray(embedder.embed(batch, purpose="document"), dtype=np.float32)
             np.save(part.with_suffix(".tmp.npy"), vectors)
             part.with_suffix(".tmp.npy").rename(part)
             print(f"embedded {min(at + EMBED_BATCH, len(texts))} of {len(texts)} documents", file=sys.stderr)
