@@ -24,17 +24,15 @@ endpoint, a document, a call's outcome, a paused call waiting for an approval) s
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from mcpbridge.adapters.sqlite_wal import RETRY_SECONDS, switch_to_wal
+from mcpbridge.adapters.local.sqlite_schema import COLUMNS, initialise, rewrite
 from mcpbridge.domain.items import (
     INDEX_KEYS,
     Check,
@@ -61,31 +59,6 @@ from mcpbridge.domain.items import (
 from mcpbridge.errors import ConditionFailed, InvalidInput, Unavailable
 from mcpbridge.ports import Clock
 
-# A rowid table with a unique index on the key, not a WITHOUT ROWID table: that one is an index b-tree, whose
-# interior pages keep copies of whole rows (bodies too) as dividers that deleting the row does not touch, so
-# ``secure_delete`` could not erase them. Here a body lives only in its leaf cell, zeroed when the row goes; a key
-# may linger as a divider in an index until :meth:`SqliteStore.reclaim` rewrites the file.
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS items (
-    pk TEXT NOT NULL,
-    sk TEXT NOT NULL,
-    gsi1pk TEXT,
-    gsi1sk TEXT,
-    gsi2pk TEXT,
-    gsi2sk TEXT,
-    expires_at INTEGER,
-    body TEXT NOT NULL
-)""",
-    "CREATE UNIQUE INDEX IF NOT EXISTS items_key ON items (pk, sk)",
-    "CREATE INDEX IF NOT EXISTS items_gsi1 ON items (gsi1pk, gsi1sk, pk, sk) WHERE gsi1pk IS NOT NULL",
-    "CREATE INDEX IF NOT EXISTS items_gsi2 ON items (gsi2pk, gsi2sk, pk, sk) WHERE gsi2pk IS NOT NULL",
-    "CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at) WHERE expires_at IS NOT NULL",
-)
-_INDEXES = ("items_gsi1", "items_gsi2", "items_expiry")
-
-log = logging.getLogger("mcpbridge.store")
-
-_COLUMNS = ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "expires_at", "body")
 _WRITER_WAIT_SECONDS = 30.0  # as long as SQLite's own busy timeout
 
 # Larger than any character, so "prefix || _TOP" bounds every string that starts with prefix.
@@ -181,7 +154,7 @@ class SqliteStore:
             conn.execute("PRAGMA busy_timeout=30000")
             with self._lock:
                 if not self._ready:
-                    _initialise(conn)
+                    initialise(conn)
                     self._ready = True
             # In WAL mode, NORMAL: SQLite does not sync commits, a durable write syncs the WAL itself (group commit).
             # A file system without WAL support leaves the file in rollback-journal mode: FULL, SQLite syncs.
@@ -262,9 +235,9 @@ class SqliteStore:
 
     def _write_row(self, conn: sqlite3.Connection, item: Item) -> None:
         validate_item(item)
-        values = [item.get(c) for c in _COLUMNS[:-1]]
+        values = [item.get(c) for c in COLUMNS[:-1]]
         conn.execute(
-            f"INSERT OR REPLACE INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",  # noqa: S608 - fixed column names
+            f"INSERT OR REPLACE INTO items ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",  # noqa: S608 - fixed column names
             (*values, _dump(item)),
         )
 
@@ -365,7 +338,7 @@ class SqliteStore:
         conn = self._connection()
         with self._write_lock():
             try:
-                _rewrite(conn)
+                rewrite(conn)
             except sqlite3.OperationalError as exc:
                 raise Unavailable(f"the SQLite store could not rewrite its file: {exc}", code="store_busy") from exc
 
@@ -376,57 +349,6 @@ class SqliteStore:
                 "DELETE FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?", (self._clock.now(),)
             )
             return cur.rowcount
-
-
-def _initialise(conn: sqlite3.Connection) -> None:
-    """Switch the file to WAL (waiting out another process opening it at the same moment) and create the schema,
-    moving a file of the earlier layout (a WITHOUT ROWID table) to this one."""
-    switch_to_wal(conn, timeout=30)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            moved = _create_schema(conn)
-            break
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(RETRY_SECONDS)
-    if moved:
-        try:
-            _rewrite(conn)  # the old table's interior pages are free pages now: zeroed, but rewrite the file anyway
-        except sqlite3.Error as exc:
-            log.warning("the SQLite store moved to its new layout but could not rewrite its file: %s", exc)
-
-
-def _create_schema(conn: sqlite3.Connection) -> bool:
-    """One transaction (another process may be opening the file too); whether rows moved from the old layout."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'items'").fetchone()
-        moving = row is not None and "WITHOUT ROWID" in str(row[0]).upper()
-        if moving:
-            conn.execute("ALTER TABLE items RENAME TO items_without_rowid")
-            for index in _INDEXES:
-                conn.execute(f"DROP INDEX IF EXISTS {index}")
-        for statement in _SCHEMA:
-            conn.execute(statement)
-        if moving:
-            columns = ", ".join(_COLUMNS)
-            conn.execute(f"INSERT INTO items ({columns}) SELECT {columns} FROM items_without_rowid")  # noqa: S608 - fixed column names
-            conn.execute("DROP TABLE items_without_rowid")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    if moving:
-        log.warning("the SQLite store moved its rows to the current layout")
-    return moving
-
-
-def _rewrite(conn: sqlite3.Connection) -> None:
-    """Rebuild the file from its live rows and empty the WAL: nothing deleted stays readable in either."""
-    conn.execute("VACUUM")
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _dump(item: Item) -> str:
