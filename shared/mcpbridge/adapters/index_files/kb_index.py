@@ -610,6 +610,8 @@ class KbIndexFile:
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
                 switch_to_wal(conn, timeout=BUSY_TIMEOUT_SECONDS)
                 conn.execute("PRAGMA synchronous = NORMAL")
+                # A deleted or replaced chunk's text is zeroed, not left in free pages (some builds do not by default).
+                conn.execute("PRAGMA secure_delete = ON")
                 if identity is None:
                     identity = self._identity()
             version = _schema_version(conn)
