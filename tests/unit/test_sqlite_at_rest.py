@@ -7,6 +7,8 @@ import random
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.domain.items import Key
 from tests.support.clock import FakeClock
@@ -94,33 +96,57 @@ def test_reclaim_leaves_not_even_the_keys_of_deleted_rows(tmp_path: Path) -> Non
         store.close()
 
 
-def test_a_file_of_the_earlier_layout_keeps_every_row_and_loses_its_remnants(tmp_path: Path) -> None:
+def _earlier_layout_file(path: Path) -> bytes:
+    """A file of the WITHOUT ROWID layout: 300 kept rows in ``WS#w``, then partitions of varied rows of which every
+    third is deleted, until the body of a deleted one is left in an interior page; that body."""
+    for seed in range(20):
+        path.unlink(missing_ok=True)
+        rnd = random.Random(seed)
+        with sqlite3.connect(path) as db:
+            db.executescript(EARLIER_LAYOUT)
+            for i in range(300):
+                body = json.dumps({"pk": "WS#w", "sk": f"ITEM#{i:03d}", "gsi1pk": "G#w", "gsi1sk": f"{i:03d}", "n": i})
+                row = (f"ITEM#{i:03d}", f"{i:03d}", body)
+                db.execute("INSERT INTO items VALUES ('WS#w', ?, 'G#w', ?, NULL, NULL, NULL, ?)", row)
+            for p in range(12):
+                for _ in range(rnd.randint(5, 50)):
+                    body = json.dumps({"value": f"{GONE}-{p}-" + "x" * rnd.randint(50, 800)})
+                    row = (f"WS#p{p}", f"ITEM#{rnd.getrandbits(64):016x}", body)
+                    db.execute("INSERT INTO items VALUES (?, ?, NULL, NULL, NULL, NULL, NULL, ?)", row)
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA secure_delete=ON")
+            for p in range(0, 12, 3):
+                db.execute("DELETE FROM items WHERE pk = ?", (f"WS#p{p}",))
+        data = file_bytes(path)
+        left = [f"{GONE}-{p}-".encode() for p in range(0, 12, 3) if f"{GONE}-{p}-".encode() in data]
+        if left:
+            return left[0]
+    raise AssertionError("no seed left a deleted body in the earlier layout")
+
+
+def test_a_file_of_the_earlier_layout_keeps_every_row_and_loses_its_remnants(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "store.db"
-    with sqlite3.connect(path) as db:
-        db.executescript(EARLIER_LAYOUT)
-        for i in range(300):
-            body = json.dumps({"pk": "WS#w", "sk": f"ITEM#{i:03d}", "gsi1pk": "G#w", "gsi1sk": f"{i:03d}", "n": i})
-            row = (f"ITEM#{i:03d}", f"{i:03d}", body)
-            db.execute("INSERT INTO items VALUES ('WS#w', ?, 'G#w', ?, NULL, NULL, NULL, ?)", row)
-        gone = json.dumps({"pk": "WS#gone", "sk": "X", "value": GONE})
-        db.execute("INSERT INTO items VALUES ('WS#gone', 'X', NULL, NULL, NULL, NULL, NULL, ?)", (gone,))
-    with sqlite3.connect(path) as db:
-        db.execute("PRAGMA secure_delete=ON")
-        db.execute("DELETE FROM items WHERE pk = 'WS#gone'")
+    remnant = _earlier_layout_file(path)
     store = SqliteStore(path, FakeClock())
     try:
         assert [i["n"] for i in store.query("WS#w", limit=1000).items] == list(range(300))
         assert [i["n"] for i in store.query("G#w", index="gsi1", limit=1000, descending=True).items][:2] == [299, 298]
+        assert len(store.query("WS#p1", limit=100).items) > 0
         store.put({"pk": "WS#w", "sk": "ITEM#000", "n": -1})
         assert store.get(Key("WS#w", "ITEM#000")) == {"pk": "WS#w", "sk": "ITEM#000", "n": -1}
         sql = store._connection().execute("SELECT sql FROM sqlite_master WHERE name = 'items'").fetchone()[0]
         assert "WITHOUT ROWID" not in sql.upper()
-        assert GONE.encode() not in file_bytes(path)
+        assert remnant not in file_bytes(path)
     finally:
         store.close()
-    reopened = SqliteStore(path, FakeClock())  # the move happens once
+    assert "moved its rows to the current layout" in caplog.text
+    caplog.clear()
+    reopened = SqliteStore(path, FakeClock())
     try:
         assert len(reopened.query("WS#w", limit=1000).items) == 300
+        assert "moved its rows" not in caplog.text  # the move happens once
     finally:
         reopened.close()
 

@@ -152,6 +152,10 @@ class SqliteStore:
             self._create_file()
             conn = sqlite3.connect(self._path, timeout=30.0, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout=30000")
+            # Deleted and overwritten rows are zeroed, not left in free pages: a replaced or deleted credential (or
+            # a deleted workspace's data) is not readable from the file afterwards; the old table of a file moved
+            # to the current layout neither.
+            conn.execute("PRAGMA secure_delete=ON")
             with self._lock:
                 if not self._ready:
                     initialise(conn)
@@ -161,9 +165,6 @@ class SqliteStore:
             wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
             conn.execute(f"PRAGMA synchronous={'NORMAL' if wal else 'FULL'}")
             self._local.syncs_itself = not wal
-            # Deleted and overwritten rows are zeroed, not left in free pages: a replaced or deleted credential (or
-            # a deleted workspace's data) is not readable from the file afterwards.
-            conn.execute("PRAGMA secure_delete=ON")
         except (sqlite3.Error, OSError) as exc:
             raise Unavailable(f"cannot open the SQLite store at {self._path}: {exc}", code="store_unavailable") from exc
         self._local.conn = conn

@@ -43,21 +43,17 @@ def initialise(conn: sqlite3.Connection) -> None:
     deadline = time.monotonic() + 30
     while True:
         try:
-            moved = _create_schema(conn)
-            break
+            _create_schema(conn)
+            return
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(RETRY_SECONDS)
-    if moved:
-        try:
-            rewrite(conn)  # the old table's interior pages are free pages now: zeroed, but rewrite the file anyway
-        except sqlite3.Error as exc:
-            log.warning("the SQLite store moved to its new layout but could not rewrite its file: %s", exc)
 
 
-def _create_schema(conn: sqlite3.Connection) -> bool:
-    """One transaction (another process may be opening the file too); whether rows moved from the old layout."""
+def _create_schema(conn: sqlite3.Connection) -> None:
+    """One transaction (another process may be opening the file too). The connection has ``secure_delete`` on, so
+    the pages of an old table dropped here are zeroed, interior pages with their copies of rows too."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'items'").fetchone()
@@ -78,7 +74,6 @@ def _create_schema(conn: sqlite3.Connection) -> bool:
         raise
     if moving:
         log.warning("the SQLite store moved its rows to the current layout")
-    return moving
 
 
 def rewrite(conn: sqlite3.Connection) -> None:
