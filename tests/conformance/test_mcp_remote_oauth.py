@@ -37,7 +37,16 @@ with open(log, "a") as out, httpx.Client(timeout=20, follow_redirects=False) as 
     answer = http.post(action, data={**fields, "decision": "approve", "api_key": key},
                        headers={"origin": origin, "sec-fetch-site": "same-origin"})
     out.write(f"answer {answer.status_code}\\n")
-    callback = http.get(answer.headers["location"])
+    # mcp-remote opens the browser before its callback server listens; a person takes seconds to get here.
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            callback = http.get(answer.headers["location"])
+            break
+        except httpx.ConnectError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     out.write(f"callback {callback.status_code}\\n")
 """
 
