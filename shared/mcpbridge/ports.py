@@ -34,6 +34,10 @@ class Store(Protocol):
     """Whether a read is a lookup on this machine that never waits for a writer, cheaper than handing it to a
     worker thread, so an event loop may call it directly; False when a read may wait on the network."""
 
+    indexes_are_consistent: bool
+    """Whether a query of a secondary index returns what a consistent read of the item would (SQLite: the index is
+    a column of the item's own row); False where an index may lag the table (DynamoDB's global indexes)."""
+
     def get(self, key: Key) -> Item | None:
         """The live item, read consistently, or None."""
         ...

@@ -166,9 +166,10 @@ class Accounts:
         page = self._store.query(f"APIKEY#{sha}", index="gsi1", limit=2)
         if not page.items:
             raise Unauthenticated("the API key is not valid", code="invalid_api_key")
-        indexed = page.items[0]
-        # The index may lag a revocation: the base item, read consistently, has the last word.
-        item = self._store.get(api_key_key(indexed["workspace_id"], indexed["id"]))
+        item: Item | None = page.items[0]
+        if not self._store.indexes_are_consistent:
+            # The index may lag a revocation: the base item, read consistently, has the last word.
+            item = self._store.get(api_key_key(page.items[0]["workspace_id"], page.items[0]["id"]))
         if item is None or item.get("revoked_at") or not credentials.same_digest(item["sha256"], sha):
             raise Unauthenticated("the API key is not valid", code="invalid_api_key")
         workspace = self._store.get(workspace_key(item["workspace_id"]))

@@ -6,8 +6,8 @@ Items (single table):
                              gsi2 = MCPEPID#<id> / MCPEP (find an endpoint from the id in a URL path)
 
 A token is ``mcp_`` + 43 base64url characters; only its SHA-256 is stored. Authentication reads through gsi1, then
-reads the base item consistently and compares the stored hash, so a rotation, a disable or a delete cuts a client
-off on its very next request (the index may lag; the base item has the last word). Nothing is cached.
+(where the index may lag the table, on DynamoDB) reads the base item consistently, and compares the stored hash, so
+a rotation, a disable or a delete cuts a client off on its very next request. Nothing is cached.
 
 An endpoint accepts its static token, OAuth access tokens of mcpbridge's authorization server
 (:mod:`mcpbridge.authserver`), or both (``auth_mode``; both by default); its rate limit counts per endpoint or,
@@ -373,9 +373,10 @@ class EndpointService:
         page = self._store.query(_token_partition(sha), index="gsi1", limit=2)
         if not page.items:
             raise _invalid_token()
-        indexed = page.items[0]
-        # The index may lag a rotation or a delete: the base item, read consistently, has the last word.
-        item = self._store.get(endpoint_key(indexed["workspace_id"], indexed["id"]))
+        item: Item | None = page.items[0]
+        if not self._store.indexes_are_consistent:
+            # The index may lag a rotation or a delete: the base item, read consistently, has the last word.
+            item = self._store.get(endpoint_key(page.items[0]["workspace_id"], page.items[0]["id"]))
         if item is None:
             raise _invalid_token()
         same_hash = credentials.same_digest(str(item["sha256"]), sha)

@@ -134,6 +134,7 @@ class DynamoStore:
     """``ports.Store`` on one DynamoDB table (see ``template.yaml`` for its key schema and indexes)."""
 
     reads_are_local = False  # every read is a call to DynamoDB
+    indexes_are_consistent = False  # global secondary indexes are eventually consistent
 
     def __init__(self, client: DynamoDBClient, table_name: str, clock: Clock) -> None:
         self._client = client

@@ -23,6 +23,7 @@ endpoint, a document, a call's outcome, a paused call waiting for an approval) s
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -131,6 +132,7 @@ class SqliteStore:
     # Readers take no lock of this process, and WAL lets them read while another connection writes: a read is a
     # few tens of microseconds in the page cache (the data directory is on a local disk).
     reads_are_local = True
+    indexes_are_consistent = True  # an index is columns of the item's row, read in the same statement
 
     def __init__(self, path: Path, clock: Clock) -> None:
         self._path = path
@@ -283,28 +285,16 @@ class SqliteStore:
     ) -> Page:
         if limit < 1:
             raise InvalidInput("limit must be at least 1")
-        pk_col, sk_col = INDEX_KEYS[index] if index else ("pk", "sk")
-        order_cols = [sk_col, *(["pk", "sk"] if index else [])]
-        where = [f"{pk_col} = ?", "(expires_at IS NULL OR expires_at > ?)"]
+        sql, order_cols = _query_sql(index, bool(sk_prefix), bool(cursor), descending)
         params: list[Any] = [partition, self._clock.now()]
         if sk_prefix:
-            where.append(f"{sk_col} >= ? AND {sk_col} < ?")
             params += [sk_prefix, sk_prefix + _TOP]
         if cursor:
             try:
                 position = decode_cursor(cursor, partition=partition, index=index)
             except ValueError as exc:
                 raise InvalidInput(str(exc), code="invalid_cursor") from exc
-            # Row-value comparison: strictly after (or before) the last item returned.
-            cols = ", ".join(order_cols)
-            marks = ", ".join("?" * len(order_cols))
-            where.append(f"({cols}) {'<' if descending else '>'} ({marks})")
             params += [position[c] for c in order_cols]
-        direction = "DESC" if descending else "ASC"
-        sql = (
-            f"SELECT body FROM items WHERE {' AND '.join(where)} "  # noqa: S608 - fixed column names
-            f"ORDER BY {', '.join(f'{c} {direction}' for c in order_cols)} LIMIT ?"
-        )
         rows = self._connection().execute(sql, (*params, limit + 1)).fetchall()
         items = [_load(r[0]) for r in rows[:limit]]
         next_cursor = encode_cursor(position_of(items[-1], index)) if len(rows) > limit else None
@@ -350,6 +340,27 @@ class SqliteStore:
                 "DELETE FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?", (self._clock.now(),)
             )
             return cur.rowcount
+
+
+@functools.cache
+def _query_sql(index: IndexName | None, prefix: bool, cursor: bool, descending: bool) -> tuple[str, tuple[str, ...]]:
+    """The statement of a query of this shape (built once: queries run on every request), and its order columns.
+    Parameters: partition, now, [prefix low, prefix high], [the cursor's order columns], limit."""
+    pk_col, sk_col = INDEX_KEYS[index] if index else ("pk", "sk")
+    order_cols = (sk_col, *(("pk", "sk") if index else ()))
+    where = [f"{pk_col} = ?", "(expires_at IS NULL OR expires_at > ?)"]
+    if prefix:
+        where.append(f"{sk_col} >= ? AND {sk_col} < ?")
+    if cursor:
+        # Row-value comparison: strictly after (or before) the last item returned.
+        marks = ", ".join("?" * len(order_cols))
+        where.append(f"({', '.join(order_cols)}) {'<' if descending else '>'} ({marks})")
+    direction = "DESC" if descending else "ASC"
+    sql = (
+        f"SELECT body FROM items WHERE {' AND '.join(where)} "  # noqa: S608 - fixed column names
+        f"ORDER BY {', '.join(f'{c} {direction}' for c in order_cols)} LIMIT ?"
+    )
+    return sql, order_cols
 
 
 def _dump(item: Item) -> str:

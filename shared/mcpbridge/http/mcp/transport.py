@@ -144,6 +144,7 @@ class McpEndpointApp:
         )
         self._security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self._managers: dict[asyncio.AbstractEventLoop, _Running] = {}
+        self._allowed_of: _Allowed | None = None
         # The body is read once here, under the same cap the SDK applies (413 beyond it), then replayed to the SDK.
         self._bounded = RequestBodyLimitMiddleware(self._serve, DEFAULT_MAX_REQUEST_BODY_SIZE)
 
@@ -194,7 +195,7 @@ class McpEndpointApp:
         origin = request.headers.get("origin")
         if origin is not None and not self._origin_allowed(origin, request):
             return problem(403, "origin_not_allowed", "requests from this browser origin are not allowed")
-        if _QUERY_CREDENTIALS & {name.lower() for name in request.query_params}:
+        if request.scope.get("query_string") and _QUERY_CREDENTIALS & {n.lower() for n in request.query_params}:
             return _unauthorized("query_token_refused", "send the token in the Authorization header, not the URL")
         authorization = request.headers.get("authorization")
         if authorization is None:
@@ -250,23 +251,34 @@ class McpEndpointApp:
         """A configured origin, or the page's own origin: a same-origin request (its Host already checked) cannot
         be a DNS-rebinding attack, which needs a foreign page."""
         origin = origin.strip().rstrip("/").lower()
-        if origin in {o.strip().rstrip("/").lower() for o in self._container.settings.allowed_origins}:
+        if origin in self._allowed().origins:
             return True
         parts = urlsplit(origin)
         return parts.scheme in ("http", "https") and parts.netloc == (request.headers.get("host") or "").strip().lower()
 
     def _host_allowed(self, request: Request) -> bool:
         host = (request.headers.get("host") or "").strip().lower()
-        allowed = {h.strip().lower() for h in self._container.settings.allowed_hosts}
+        allowed = self._allowed().hosts
+        if host in allowed or _host_name(host) in allowed:
+            return True
         # Behind API Gateway, the request context names the API's own domain; it comes from AWS, not the client.
         event = request.scope.get("aws.event")
         if isinstance(event, dict):
             domain = event.get("requestContext", {}).get("domainName")
             if isinstance(domain, str):
-                allowed.add(domain.lower())
-        if self._container.settings.public_base_url:
-            allowed.add((urlsplit(self._container.settings.public_base_url).hostname or "").lower())
-        return host in allowed or _host_name(host) in allowed
+                return domain.lower() in (host, _host_name(host))
+        return False
+
+    def _allowed(self) -> _Allowed:
+        """The allowed hosts and origins of the settings in use, normalised once per settings object."""
+        settings = self._container.settings
+        if self._allowed_of is None or self._allowed_of.settings is not settings:
+            hosts = {h.strip().lower() for h in settings.allowed_hosts}
+            if settings.public_base_url:
+                hosts.add((urlsplit(settings.public_base_url).hostname or "").lower())
+            origins = frozenset(o.strip().rstrip("/").lower() for o in settings.allowed_origins)
+            self._allowed_of = _Allowed(settings, frozenset(hosts), origins)
+        return self._allowed_of
 
     # ------------------------------------------------------------------------------------------ MCP
 
@@ -320,6 +332,13 @@ class McpEndpointApp:
         return _json_result(data)
 
 
+@dataclass(frozen=True)
+class _Allowed:
+    settings: Any
+    hosts: frozenset[str]
+    origins: frozenset[str]
+
+
 @dataclass
 class _Running:
     """A session manager whose ``run()`` lasts as long as its event loop (the SDK allows one ``run()`` each)."""
@@ -356,6 +375,13 @@ def _invalid_message(request: Request, body: bytes) -> Response | None:
         # A request all the same (it has an id), not a notification: JSON-RPC ids are strings or integers, and MCP
         # allows no null id.
         return _jsonrpc_error(types.INVALID_REQUEST, "Invalid Request: the id must be a string or an integer")
+    params = message.get("params")
+    if (
+        message.get("jsonrpc") == "2.0"
+        and isinstance(message.get("method"), str)
+        and (params is None or isinstance(params, dict))
+    ):
+        return None  # a request (its id checked above) or a notification, as the envelope's schema has them
     try:
         jsonrpc_message_adapter.validate_python(message, by_name=False)
     except ValidationError:
