@@ -34,7 +34,6 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import anyio.to_thread
-import pydantic_core
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -45,17 +44,16 @@ from mcp.server.transport_security import (
     TransportSecuritySettings,
 )
 from mcp.shared.exceptions import MCPError
-from mcp.types.jsonrpc import jsonrpc_message_adapter
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Forbidden, MCPBridgeError, Unauthenticated
+from mcpbridge.http.mcp.jsonrpc_body import invalid_message, replay
 from mcpbridge.http.mcp.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext
 from mcpbridge.http.problems import WWW_AUTHENTICATE, problem
 from mcpbridge.publishing.endpoints import Endpoint
@@ -162,11 +160,11 @@ class McpEndpointApp:
         if scope["method"] == "POST":
             request = Request(scope, receive)
             body = await request.body()
-            invalid = _invalid_message(request, body)
+            invalid = invalid_message(request, body)
             if invalid is not None:
                 await invalid(scope, receive, send)
                 return
-            receive = _replay(body, receive)
+            receive = replay(body, receive)
         manager = await self._manager()
         await manager.handle_request(scope, receive, send)
 
@@ -355,56 +353,6 @@ async def _run_until_cancelled(running: _Running) -> None:
             await asyncio.Event().wait()  # until the loop ends and cancels it
     finally:
         running.started.set()  # requests waiting on a manager that failed to start see it failed
-
-
-def _invalid_message(request: Request, body: bytes) -> Response | None:
-    """The JSON-RPC error for a body that is not one valid message, or None to let the SDK take it."""
-    if not (request.headers.get("content-type") or "").lower().startswith("application/json"):
-        return None  # the SDK refuses the content type itself
-    try:
-        message = pydantic_core.from_json(body, allow_inf_nan=False)
-    except ValueError as exc:
-        return _jsonrpc_error(types.PARSE_ERROR, f"Parse error: {exc}")
-    if isinstance(message, list):
-        return _jsonrpc_error(types.INVALID_REQUEST, "Invalid Request: batches are not supported, send one message")
-    if not isinstance(message, dict):
-        return _jsonrpc_error(types.INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC message object")
-    request_id = message.get("id")
-    valid_id = isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool))
-    if "method" in message and "id" in message and not valid_id:
-        # A request all the same (it has an id), not a notification: JSON-RPC ids are strings or integers, and MCP
-        # allows no null id.
-        return _jsonrpc_error(types.INVALID_REQUEST, "Invalid Request: the id must be a string or an integer")
-    params = message.get("params")
-    if (
-        message.get("jsonrpc") == "2.0"
-        and isinstance(message.get("method"), str)
-        and (params is None or isinstance(params, dict))
-    ):
-        return None  # a request (its id checked above) or a notification, as the envelope's schema has them
-    try:
-        jsonrpc_message_adapter.validate_python(message, by_name=False)
-    except ValidationError:
-        return _jsonrpc_error(
-            types.INVALID_REQUEST,
-            "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
-            request_id if valid_id else None,
-        )
-    return None
-
-
-def _jsonrpc_error(code: int, message: str, request_id: str | int | None = None) -> JSONResponse:
-    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}, 400)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` with the body, already read, given back first."""
-    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def replayed() -> Message:
-        return pending.pop() if pending else await receive()
-
-    return replayed
 
 
 def _host_name(host: str) -> str:
