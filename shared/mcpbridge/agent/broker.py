@@ -158,32 +158,36 @@ class ToolCallBroker:
                 "callback_task_token needs the AWS backend (Step Functions)", code="callback_not_supported"
             )
 
-        def prepare() -> tuple[_Draft, ToolCall | None]:
+        def prepare() -> tuple[_Draft, ToolCall | None, Mapping[str, str] | None]:
             draft = self._prepare(
                 principal, tool_ref, arguments, agent_id, acting_user_id, session_id, interactive, base_url
             )
             if draft.needs_approval or draft.needs_oauth or self._in_background(draft.service):
-                return draft, None
-            # A call that runs at once is recorded in the same worker thread (each hop to one costs a wake-up). Not
-            # synced to disk on its own (SQLite): the outcome's write, durable, syncs it too before the agent is
-            # answered. A crash of the process loses neither; only a power cut during the call may forget that it
-            # was made, when its agent got no answer either.
-            return draft, self._record(draft, "running", callback=callback_task_token, durable=False)
+                return draft, None, None
+            # A call that runs at once is recorded, and its service's credentials opened, in the same worker thread
+            # (each hop to one costs a wake-up). Not synced to disk on its own (SQLite): the outcome's write,
+            # durable, syncs it too before the agent is answered. A crash of the process loses neither; only a
+            # power cut during the call may forget that it was made, when its agent got no answer either.
+            running = self._record(draft, "running", callback=callback_task_token, durable=False)
+            secrets = (
+                None if draft.service.auth.auth_type == "oauth" else self._registry.connection_secrets(draft.service)
+            )
+            return draft, running, secrets
 
-        draft, running = await to_thread.run_sync(prepare)
+        draft, running, secrets = await to_thread.run_sync(prepare)
         if draft.needs_oauth and not interactive and not draft.needs_approval:
             notice = OAUTH_NOTICE.format(service=draft.service.name)
             error = {"code": "oauth_required", "message": notice}
             call = await to_thread.run_sync(lambda: self._record(draft, "cancelled", error=error))
             return Submitted(call=call, paused=False, notice=notice)
         if running is not None:
-            call, agent_result = await self._steps.run(running, draft.service, until=until)
+            outcome = await self._steps.call_upstream(running, draft.service, until=until, secrets=secrets)
 
-            def finish() -> ToolCall:
-                self._steps.finish(call.id, call.workspace_id)
-                return self._calls.find(call.workspace_id, call.id)
+            def record_and_end() -> ToolCall:  # one hop: the outcome's write, its event, the agent's callback
+                return self._steps.end(self._steps.record(running, outcome))[0]
 
-            return Submitted(call=await to_thread.run_sync(finish), paused=False, agent_result=agent_result)
+            call = await to_thread.run_sync(record_and_end)
+            return Submitted(call=call, paused=False, agent_result=outcome.for_agent)
         if not draft.needs_approval and not draft.needs_oauth:
             return await to_thread.run_sync(lambda: self._run_in_background(draft, callback_task_token))
         call = await to_thread.run_sync(lambda: self._pause(draft, callback_task_token, base_url))

@@ -51,9 +51,12 @@ class ToolInvoker:
         arguments: Mapping[str, Any],
         *,
         until: float | None = None,
+        secrets: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """The tool's result as sent (``CallToolResult`` as JSON: content, structuredContent, isError). ``until`` (on
-        anyio's clock): everything, connecting included, ends by then (a synchronous request's budget)."""
+        anyio's clock): everything, connecting included, ends by then (a synchronous request's budget).
+        ``secrets``: the service's opened credentials (``ServiceRegistry.connection_secrets``), when the caller
+        read them already in a worker thread of its own; read here otherwise."""
         from mcpbridge.client.specs import connection_spec, oauth_connection_spec
 
         spec: ConnectionSpec
@@ -64,7 +67,8 @@ class ToolInvoker:
             await self._tokens.bearer_for(workspace_id, service, "user", user_id)
             spec, scope = oauth_connection_spec(service, self._tokens, workspace_id, "user", user_id), f"user:{user_id}"
         else:
-            secrets = await to_thread.run_sync(self._registry.connection_secrets, service)
+            if secrets is None:
+                secrets = await to_thread.run_sync(self._registry.connection_secrets, service)
             spec, scope = connection_spec(service, secrets), WORKSPACE_SCOPE
         pool = self._pools.for_running_loop()
         started = time.monotonic()

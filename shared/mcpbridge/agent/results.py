@@ -21,7 +21,10 @@ import binascii
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from mcpbridge.agent.calls import Status
 
 ALLOWED_IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 MAX_IMAGE_BYTES: Final = 10 * 1024 * 1024
@@ -44,6 +47,17 @@ class ShapedResult:
     images: int
     """Images delivered to the agent."""
     omitted_images: int = 0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an upstream call ended in, before it is recorded: the call's next status (completed, failed,
+    uncertain), what to set on its record (the result as stored, images redacted, or the error), and the result as
+    its agent may see it."""
+
+    status: Status
+    sets: dict[str, Any]
+    for_agent: dict[str, Any] | None = None
 
 
 def shape_result(service_name: str, result: Mapping[str, Any]) -> ShapedResult:

@@ -20,9 +20,9 @@ from typing import Any, Protocol
 import anyio
 
 from mcpbridge.agent.arguments import validate_arguments
-from mcpbridge.agent.calls import WAITING, Next, PendingKind, Status, ToolCall, ToolCalls
+from mcpbridge.agent.calls import WAITING, Next, PendingKind, ToolCall, ToolCalls
 from mcpbridge.agent.invoke import ToolInvoker
-from mcpbridge.agent.results import shape_result
+from mcpbridge.agent.results import Outcome, shape_result
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.errors import Conflict, MCPBridgeError, NotFound, OAuthRequired
@@ -203,7 +203,8 @@ class ToolCallSteps:
         running = await anyio.to_thread.run_sync(lambda: self._moved(call, "running", leaving=["ready"]))
         if running is None:  # another worker took it
             return {"next": "finish"}
-        await self.run(running, service)
+        outcome = await self.call_upstream(running, service)
+        await anyio.to_thread.run_sync(self.record, running, outcome)
         return {"next": "finish"}
 
     async def _checked(self, call: ToolCall) -> tuple[ExternalService, Mapping[str, Any]]:
@@ -219,30 +220,38 @@ class ToolCallSteps:
             validate_arguments(definition.get("inputSchema") or {}, call.arguments)
         return service, definition
 
-    async def run(
-        self, call: ToolCall, service: ExternalService, *, until: float | None = None
-    ) -> tuple[ToolCall, dict[str, Any] | None]:
-        """Call the upstream tool for a ``running`` call and record the outcome. Returns the moved call and the
-        result as the agent may see it (images included; only the redacted form is stored). ``until`` (on anyio's
-        clock): the end of the request that runs it at once."""
+    async def call_upstream(
+        self,
+        call: ToolCall,
+        service: ExternalService,
+        *,
+        until: float | None = None,
+        secrets: Mapping[str, str] | None = None,
+    ) -> Outcome:
+        """The upstream tool's answer for a ``running`` call, not recorded yet (:meth:`record`). ``secrets``: the
+        service's opened credentials, if the caller has them already."""
         from mcpbridge.client.connection import OutcomeUnknown
 
-        status: Status
-        for_agent: dict[str, Any] | None = None
         try:
             result = await self._invoker.call(
-                service, call.workspace_id, call.owner_user_id, call.tool_name, call.arguments, until=until
+                service,
+                call.workspace_id,
+                call.owner_user_id,
+                call.tool_name,
+                call.arguments,
+                until=until,
+                secrets=secrets,
             )
         except OutcomeUnknown as lost:  # it may have run: reported, never replayed
-            status, sets = "uncertain", {"error": _error(lost.code, lost.message)}
+            return Outcome("uncertain", {"error": _error(lost.code, lost.message)})
         except MCPBridgeError as failed:  # refused before anything ran upstream
-            status, sets = "failed", {"error": _error(failed.code, failed.message)}
-        else:
-            shaped = shape_result(service.name, result)
-            for_agent, stored = shaped.for_agent, shaped.for_storage
-            status, sets = "completed", {"result": stored}
-        moved = await anyio.to_thread.run_sync(lambda: self._calls.move(call, status, sets=sets))
-        return moved, for_agent
+            return Outcome("failed", {"error": _error(failed.code, failed.message)})
+        shaped = shape_result(service.name, result)
+        return Outcome("completed", {"result": shaped.for_storage}, shaped.for_agent)
+
+    def record(self, call: ToolCall, outcome: Outcome) -> ToolCall:
+        """Move a ``running`` call to its outcome (blocking: a store write)."""
+        return self._calls.move(call, outcome.status, sets=outcome.sets)
 
     # -- finish -------------------------------------------------------------------------------------------------
 
@@ -254,6 +263,11 @@ class ToolCallSteps:
         except NotFound:
             log.info("tool call %s is gone (its workspace or user was deleted)", call_id)
             return {"call_id": call_id, "status": "deleted", "outcome_uncertain": False}
+        return self.end(call)[1]
+
+    def end(self, call: ToolCall) -> tuple[ToolCall, dict[str, Any]]:
+        """``finish`` for a call just read or moved: end it if it has not ended, announce the outcome, hand it to
+        the agent's callback token. The ended call and the outcome's summary."""
         if call.status == "running":  # the invoke step died with the request possibly sent
             call = self._calls.move(
                 call,
@@ -273,7 +287,7 @@ class ToolCallSteps:
             self._hand_to_callback(call, summary)
         except MCPBridgeError as exc:
             log.warning("tool call %s: the agent's callback token was refused (%s)", call.id, exc.code)
-        return summary
+        return call, summary
 
     def _hand_to_callback(self, call: ToolCall, summary: dict[str, Any]) -> None:
         """Resume the agent's own callback token, if it gave one, with the outcome of an ended call."""

@@ -46,6 +46,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Implementation, Resource, ServerCapabilities, Tool
 
+from mcpbridge.client.tripwire import Tripwire
 from mcpbridge.domain.external_services import Transport
 from mcpbridge.domain.www_authenticate import auth_param
 from mcpbridge.errors import InvalidInput, MCPBridgeError, UpstreamError
@@ -213,8 +214,8 @@ class HttpFacts:
     post_status: int | None = None
     server_errors: set[int] = field(default_factory=set)
     refusal: MCPBridgeError | None = None
-    session_rejected: anyio.Event = field(default_factory=anyio.Event)
-    refused: anyio.Event = field(default_factory=anyio.Event)
+    session_rejected: Tripwire = field(default_factory=Tripwire)
+    refused: Tripwire = field(default_factory=Tripwire)
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[HttpFacts]:
@@ -635,7 +636,7 @@ class Connection:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._client: Client | None = None
         self._stop: anyio.Event | None = None
-        self._dead: anyio.Event | None = None
+        self._dead: Tripwire | None = None
         self._lock = anyio.Lock()
         self._death_cause: BaseException | None = None
         self._connected_once = False
@@ -730,7 +731,7 @@ class Connection:
         assert self._task_group is not None, "use Connection as an async context manager"
         ready = anyio.Event()
         stop = anyio.Event()
-        dead = anyio.Event()
+        dead = Tripwire()
         outcome: dict[str, Any] = {}
 
         owner_scope = anyio.CancelScope()
@@ -828,57 +829,30 @@ class Connection:
     async def _attempt(
         self,
         client: Client,
-        dead: anyio.Event | None,
+        dead: Tripwire | None,
         operation: Callable[[Client], Awaitable[T]],
         deadline: _Deadline,
     ) -> T:
-        result: list[T] = []
-        failure: list[BaseException] = []
-        session_died = False
-        timed_out = False
+        """``operation`` in this task, cancelled when the deadline passes, the session dies, the server rejects the
+        session, or (legacy SSE, where a refused POST ends the SDK's sender without an answer to wait for) a request
+        is refused; what it raised, or why it was cancelled, becomes the error of :meth:`_failed`."""
+        failure: BaseException | None = None
         facts = HttpFacts()  # this operation's own: other operations on the session have theirs
-        async with anyio.create_task_group() as group:
-
-            async def call() -> None:
-                try:
-                    with facts.recording():  # in this task's own context: only this operation's requests
-                        result.append(await operation(client))
-                except Exception as exc:
-                    failure.append(exc)
-                finally:
-                    group.cancel_scope.cancel()
-
-            async def watch() -> None:
-                nonlocal session_died
-                if dead is not None:
-                    await dead.wait()
-                    session_died = True
-                    group.cancel_scope.cancel()
-
-            async def watch_rejected() -> None:
-                await facts.session_rejected.wait()
-                group.cancel_scope.cancel()
-
-            async def watch_refused() -> None:
-                # Legacy SSE: a refused POST ends the SDK's sender without an answer to wait for (nothing ran).
-                await facts.refused.wait()
-                group.cancel_scope.cancel()
-
-            async def expire() -> None:
-                nonlocal timed_out
-                await anyio.sleep(deadline.left())
-                timed_out = True
-                group.cancel_scope.cancel()
-
-            group.start_soon(call)
-            group.start_soon(watch)
-            group.start_soon(watch_rejected)
+        with contextlib.ExitStack() as trips:
+            scope = trips.enter_context(anyio.CancelScope(deadline=anyio.current_time() + deadline.left()))
+            trips.enter_context(facts.session_rejected.cancels(scope))
+            if dead is not None:
+                trips.enter_context(dead.cancels(scope))
             if self.spec.transport == "sse":
-                group.start_soon(watch_refused)
-            group.start_soon(expire)
-        if result:
-            return result[0]
-        raise self._failed(client, facts, failure[0] if failure else None, session_died, timed_out, deadline)
+                trips.enter_context(facts.refused.cancels(scope))
+            try:
+                with facts.recording():
+                    return await operation(client)
+            except Exception as exc:
+                failure = exc
+        session_died = dead is not None and dead.is_set()
+        timed_out = not session_died and anyio.current_time() >= scope.deadline  # (a failure goes first)
+        raise self._failed(client, facts, failure, session_died, timed_out, deadline)
 
     def _failed(
         self,

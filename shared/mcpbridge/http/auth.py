@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
+from anyio import to_thread
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
@@ -12,10 +13,23 @@ from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Forbidden, Unauthenticated
 
+if TYPE_CHECKING:
+    from mcpbridge.identity.accounts import Accounts
+
 
 def container_of(request: Request) -> Container:
     container: Container = request.app.state.container
     return container
+
+
+async def service_of(request: Request, name: str) -> Any:
+    """The container's service ``name``, read on the event loop once built. The first request builds it in a
+    worker thread, as building may read files or the store."""
+    container = container_of(request)
+    try:
+        return container.__dict__[name]  # a built cached_property lives in the instance's __dict__
+    except KeyError:
+        return await to_thread.run_sync(getattr, container, name)
 
 
 def presented_api_key(request: Request) -> str | None:
@@ -44,12 +58,22 @@ API_KEY_HEADER = APIKeyHeader(
 )
 
 
-def current_principal(
+async def current_principal(
     request: Request,
     _bearer: Annotated[HTTPAuthorizationCredentials | None, Security(API_KEY_BEARER)],
     _header: Annotated[str | None, Security(API_KEY_HEADER)],
 ) -> Principal:
-    return container_of(request).identity.authenticate(presented_api_key(request))
+    """The key's principal, checked against the store on every request: on the event loop where store reads are
+    local (SQLite; a hop to a worker thread costs more than the reads), with the key's last-use write, due once a
+    minute, in a worker thread; in a worker thread altogether where reads are calls (DynamoDB)."""
+    presented = presented_api_key(request)
+    accounts: Accounts = await service_of(request, "identity")
+    if not container_of(request).store.reads_are_local:
+        return await to_thread.run_sync(accounts.authenticate, presented)
+    principal, stale = accounts.verify(presented)
+    if stale is not None:
+        await to_thread.run_sync(accounts.touch, stale)
+    return principal
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]

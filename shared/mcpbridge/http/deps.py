@@ -1,14 +1,16 @@
 """What the REST routes are given: each service of the container as a typed FastAPI dependency, so a route names
 the services it uses in its signature and never reaches into the container itself. The container builds each one
-lazily, once, on first use: a function pays only for what its routes touch."""
+lazily, once, on first use: a function pays only for what its routes touch. The providers are coroutines, so a
+request reads a built service on the event loop: FastAPI runs a plain ``def`` dependency in a worker thread, a hop
+per dependency per request."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from fastapi import Depends, Request
 
-from mcpbridge.http.auth import container_of
+from mcpbridge.http.auth import service_of
 
 if TYPE_CHECKING:
     from mcpbridge.agent.broker import ToolCallBroker
@@ -35,100 +37,100 @@ if TYPE_CHECKING:
     from mcpbridge.tenancy.user_removal import UserRemoval
 
 
-def _accounts(request: Request) -> Accounts:
-    return container_of(request).identity
+async def _accounts(request: Request) -> Accounts:
+    return cast("Accounts", await service_of(request, "identity"))
 
 
-def _users(request: Request) -> Users:
-    return container_of(request).users
+async def _users(request: Request) -> Users:
+    return cast("Users", await service_of(request, "users"))
 
 
-def _workspaces(request: Request) -> Workspaces:
-    return container_of(request).workspaces
+async def _workspaces(request: Request) -> Workspaces:
+    return cast("Workspaces", await service_of(request, "workspaces"))
 
 
-def _user_removal(request: Request) -> UserRemoval:
-    return container_of(request).user_removal
+async def _user_removal(request: Request) -> UserRemoval:
+    return cast("UserRemoval", await service_of(request, "user_removal"))
 
 
-def _bases(request: Request) -> KnowledgeBases:
-    return container_of(request).knowledge_bases
+async def _bases(request: Request) -> KnowledgeBases:
+    return cast("KnowledgeBases", await service_of(request, "knowledge_bases"))
 
 
-def _documents(request: Request) -> Documents:
-    return container_of(request).documents
+async def _documents(request: Request) -> Documents:
+    return cast("Documents", await service_of(request, "documents"))
 
 
-def _uploads(request: Request) -> DocumentUploads:
-    return container_of(request).uploads
+async def _uploads(request: Request) -> DocumentUploads:
+    return cast("DocumentUploads", await service_of(request, "uploads"))
 
 
-def _reader(request: Request) -> DocumentReader:
-    return container_of(request).reader
+async def _reader(request: Request) -> DocumentReader:
+    return cast("DocumentReader", await service_of(request, "reader"))
 
 
-def _knowledge(request: Request) -> KnowledgeSearch:
-    return container_of(request).knowledge_search
+async def _knowledge(request: Request) -> KnowledgeSearch:
+    return cast("KnowledgeSearch", await service_of(request, "knowledge_search"))
 
 
-def _answerer(request: Request) -> Answerer:
-    return container_of(request).answers
+async def _answerer(request: Request) -> Answerer:
+    return cast("Answerer", await service_of(request, "answers"))
 
 
-def _wiki(request: Request) -> Wiki:
-    return container_of(request).wiki
+async def _wiki(request: Request) -> Wiki:
+    return cast("Wiki", await service_of(request, "wiki"))
 
 
-def _semantic(request: Request) -> bool:
-    return container_of(request).embedder is not None
+async def _semantic(request: Request) -> bool:
+    return await service_of(request, "embedder") is not None
 
 
-def _endpoints(request: Request) -> EndpointService:
-    return container_of(request).endpoints
+async def _endpoints(request: Request) -> EndpointService:
+    return cast("EndpointService", await service_of(request, "endpoints"))
 
 
-def _registry(request: Request) -> ServiceRegistry:
-    return container_of(request).services
+async def _registry(request: Request) -> ServiceRegistry:
+    return cast("ServiceRegistry", await service_of(request, "services"))
 
 
-def _catalog(request: Request) -> ToolCatalog:
-    return container_of(request).catalog
+async def _catalog(request: Request) -> ToolCatalog:
+    return cast("ToolCatalog", await service_of(request, "catalog"))
 
 
-def _policies(request: Request) -> ToolPolicies:
-    return container_of(request).tool_policies
+async def _policies(request: Request) -> ToolPolicies:
+    return cast("ToolPolicies", await service_of(request, "tool_policies"))
 
 
-def _oauth(request: Request) -> ServiceOAuth:
-    return container_of(request).oauth
+async def _oauth(request: Request) -> ServiceOAuth:
+    return cast("ServiceOAuth", await service_of(request, "oauth"))
 
 
-def _egress(request: Request) -> EgressPolicy:
-    return container_of(request).egress
+async def _egress(request: Request) -> EgressPolicy:
+    return cast("EgressPolicy", await service_of(request, "egress"))
 
 
-def _profiles(request: Request) -> AgentProfiles:
-    return container_of(request).agent_profiles
+async def _profiles(request: Request) -> AgentProfiles:
+    return cast("AgentProfiles", await service_of(request, "agent_profiles"))
 
 
-def _discovery(request: Request) -> AgentCatalog:
-    return container_of(request).agent_catalog
+async def _discovery(request: Request) -> AgentCatalog:
+    return cast("AgentCatalog", await service_of(request, "agent_catalog"))
 
 
-def _broker(request: Request) -> ToolCallBroker:
-    return container_of(request).tool_calls
+async def _broker(request: Request) -> ToolCallBroker:
+    return cast("ToolCallBroker", await service_of(request, "tool_calls"))
 
 
-def _settings(request: Request) -> Settings:
-    return container_of(request).settings
+async def _settings(request: Request) -> Settings:
+    return cast("Settings", await service_of(request, "settings"))
 
 
-def _store(request: Request) -> Store:
-    return container_of(request).store
+async def _store(request: Request) -> Store:
+    return cast("Store", await service_of(request, "store"))
 
 
-def _secrets(request: Request) -> SecretBox:
-    return container_of(request).secrets
+async def _secrets(request: Request) -> SecretBox:
+    return cast("SecretBox", await service_of(request, "secrets"))
 
 
 # Type checkers see each service's class; at run time FastAPI needs only the provider, so the service modules are

@@ -158,6 +158,15 @@ class Accounts:
 
     def authenticate(self, presented: str | None) -> Principal:
         """The principal behind an API key, checked against the store on every call (no cache)."""
+        principal, stale = self.verify(presented)
+        if stale is not None:
+            self.touch(stale)
+        return principal
+
+    def verify(self, presented: str | None) -> tuple[Principal, Item | None]:
+        """``authenticate`` without its one write: the principal, and the key's item when its last-use time is due
+        for :meth:`touch` (at most once a minute), else None. Only reads the store, so a caller whose store reads
+        are local may run it on the event loop and hand the rare write to a worker thread."""
         if not presented:
             raise Unauthenticated("an API key is required (Authorization: Bearer sk_... or X-API-Key)")
         if not credentials.well_formed(presented, credentials.API_KEY_PREFIX):
@@ -178,21 +187,22 @@ class Accounts:
         user = self._store.get(user_key(item["workspace_id"], item["user_id"]))
         if user is not None and status_of(user) != "active":
             raise Forbidden("this API key's user is disabled or being deleted", code="user_inactive")
-        self._touch(item)
         record = api_key_of(item)
-        return Principal(
+        principal = Principal(
             workspace_id=record.workspace_id,
             user_id=record.user_id,
             api_key_id=record.id,
             role=record.role,
             scope=record.scope,
         )
+        cutoff = timestamp(self._clock.now() - LAST_USED_EVERY_SECONDS)
+        return principal, (None if (item.get("last_used_at") or "") >= cutoff else item)
 
-    def _touch(self, item: Item) -> None:
+    def touch(self, item: Item) -> None:
+        """Record that the key of ``item`` (from :meth:`verify`) was used now, unless another request did it this
+        minute or the key was revoked meanwhile."""
         now = self._clock.now()
         cutoff = timestamp(now - LAST_USED_EVERY_SECONDS)
-        if (item.get("last_used_at") or "") >= cutoff:
-            return
         stale_and_active = all_of(
             ItemExists(),
             AttrAbsent("revoked_at"),

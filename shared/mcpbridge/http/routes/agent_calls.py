@@ -95,7 +95,11 @@ async def submit_tool_call(
     )
     if submitted.paused:
         response.status_code = 202
-    shown = (await to_thread.run_sync(call_out, submitted.call, principal, broker)).model_dump()
+    call = submitted.call
+    if call.status == "awaiting_oauth":  # its authorization URL is read from the store
+        shown = (await to_thread.run_sync(call_out, call, principal, broker)).model_dump()
+    else:
+        shown = call_out(call, principal, broker).model_dump()
     if submitted.agent_result is not None:  # ran at once: the agent gets the images; storage has them redacted
         shown["result"] = submitted.agent_result
     return SubmittedOut(**shown, notice=submitted.notice)
