@@ -12,7 +12,8 @@ For each worker count:
 
 Each (round, workers) cell runs direct then mcpbridge, or the reverse (alternating by round), so drift on the
 machine affects both alike. Reported per worker count: calls/s of each (summed over the rounds), p50/p95 latency in
-ms, and mcpbridge's throughput as a ratio of direct's: the number to quote. For notes, never for assertions.
+ms, serve's CPU ms per call (user + system, from ``/proc``: where a 2-core machine bounds the 8-worker figure), and
+mcpbridge's throughput as a ratio of direct's: the number to quote. For notes, never for assertions.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from tests.bench.mcp_endpoint import free_port, process, wait_up
+from tests.bench.mcp_endpoint import cpu_seconds, free_port, process, wait_up
 from tests.support.everything import Everything
 
 WARMUP = 5
@@ -48,14 +49,17 @@ WARMUP = 5
 class Run:
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
+    serve_cpu_seconds: float = 0.0  # mcpbridge serve's CPU time over the measured calls (0 for direct)
 
     def add(self, other: Run) -> None:
         self.seconds += other.seconds
         self.latencies += other.latencies
+        self.serve_cpu_seconds += other.serve_cpu_seconds
 
 
-async def spread(workers: int, calls: int, make: Any) -> Run:
-    """``calls`` calls shared by ``workers`` concurrent workers; ``make()`` opens one worker's caller."""
+async def spread(workers: int, calls: int, make: Any, serve_pid: int | None = None) -> Run:
+    """``calls`` calls shared by ``workers`` concurrent workers; ``make()`` opens one worker's caller. With
+    ``serve_pid``, the CPU time that process spends over the measured calls is recorded too."""
     run = Run()
     left = calls
     async with make_many(workers, make) as callers:
@@ -70,9 +74,10 @@ async def spread(workers: int, calls: int, make: Any) -> Run:
                 await call(left)
                 run.latencies.append(time.perf_counter() - begun)
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds(serve_pid) if serve_pid else 0.0
         await asyncio.gather(*(worker(c) for c in callers))
         run.seconds = time.perf_counter() - started
+        run.serve_cpu_seconds = cpu_seconds(serve_pid) - cpu if serve_pid else 0.0
     return run
 
 
@@ -110,8 +115,9 @@ async def hub_caller(base: str, key: str, tool_ref: str) -> AsyncIterator[Any]:
         yield call
 
 
-def start_mcpbridge(stack: ExitStack, workdir: Path, upstream: str) -> tuple[str, str, str]:
-    """serve on a fresh data directory with the upstream registered; (base URL, key, the echo tool's tool_ref)."""
+def start_mcpbridge(stack: ExitStack, workdir: Path, upstream: str) -> tuple[str, str, str, int]:
+    """serve on a fresh data directory with the upstream registered; (base URL, key, the echo tool's tool_ref,
+    serve's process id)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPBRIDGE_")}
     env.update({"MCPBRIDGE_LOG_LEVEL": "WARNING", "MCPBRIDGE_SSRF_ALLOWLIST": "127.0.0.1"})
     data = workdir / "data"
@@ -127,7 +133,7 @@ def start_mcpbridge(stack: ExitStack, workdir: Path, upstream: str) -> tuple[str
     key = json.loads(init.stdout)["api_key"]
     port = free_port()
     args = [sys.executable, "-m", "mcpbridge.cli", "serve", "--port", str(port), "--data-dir", str(data)]
-    stack.enter_context(process(args, env, workdir, "mcpbridge"))
+    serve = stack.enter_context(process(args, env, workdir, "mcpbridge"))
     base = f"http://127.0.0.1:{port}"
     wait_up(port)
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as api:
@@ -137,7 +143,7 @@ def start_mcpbridge(stack: ExitStack, workdir: Path, upstream: str) -> tuple[str
         api.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh").raise_for_status()
         described = api.get("/api/v1/agent/tools/describe", params={"service_id": service_id, "tool_name": "echo"})
         described.raise_for_status()
-    return base, key, described.json()["tool_ref"]
+    return base, key, described.json()["tool_ref"], serve.pid
 
 
 def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -147,7 +153,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         upstream = Everything("streamableHttp", workdir)
         upstream.start()
         stack.callback(upstream.kill)
-        base, key, tool_ref = start_mcpbridge(stack, workdir, upstream.url)
+        base, key, tool_ref, serve_pid = start_mcpbridge(stack, workdir, upstream.url)
         for round_ in range(args.rounds):
             for workers in levels:
                 targets = [
@@ -157,7 +163,8 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 if round_ % 2:
                     targets.reverse()
                 for name, make in targets:
-                    run = asyncio.run(spread(workers, args.calls, make))
+                    pid = serve_pid if name == "mcpbridge" else None
+                    run = asyncio.run(spread(workers, args.calls, make, pid))
                     totals.setdefault((name, workers), Run()).add(run)
     cells = []
     for workers in levels:
@@ -170,6 +177,8 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 "p50_ms": statistics.median(ordered) * 1000,
                 "p95_ms": ordered[max(0, int(len(ordered) * 0.95) - 1)] * 1000,
             }
+        ours = totals[("mcpbridge", workers)]
+        row["mcpbridge"]["serve_cpu_ms"] = ours.serve_cpu_seconds / len(ours.latencies) * 1000
         row["ratio"] = row["mcpbridge"]["calls_per_s"] / row["direct"]["calls_per_s"]
         cells.append(row)
     return {"python": sys.version.split()[0], "rounds": args.rounds, "calls": args.calls, "results": cells}
@@ -190,13 +199,14 @@ def main() -> None:
     print(f"{args.rounds} rounds x {args.calls} calls per cell, Python {report['python']}")
     print(
         f"{'workers':>7} {'direct/s':>9} {'ours/s':>9} {'direct p50':>10} {'ours p50':>9} {'direct p95':>10} "
-        f"{'ours p95':>9} {'x direct':>8}"
+        f"{'ours p95':>9} {'serve cpu':>9} {'x direct':>8}"
     )
     for row in report["results"]:
         direct, ours = row["direct"], row["mcpbridge"]
         print(
             f"{row['workers']:>7} {direct['calls_per_s']:>9.0f} {ours['calls_per_s']:>9.0f} {direct['p50_ms']:>10.2f} "
-            f"{ours['p50_ms']:>9.2f} {direct['p95_ms']:>10.2f} {ours['p95_ms']:>9.2f} {row['ratio']:>8.2f}"
+            f"{ours['p50_ms']:>9.2f} {direct['p95_ms']:>10.2f} {ours['p95_ms']:>9.2f} {ours['serve_cpu_ms']:>9.2f} "
+            f"{row['ratio']:>8.2f}"
         )
 
 
