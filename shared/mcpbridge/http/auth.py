@@ -12,6 +12,7 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Forbidden, Unauthenticated
+from mcpbridge.http.store_reads import store_read
 
 if TYPE_CHECKING:
     from mcpbridge.identity.accounts import Accounts
@@ -63,14 +64,11 @@ async def current_principal(
     _bearer: Annotated[HTTPAuthorizationCredentials | None, Security(API_KEY_BEARER)],
     _header: Annotated[str | None, Security(API_KEY_HEADER)],
 ) -> Principal:
-    """The key's principal, checked against the store on every request: on the event loop where store reads are
-    local (SQLite; a hop to a worker thread costs more than the reads), with the key's last-use write, due once a
-    minute, in a worker thread; in a worker thread altogether where reads are calls (DynamoDB)."""
+    """The key's principal, checked against the store on every request (its reads on the event loop where they are
+    local); the key's last-use write, due once a minute, in a worker thread."""
     presented = presented_api_key(request)
     accounts: Accounts = await service_of(request, "identity")
-    if not container_of(request).store.reads_are_local:
-        return await to_thread.run_sync(accounts.authenticate, presented)
-    principal, stale = accounts.verify(presented)
+    principal, stale = await store_read(container_of(request), accounts.verify, presented)
     if stale is not None:
         await to_thread.run_sync(accounts.touch, stale)
     return principal

@@ -28,9 +28,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
@@ -56,9 +55,9 @@ from mcpbridge.errors import Forbidden, MCPBridgeError, Unauthenticated
 from mcpbridge.http.mcp.jsonrpc_body import invalid_message, replay
 from mcpbridge.http.mcp.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext
 from mcpbridge.http.problems import WWW_AUTHENTICATE, problem
+from mcpbridge.http.store_reads import store_read
 from mcpbridge.publishing.endpoints import Endpoint
 
-T = TypeVar("T")
 log = logging.getLogger("mcpbridge.mcp")
 
 ENDPOINT_STATE = "mcpbridge.endpoint"
@@ -206,7 +205,7 @@ class McpEndpointApp:
         if scheme.lower() != "bearer" or not credentials.well_formed(token, credentials.ENDPOINT_TOKEN_PREFIX):
             return await self._challenge(request, "invalid_token", "the token is not valid for this endpoint")
         try:
-            endpoint = await self._read(self._container.endpoints.authenticate, endpoint_id, token)
+            endpoint = await store_read(self._container, self._container.endpoints.authenticate, endpoint_id, token)
         except Unauthenticated as exc:
             return await self._challenge(request, exc.code, exc.message)
         except Forbidden as exc:
@@ -217,7 +216,7 @@ class McpEndpointApp:
 
     async def _oauth(self, request: Request, endpoint_id: str, token: str) -> Response | None:
         try:
-            caller = await self._read(self._container.oauth_access.authenticate, endpoint_id, token)
+            caller = await store_read(self._container, self._container.oauth_access.authenticate, endpoint_id, token)
         except Unauthenticated as exc:
             return await self._challenge(request, exc.code, exc.message)
         except Forbidden as exc:
@@ -226,17 +225,10 @@ class McpEndpointApp:
         request.scope.setdefault("state", {})[ENDPOINT_STATE] = authority
         return None
 
-    async def _read(self, read: Callable[..., T], *args: Any) -> T:
-        """Run a check that only reads the store: on the event loop when store reads are local (a hop to a worker
-        thread costs more than the reads: tools/list 0.43x -> 0.75x of a bare SDK server at 8 clients,
-        tests/bench/mcp_endpoint.py), else in a worker thread, as blocking I/O must be."""
-        if self._container.store.reads_are_local:
-            return read(*args)
-        return await anyio.to_thread.run_sync(read, *args)
-
     async def _challenge(self, request: Request, code: str, detail: str, *, invalid: bool = True) -> Response:
         """A 401; for an endpoint that accepts OAuth, its challenge names the resource metadata (RFC 9728 5.1)."""
-        endpoint = await self._read(self._container.endpoints.find, request.path_params.get("endpoint_id", ""))
+        endpoint_id = request.path_params.get("endpoint_id", "")
+        endpoint = await store_read(self._container, self._container.endpoints.find, endpoint_id)
         if endpoint is None or not endpoint.accepts_oauth:
             return _unauthorized(code, detail, invalid=invalid)
         from mcpbridge.authserver.metadata import Issuer
