@@ -244,8 +244,13 @@ def requests(draw: st.DrawFn, target: Target) -> tuple[Any, dict[str, str]]:
     if not draw(mostly):
         extra = draw(st.sampled_from(["Mcp-Session-Id", "Mcp-Method", "Mcp-Name", "Mcp-Param-Query", "Last-Event-ID"]))
         sent[extra] = draw(st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=30))
-    # HTTP/1.1 cannot carry control characters in a header at all (the client refuses to send them).
-    return message, {name: value for name, value in sent.items() if all(c == "\t" or " " <= c != "\x7f" for c in value)}
+    # HTTP/1.1 cannot carry control characters in a header at all, nor a value that starts or ends with a space or a
+    # tab (the client refuses to send them): such a header is left out.
+    return message, {name: value for name, value in sent.items() if _sendable(value)}
+
+
+def _sendable(value: str) -> bool:
+    return value == value.strip(" \t") and all(c == "\t" or " " <= c != "\x7f" for c in value)
 
 
 @st.composite
