@@ -4,7 +4,8 @@ Only construction happens here (no randomness, and no network call but one: the 
 ``MCPBRIDGE_SETTINGS_SECRET_ARN`` is set), so the state SnapStart snapshots is the same for every sandbox restored
 from it; the secret's values are in the snapshot, as the environment is. ``lifespan="off"``: Mangum would
 otherwise run the ASGI lifespan on every invocation. Every function records metrics and traces through
-:class:`~mcpbridge.observability.LambdaTelemetry`, its metrics written as each invocation ends.
+:class:`~mcpbridge.observability.LambdaTelemetry`, its metrics written as each invocation ends. What init built is
+then frozen out of the garbage collector's way (:mod:`mcpbridge.heap`), before any invocation.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from mangum import Mangum
 from mangum.adapter import DEFAULT_TEXT_MIME_TYPES
 
 from mcpbridge.bootstrap import Container, build_container
+from mcpbridge.heap import freeze_startup_objects
 from mcpbridge.http.apps import Surface, create_app
 from mcpbridge.observability import LambdaLogging, LambdaTelemetry
 
@@ -51,6 +53,7 @@ def make_handler(surface: Surface) -> LambdaHandler:
     # Error bodies are problem+json: text, so they go back to API Gateway readable rather than base64-encoded.
     text_types = [*DEFAULT_TEXT_MIME_TYPES, "application/problem+json"]
     asgi = Mangum(create_app(container, surface), lifespan="off", text_mime_types=text_types)
+    freeze_startup_objects(collect=False)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logging_.bind(context)
@@ -69,6 +72,7 @@ def make_job_handler() -> LambdaHandler:
     container = lambda_container()
     logging_ = LambdaLogging(container.settings.log_level)
     backlog: list[float] = []  # [when it was counted, the count]
+    freeze_startup_objects(collect=False)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logging_.bind(context)
@@ -90,6 +94,7 @@ def make_recovery_handler(container: Container | None = None) -> LambdaHandler:
     sweep (any other event, from EventBridge Scheduler). ``container``: the one to use (tests), else built here."""
     wired = container if container is not None else lambda_container()
     logging_ = LambdaLogging(wired.settings.log_level)
+    freeze_startup_objects(collect=False)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logging_.bind(context)

@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from mcpbridge.bootstrap import Container
+from mcpbridge.heap import freeze_startup_objects
 from mcpbridge.settings import get_settings
 
 
@@ -24,6 +25,7 @@ def search_container() -> Container:
 
 def make_search_handler(container: Container | None = None) -> Any:
     wired = container if container is not None else search_container()
+    freeze_startup_objects(collect=False)
 
     def handler(event: dict[str, Any], context: Any) -> Any:
         from mcpbridge.knowledge.index_requests import answer

@@ -84,6 +84,7 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from mcpbridge.heap import freeze_startup_objects
     from mcpbridge.http.apps import create_combined_app
     from mcpbridge.observability import configure_local_logging
 
@@ -106,8 +107,10 @@ def serve(args: argparse.Namespace) -> int:
                 print(f"mcpbridge listening on {url} (Ctrl-C stops it)", flush=True)
             # log_config=None: uvicorn's own lines (start, stop, the access log) go through the logging set up
             # above, in its format, each with its request id, rather than through uvicorn's handlers on stdout.
+            app = create_combined_app(container)
+            freeze_startup_objects(collect=True)  # mcpbridge.heap: full collections then skip what start-up built
             config = uvicorn.Config(
-                create_combined_app(container),
+                app,
                 log_level=settings.log_level.lower(),
                 log_config=None,
                 server_header=False,
