@@ -7,9 +7,10 @@ server (:mod:`mcpbridge.authserver.access`: the call then runs as the token's us
 the endpoint's ``auth_mode`` allows. A 401 from an endpoint that accepts OAuth names its RFC 9728 metadata in
 ``WWW-Authenticate``, which is how a client that knows only the URL starts signing in. Nothing is cached between
 requests, so a rotated, disabled or deleted endpoint, or a revoked grant, fails on its next request. The token is
-checked by :func:`~mcpbridge.http.store_reads.store_read`: on the event loop where store reads are local (SQLite),
-in a worker thread where they are network calls (DynamoDB). A tool call then takes one worker thread for the rate
-limit, the use record and the tool. The SDK's own DNS-rebinding check only knows localhost, so it is off and ours takes its place.
+checked by :func:`~mcpbridge.http.store_reads.store_read`: on the event loop where store reads are local
+(SQLite), in a worker thread where they are network calls (DynamoDB). A tool call then takes one worker thread for
+the rate limit, the use record and the tool. The SDK's own DNS-rebinding check only knows localhost, so it is off
+and ours takes its place.
 
 Then the body (at most the SDK's 4 MiB) must be one JSON-RPC message, checked before the SDK sees it: strict JSON
 (no ``NaN``/``Infinity``) or -32700; a request whose ``id`` is not a string or an integer (``true``, ``1.5``, ``[]``,
