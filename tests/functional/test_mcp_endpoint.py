@@ -259,7 +259,7 @@ def test_read_document_takes_the_document_id_that_search_results_give(hub: Hub) 
     assert [e["code"] for e in refusals] == ["missing_argument", "invalid_argument"]
     assert "document_id is required" in refusals[0]["message"]
     assert "different documents" in refusals[1]["message"]
-    read_schema = TOOLS["read_document"].input_schema
+    read_schema = TOOLS["read_document"]["inputSchema"]
     assert read_schema["required"] == ["document_id"]
     assert "former name" in read_schema["properties"]["knowledge_id"]["description"]
 

@@ -1,31 +1,19 @@
-"""``/mcp/{endpoint_id}``: stateless Streamable HTTP (JSON responses) on the official SDK's low-level server.
+"""``/mcp/{endpoint_id}``: stateless Streamable HTTP with JSON answers (:mod:`mcpbridge.http.mcp.protocol`).
 
-Order of checks, before the SDK sees the request: method (GET is 405: no server-initiated streams), Host (421 unless
-allowed), browser Origin (403 unless allowed), credentials in the query string (401), bearer token of this
+Order of checks, before the protocol sees the request: method (GET is 405: no server-initiated streams), Host (421
+unless allowed), browser Origin (403 unless allowed), credentials in the query string (401), bearer token of this
 endpoint (401 / 403): its static ``mcp_`` token, or an OAuth access token ``mcpat_`` of mcpbridge's authorization
 server (:mod:`mcpbridge.authserver.access`: the call then runs as the token's user, within the user's access), as
 the endpoint's ``auth_mode`` allows. A 401 from an endpoint that accepts OAuth names its RFC 9728 metadata in
 ``WWW-Authenticate``, which is how a client that knows only the URL starts signing in. Nothing is cached between
 requests, so a rotated, disabled or deleted endpoint, or a revoked grant, fails on its next request. The token is
 checked by :func:`~mcpbridge.http.store_reads.store_read`: on the event loop where store reads are local
-(SQLite), in a worker thread where they are network calls (DynamoDB). A tool call then takes one worker thread for
-the rate limit, the use record and the tool. The SDK's own DNS-rebinding check only knows localhost, so it is off
-and ours takes its place.
-
-Then the body (at most the SDK's 4 MiB) must be one JSON-RPC message, checked before the SDK sees it: strict JSON
-(no ``NaN``/``Infinity``) or -32700; a request whose ``id`` is not a string or an integer (``true``, ``1.5``, ``[]``,
-``null``) is an invalid request, -32600 with ``id: null``, where the SDK would take it for a notification and answer
-202 without running it; a batch or any other envelope the SDK cannot read is -32600 too (the SDK says -32602, the
-code for bad method parameters). All of them are HTTP 400, as the transport requires for input it cannot accept.
-
-One stateless session manager per event loop serves the requests, as in a bare SDK server: the first request
-starts its ``run()`` in a task of its own that lasts as long as the loop (serve's, or the one Mangum keeps across a
-Lambda sandbox's invocations), so no lifespan is needed; the SDK still builds a transport per request.
+(SQLite), in a worker thread where they are network calls (DynamoDB). Then the body, at most 4 MiB (413 beyond),
+goes to the protocol, and a tool call takes one worker thread for the rate limit, the use record and the tool.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -33,16 +21,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
-from mcp import types
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import (
-    DEFAULT_MAX_REQUEST_BODY_SIZE,
-    RequestBodyLimitMiddleware,
-    TransportSecuritySettings,
-)
-from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
@@ -52,8 +30,10 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Forbidden, MCPBridgeError, Unauthenticated
-from mcpbridge.http.mcp.jsonrpc_body import invalid_message, replay
-from mcpbridge.http.mcp.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext
+from mcpbridge.http.mcp import protocol
+from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
+from mcpbridge.http.mcp.protocol import ServerIdentity
+from mcpbridge.http.mcp.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext, ToolSpec
 from mcpbridge.http.problems import WWW_AUTHENTICATE, problem
 from mcpbridge.http.store_reads import store_read
 from mcpbridge.publishing.endpoints import Endpoint
@@ -63,7 +43,8 @@ log = logging.getLogger("mcpbridge.mcp")
 ENDPOINT_STATE = "mcpbridge.endpoint"
 # Query parameters that would carry a credential: refused, since URLs end up in logs and histories.
 _QUERY_CREDENTIALS = frozenset({"token", "access_token", "api_key", "apikey", "key", "auth", "authorization"})
-MODERN = "2026-07-28"
+MAX_BODY_BYTES = 4 * 1024 * 1024
+IDENTITY = ServerIdentity("mcpbridge", __version__, INSTRUCTIONS)
 
 HINTS = {
     400: "Check the arguments against the tool's input schema and try again.",
@@ -95,33 +76,32 @@ class Authority:
         return self.endpoint.id
 
 
-def _tool(spec: Any) -> types.Tool:
-    return types.Tool(
-        name=spec.name,
-        title=spec.title,
-        description=spec.description,
-        input_schema=spec.input_schema,
-        annotations=types.ToolAnnotations(
-            title=spec.title,
-            read_only_hint=spec.read_only,
-            destructive_hint=spec.destructive,
-            idempotent_hint=spec.read_only,
-            open_world_hint=False,
-        ),
-    )
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    """A tool as ``tools/list`` gives it."""
+    return {
+        "annotations": {
+            "destructiveHint": spec.destructive,
+            "idempotentHint": spec.read_only,
+            "openWorldHint": False,
+            "readOnlyHint": spec.read_only,
+            "title": spec.title,
+        },
+        "description": spec.description,
+        "inputSchema": spec.input_schema,
+        "name": spec.name,
+        "title": spec.title,
+    }
 
 
-TOOLS: dict[str, types.Tool] = {spec.name: _tool(spec) for spec in SPECS}
+TOOLS: dict[str, dict[str, Any]] = {spec.name: _tool(spec) for spec in SPECS}
 
 
-def _json_result(data: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
+def _json_result(data: dict[str, Any], *, is_error: bool = False) -> dict[str, Any]:
     text = json.dumps(data, ensure_ascii=False, indent=2)
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structured_content=data, is_error=is_error
-    )
+    return {"content": [{"text": text, "type": "text"}], "isError": is_error, "structuredContent": data}
 
 
-def error_result(code: str, message: str, status: int) -> types.CallToolResult:
+def error_result(code: str, message: str, status: int) -> dict[str, Any]:
     hint = HINTS.get(status, RETRY_LATER if status >= 500 else HINTS[400])
     return _json_result({"error": {"code": code, "message": message, "hint": hint}}, is_error=True)
 
@@ -131,58 +111,25 @@ class McpEndpointApp:
 
     def __init__(self, container: Container) -> None:
         self._container = container
-        self._server: Server[Any] = Server(
-            "mcpbridge",
-            version=__version__,
-            instructions=INSTRUCTIONS,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            get_tool_input_schema=lambda name: TOOLS[name].input_schema if name in TOOLS else None,
-        )
-        self._security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        self._managers: dict[asyncio.AbstractEventLoop, _Running] = {}
         self._allowed_of: _Allowed | None = None
-        # The body is read once here, under the same cap the SDK applies (413 beyond it), then replayed to the SDK.
-        self._bounded = RequestBodyLimitMiddleware(self._serve, DEFAULT_MAX_REQUEST_BODY_SIZE)
 
     # ------------------------------------------------------------------------------------------ HTTP
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         refusal = await self._refusal(request)
-        if refusal is not None:
-            await refusal(scope, receive, send)
+        body = None if refusal is not None else await read_body(scope, receive, MAX_BODY_BYTES)
+        if body is None:
+            await (refusal or Response("Request body too large", status_code=413))(scope, receive, send)
             return
-        await self._bounded(scope, receive, send)
+        authority: Authority = scope["state"][ENDPOINT_STATE]
+        await self.answer(scope, receive, send, authority, body)
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] == "POST":
-            request = Request(scope, receive)
-            body = await request.body()
-            invalid = invalid_message(request, body)
-            if invalid is not None:
-                await invalid(scope, receive, send)
-                return
-            receive = replay(body, receive)
-        manager = await self._manager()
-        await manager.handle_request(scope, receive, send)
-
-    async def _manager(self) -> StreamableHTTPSessionManager:
-        """The session manager running on this event loop, started by the first request that needs it."""
-        loop = asyncio.get_running_loop()
-        running = self._managers.get(loop)
-        if running is None:
-            manager = StreamableHTTPSessionManager(
-                app=self._server, json_response=True, stateless=True, security_settings=self._security
-            )
-            running = self._managers[loop] = _Running(manager, asyncio.Event())
-            running.task = loop.create_task(_run_until_cancelled(running), name="mcp-session-manager")
-            # Gone with its loop (cancelled as the loop ends) or after a failure: the next request starts another.
-            running.task.add_done_callback(lambda _: self._managers.pop(loop, None))
-        await running.started.wait()
-        if running.task is None or running.task.done():
-            raise RuntimeError("the MCP session manager did not start")
-        return running.manager
+    async def answer(self, scope: Scope, receive: Receive, send: Send, authority: Authority, body: bytes) -> None:
+        """The protocol's answer to an admitted request, sent."""
+        headers = protocol.Headers(scope["headers"])
+        reply = await protocol.answer(scope["method"], headers, body, IDENTITY, EndpointTools(self, authority))
+        await send_reply(reply, send)
 
     async def _refusal(self, request: Request) -> Response | None:
         if request.method not in ("POST", "DELETE"):
@@ -270,36 +217,10 @@ class McpEndpointApp:
             self._allowed_of = _Allowed(settings, frozenset(hosts), origins)
         return self._allowed_of
 
-    # ------------------------------------------------------------------------------------------ MCP
+    # ------------------------------------------------------------------------------------------ tools
 
-    @staticmethod
-    def _authority(ctx: ServerRequestContext[Any]) -> Authority:
-        request = ctx.request
-        authority = None if request is None else request.scope.get("state", {}).get(ENDPOINT_STATE)
-        if not isinstance(authority, Authority):
-            raise MCPError(code=types.INVALID_REQUEST, message="unauthorized")
-        return authority
-
-    async def _list_tools(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        authority = self._authority(ctx)
-        return types.ListToolsResult(tools=[TOOLS[name] for name in authority.tools if name in TOOLS])
-
-    async def _call_tool(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        authority = self._authority(ctx)
-        name = params.name
-        if name not in authority.tools or name not in SPECS_BY_NAME:
-            if ctx.protocol_version >= MODERN:
-                raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
-            return error_result("tool_not_enabled", f'tool "{name}" is not enabled on this endpoint', 403)
-        arguments = dict(params.arguments or {})
-        # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
-        return await anyio.to_thread.run_sync(self._run_tool, authority, name, arguments)
-
-    def _run_tool(self, authority: Authority, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    def run_tool(self, authority: Authority, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """One tool call of an admitted request, in a worker thread: the rate limit, the use record, the tool."""
         container, endpoint = self._container, authority.endpoint
         decision = container.rate_limiter.hit(authority.rate_key, endpoint.rate_limit_per_minute)
         if not decision.allowed:
@@ -322,29 +243,67 @@ class McpEndpointApp:
         return _json_result(data)
 
 
+class EndpointTools:
+    """The tools one request may see and call (:class:`~mcpbridge.http.mcp.protocol.ToolServer`)."""
+
+    __slots__ = ("_app", "_authority")
+
+    def __init__(self, app: McpEndpointApp, authority: Authority) -> None:
+        self._app = app
+        self._authority = authority
+
+    def tools(self) -> list[dict[str, Any]]:
+        return [TOOLS[name] for name in self._authority.tools if name in TOOLS]
+
+    async def call(self, name: str, arguments: dict[str, Any], *, modern: bool) -> dict[str, Any]:
+        if name not in self._authority.tools or name not in SPECS_BY_NAME:
+            if modern:
+                raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+            return error_result("tool_not_enabled", f'tool "{name}" is not enabled on this endpoint', 403)
+        # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
+        return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments)
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
+    """The request's body, or None when it is (or declares to be) larger than ``limit`` bytes."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                if int(value) > limit:
+                    return None
+            except ValueError:
+                pass
+            break
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def send_reply(reply: Reply, send: Send) -> None:
+    headers = [(b"content-length", str(len(reply.body)).encode())]
+    if reply.content_type is not None:
+        headers.append((b"content-type", reply.content_type.encode()))
+    headers.extend((name.encode(), value.encode()) for name, value in reply.headers)
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": reply.body})
+
+
 @dataclass(frozen=True)
 class _Allowed:
     settings: Any
     hosts: frozenset[str]
     origins: frozenset[str]
-
-
-@dataclass
-class _Running:
-    """A session manager whose ``run()`` lasts as long as its event loop (the SDK allows one ``run()`` each)."""
-
-    manager: StreamableHTTPSessionManager
-    started: asyncio.Event
-    task: asyncio.Task[None] | None = None
-
-
-async def _run_until_cancelled(running: _Running) -> None:
-    try:
-        async with running.manager.run():
-            running.started.set()
-            await asyncio.Event().wait()  # until the loop ends and cancels it
-    finally:
-        running.started.set()  # requests waiting on a manager that failed to start see it failed
 
 
 def _host_name(host: str) -> str:
