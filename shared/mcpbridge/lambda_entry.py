@@ -14,15 +14,20 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from mangum import Mangum
 from mangum.adapter import DEFAULT_TEXT_MIME_TYPES
+from starlette.types import ASGIApp
 
 from mcpbridge.bootstrap import Container, build_container
 from mcpbridge.heap import freeze_startup_objects
-from mcpbridge.http.apps import Surface, create_app
 from mcpbridge.observability import LambdaLogging, LambdaTelemetry
+
+if TYPE_CHECKING:
+    from mangum.types import ASGI
+
+    from mcpbridge.http.apps import Surface
 
 log = logging.getLogger("mcpbridge.lambda")
 
@@ -47,12 +52,23 @@ def _flush(container: Container) -> None:
         flush()
 
 
-def make_handler(surface: Surface) -> LambdaHandler:
+def _app(container: Container, surface: Surface | Literal["mcp_endpoint"]) -> ASGIApp:
+    """The function's app: FastAPI's for the REST surfaces; the MCP endpoint's own, which needs no FastAPI."""
+    if surface == "mcp_endpoint":
+        from mcpbridge.http.mcp.app import create_mcp_function_app
+
+        return create_mcp_function_app(container)
+    from mcpbridge.http.apps import create_app
+
+    return create_app(container, surface)
+
+
+def make_handler(surface: Surface | Literal["mcp_endpoint"]) -> LambdaHandler:
     container = lambda_container()
     logging_ = LambdaLogging(container.settings.log_level)
     # Error bodies are problem+json: text, so they go back to API Gateway readable rather than base64-encoded.
     text_types = [*DEFAULT_TEXT_MIME_TYPES, "application/problem+json"]
-    asgi = Mangum(create_app(container, surface), lifespan="off", text_mime_types=text_types)
+    asgi = Mangum(cast("ASGI", _app(container, surface)), lifespan="off", text_mime_types=text_types)
     freeze_startup_objects(collect=False)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

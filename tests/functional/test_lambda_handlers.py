@@ -485,8 +485,14 @@ def test_mcp_endpoint_function_serves_only_its_routes(
     event = http_event(
         "GET", "/api/v1/api-keys", route_key="ANY /api/v1/{proxy+}", headers=bearer(deployment.admin_key)
     )
-    assert_problem(invoke(handler, event, "mcp"), 404, "not_found")
+    missing = assert_problem(invoke(handler, event, "mcp"), 404, "not_found")
+    assert missing["request_id"] == event["requestContext"]["requestId"]
     assert assert_json(invoke(handler, http_event("GET", "/healthz", route_key="GET /healthz"), "mcp"), 200)
+    ready = assert_json(invoke(handler, http_event("GET", "/readyz", route_key="GET /readyz"), "mcp"), 200)
+    assert ready == {"status": "ready", "checks": {"store": "ok", "secrets": "ok"}}
+    refused = invoke(handler, http_event("POST", "/healthz", route_key="POST /healthz"), "mcp")
+    assert_problem(refused, 405, "method_not_allowed")
+    assert refused.headers["allow"] == "GET"
 
 
 # ---------------------------------------------------------------------------------------------- oauth_callback

@@ -1118,7 +1118,6 @@ def test_tool_call_events_are_published_by_the_functions_that_resolve_calls_only
 
 _SURFACE_FUNCTIONS = {
     "admin_api": "AdminApiFunction",
-    "mcp_endpoint": "McpEndpointFunction",
     "oauth_callback": "OAuthCallbackFunction",
     "resolutions": "ResolutionsFunction",
 }
@@ -1162,6 +1161,9 @@ def test_every_route_of_every_surface_reaches_its_function() -> None:
                 concrete = route.path.replace("{", "").replace("}", "").replace(":path", "")
                 for method in route.methods:
                     assert _gateway_match(method, concrete) == function, (surface, method, route.path)
+    # The MCP endpoint function's app has no router: it serves /mcp/{endpoint_id} alone (mcpbridge.http.mcp.app).
+    for method in ("POST", "DELETE", "GET"):
+        assert _gateway_match(method, "/mcp/ep_x") == "McpEndpointFunction", method
 
 
 # ------------------------------------------------------------------------------------------------ failures, alarms

@@ -12,14 +12,13 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Literal
 
 from fastapi import APIRouter, FastAPI
-from starlette.middleware.errors import ServerErrorMiddleware
-from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.docs import install_docs
+from mcpbridge.http.mcp.app import endpoint_id_of, with_problems
 from mcpbridge.http.openapi import install_problem_docs
 from mcpbridge.http.problems import install_problem_handlers
 from mcpbridge.http.routes import health
@@ -27,7 +26,8 @@ from mcpbridge.request_context import RequestIdMiddleware
 
 OPENAPI_URL = "/api/v1/openapi.json"
 
-Surface = Literal["admin_api", "mcp_endpoint", "oauth_callback", "resolutions", "authorization_server"]
+Surface = Literal["admin_api", "oauth_callback", "resolutions", "authorization_server"]
+"""The functions whose app is a FastAPI app; the MCP endpoint function's is not (:mod:`mcpbridge.http.mcp.app`)."""
 
 # Route modules by surface, imported only by the functions that serve them: cold start is paid per import. The
 # router tries routes in this order, one by one: agents' tool calls, the surface's busiest route by far, come first.
@@ -48,7 +48,6 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
         "agent_catalog",
         "oauth_grants",
     ),
-    "mcp_endpoint": (),
     "oauth_callback": ("oauth_callback",),
     "resolutions": ("resolutions",),
     "authorization_server": ("oauth_server",),
@@ -75,10 +74,7 @@ class _App(FastAPI):
         stack = super().build_middleware_stack()
         if self.mcp_app is not None:
             # The same problem handlers as every route, without walking the routes and FastAPI's layers first.
-            handlers = dict(self.exception_handlers)
-            unexpected = handlers.pop(Exception, None) or handlers.pop(500, None)
-            mcp = ServerErrorMiddleware(ExceptionMiddleware(self.mcp_app, handlers=handlers), handler=unexpected)
-            stack = _McpFirst(mcp, stack)
+            stack = _McpFirst(with_problems(self.mcp_app), stack)
         # Outside Starlette's ServerErrorMiddleware, so a 500 it renders carries the request id too.
         return RequestIdMiddleware(stack)
 
@@ -92,16 +88,11 @@ class _McpFirst:
         self._rest = rest
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            path: str = scope["path"]
-            root = scope.get("root_path", "")
-            if root and path.startswith(root):
-                path = path[len(root) :]
-            endpoint_id = path[5:] if path.startswith("/mcp/") else ""
-            if endpoint_id and "/" not in endpoint_id:
-                scope["path_params"] = {"endpoint_id": endpoint_id}
-                await self._mcp(scope, receive, send)
-                return
+        endpoint_id = endpoint_id_of(scope)
+        if endpoint_id is not None:
+            scope["path_params"] = {"endpoint_id": endpoint_id}
+            await self._mcp(scope, receive, send)
+            return
         await self._rest(scope, receive, send)
 
 
@@ -136,7 +127,7 @@ def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp:
 def create_app(container: Container, surface: Surface) -> FastAPI:
     """The app of one Lambda function."""
     title = f"mcpbridge {surface.replace('_', ' ')}"
-    return _app(container, _routers(_SURFACES[surface]), title, mcp=surface == "mcp_endpoint")
+    return _app(container, _routers(_SURFACES[surface]), title, mcp=False)
 
 
 def create_combined_app(container: Container) -> FastAPI:

@@ -1,16 +1,12 @@
-"""Field and parameter types every REST route shares, so each is described once, in the same words, in
-``/api/v1/openapi.json``: the time format, list paging (``?limit=&cursor=``) and the ids in paths."""
+"""Parameter types every REST route shares, so each is described once, in the same words, in
+``/api/v1/openapi.json``: list paging (``?limit=&cursor=``) and the ids in paths. The time format of bodies is
+:data:`mcpbridge.http.views.Timestamp`, which the MCP tools' views use too."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import Path
-from pydantic import Field
-
-Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time", "examples": ["2026-01-31T09:30:00Z"]})]
-"""Every time in a REST body: RFC 3339 in UTC at second precision (``2026-01-31T09:30:00Z``)."""
-
 
 # ---------------------------------------------------------------------------------------------------- path ids
 

@@ -2,18 +2,22 @@
 
 Mapped by type, never by message: an ``MCPBridgeError`` carries its status and code; FastAPI's validation errors
 become 400 (body is not JSON) or 422 (wrong shape); anything else is a 500 whose details stay in the log. Every body
-carries the request's ``request_id`` (the ``X-Request-Id`` header's value), which its log lines carry too.
+carries the request's ``request_id`` (the ``X-Request-Id`` header's value), which its log lines carry too. Only
+installing the handlers in a FastAPI app imports FastAPI: the MCP endpoint function renders problems without it.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 from mcpbridge.errors import MCPBridgeError, Unauthenticated
 from mcpbridge.request_context import current as current_request_id
@@ -77,6 +81,8 @@ async def _on_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
+    from fastapi.exceptions import RequestValidationError
+
     assert isinstance(exc, RequestValidationError)
     errors = exc.errors()
     if any(e.get("type") == "json_invalid" for e in errors):
@@ -98,8 +104,17 @@ async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
     return problem(500, "internal_error", "an internal error occurred; retry later", retryable=True)
 
 
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+HANDLERS: Mapping[type[Exception], Handler] = {MCPBridgeError: _on_error, StarletteHTTPException: _on_http}
+"""The handlers of the errors a request may raise; what none handles is :data:`UNEXPECTED` (a 500)."""
+UNEXPECTED: Handler = _on_unexpected
+
+
 def install_problem_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(MCPBridgeError, _on_error)
+    from fastapi.exceptions import RequestValidationError
+
+    for kind, handler in HANDLERS.items():
+        app.add_exception_handler(kind, handler)
     app.add_exception_handler(RequestValidationError, _on_validation)
-    app.add_exception_handler(StarletteHTTPException, _on_http)
-    app.add_exception_handler(Exception, _on_unexpected)
+    app.add_exception_handler(Exception, UNEXPECTED)

@@ -3,17 +3,19 @@ and wiki pages in the same shapes, so a client reading one can read the other.""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
 from mcpbridge.domain.knowledge import Chunk, Document, KnowledgeBase
-from mcpbridge.http.fields import Timestamp
 from mcpbridge.knowledge.answers import Answer
 from mcpbridge.knowledge.wiki import WikiPage
 from mcpbridge.observability import masked_url
 
 Capability = Literal["keyword", "semantic", "wiki"]
+
+Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time", "examples": ["2026-01-31T09:30:00Z"]})]
+"""Every time in a REST body or a tool result: RFC 3339 in UTC at second precision (``2026-01-31T09:30:00Z``)."""
 
 
 LANGUAGE_HELP = (

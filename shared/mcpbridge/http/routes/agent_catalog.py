@@ -25,9 +25,9 @@ from mcpbridge.agent.discovery import (
 )
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import DiscoveryDep, ProfilesDep
-from mcpbridge.http.fields import Timestamp
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
+from mcpbridge.http.views import Timestamp
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent-catalog"])
 

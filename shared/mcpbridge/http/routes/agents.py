@@ -11,9 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from mcpbridge.agent.profiles import AgentProfile
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import ProfilesDep
-from mcpbridge.http.fields import AgentId, Timestamp
+from mcpbridge.http.fields import AgentId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
+from mcpbridge.http.views import Timestamp
 
 router = APIRouter(prefix="/api/v1/agents", tags=["agents"])
 

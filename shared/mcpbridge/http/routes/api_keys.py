@@ -12,9 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpbridge.domain.identity import ApiKey, Scope
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import AccountsDep
-from mcpbridge.http.fields import ApiKeyId, Timestamp
+from mcpbridge.http.fields import ApiKeyId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field
+from mcpbridge.http.views import Timestamp
 
 if TYPE_CHECKING:
     from mcpbridge.identity.accounts import NewApiKey

@@ -15,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from mcpbridge.errors import InvalidInput, PayloadTooLarge
 from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
 from mcpbridge.http.deps import DocumentsDep, ReaderDep, UploadsDep
-from mcpbridge.http.fields import DocumentId, KnowledgeBaseId, Timestamp, UploadId
+from mcpbridge.http.fields import DocumentId, KnowledgeBaseId, UploadId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
-from mcpbridge.http.views import ChunkOut, DocumentOut
+from mcpbridge.http.views import ChunkOut, DocumentOut, Timestamp
 
 router = APIRouter(prefix="/api/v1", tags=["documents"])
 

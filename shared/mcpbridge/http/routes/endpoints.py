@@ -13,9 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import EndpointsDep, SettingsDep
-from mcpbridge.http.fields import EndpointId, Timestamp
+from mcpbridge.http.fields import EndpointId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
+from mcpbridge.http.views import Timestamp
 from mcpbridge.publishing.endpoints import CatalogGroup, Endpoint
 
 router = APIRouter(prefix="/api/v1/mcp-endpoints", tags=["mcp-endpoints"])

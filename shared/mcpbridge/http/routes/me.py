@@ -19,9 +19,10 @@ from mcpbridge.domain.identity import Principal
 from mcpbridge.errors import NotFound
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import AccountsDep, OAuthDep, UsersDep
-from mcpbridge.http.fields import ServiceId, Timestamp
+from mcpbridge.http.fields import ServiceId
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.http.routes.api_keys import scope_fields
+from mcpbridge.http.views import Timestamp
 
 router = APIRouter(prefix="/api/v1/me", tags=["identity"])
 

@@ -23,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpbridge.authserver.grants import Grant, Grants
 from mcpbridge.domain.identity import User
 from mcpbridge.http.auth import CurrentPrincipal, container_of
-from mcpbridge.http.fields import EndpointId, Timestamp, UserId
+from mcpbridge.http.fields import EndpointId, UserId
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.views import Timestamp
 from mcpbridge.identity.users import Users
 
 router = APIRouter(prefix="/api/v1", tags=["oauth-grants"])

@@ -18,8 +18,9 @@ from mcpbridge.agent.profiles import require_agent_or_approver
 from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import BrokerDep
-from mcpbridge.http.fields import PendingId, Timestamp
+from mcpbridge.http.fields import PendingId
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.views import Timestamp
 
 if TYPE_CHECKING:
     from mcpbridge.agent.broker import ToolCallBroker

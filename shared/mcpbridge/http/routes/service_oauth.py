@@ -23,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import OAuthDep
-from mcpbridge.http.fields import ServiceId, Timestamp
+from mcpbridge.http.fields import ServiceId
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.views import Timestamp
 
 if TYPE_CHECKING:
     from mcpbridge.oauth.authorization import OAuthStatus

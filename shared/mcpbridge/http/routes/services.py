@@ -24,9 +24,10 @@ from mcpbridge.client.tool_catalog import CatalogView
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import CatalogDep, EgressDep, OAuthDep, PoliciesDep, RegistryDep
-from mcpbridge.http.fields import CredentialField, ServiceId, Timestamp, ToolName
+from mcpbridge.http.fields import CredentialField, ServiceId, ToolName
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
+from mcpbridge.http.views import Timestamp
 from mcpbridge.observability import masked_url
 
 router = APIRouter(prefix="/api/v1/mcp-services", tags=["mcp-services"])

@@ -22,10 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpbridge.domain.identity import User
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import AccountsDep, UserRemovalDep, UsersDep
-from mcpbridge.http.fields import Timestamp, UserId
+from mcpbridge.http.fields import UserId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field
 from mcpbridge.http.routes.api_keys import CreateApiKey, CreatedApiKey
+from mcpbridge.http.views import Timestamp
 
 router = APIRouter(prefix="/api/v1/users", tags=["users"])
 

@@ -24,10 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpbridge.domain.identity import Workspace
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import WorkspacesDep
-from mcpbridge.http.fields import Timestamp, WorkspaceId
+from mcpbridge.http.fields import WorkspaceId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field
 from mcpbridge.http.routes.api_keys import CreatedApiKey
+from mcpbridge.http.views import Timestamp
 
 router = APIRouter(prefix="/api/v1/workspaces", tags=["workspaces"])
 

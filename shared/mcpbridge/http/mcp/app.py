@@ -1,0 +1,76 @@
+"""The MCP endpoint function's app: ``/mcp/{endpoint_id}``, ``/healthz`` and ``/readyz``, without FastAPI.
+
+API Gateway sends this function ``/mcp/{endpoint_id}`` alone, so it needs no router, no dependency injection and no
+OpenAPI document, and importing FastAPI for them cost a fifth of its cold start. Errors render as every function
+renders them (:mod:`mcpbridge.http.problems`), every answer carries its request id (:mod:`mcpbridge.request_context`)
+and the health routes answer as the other functions' do (:mod:`mcpbridge.http.readiness`). The combined app of
+``mcpbridge serve`` sends ``/mcp/{endpoint_id}`` the same way (:func:`endpoint_id_of`), ahead of its router.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio.to_thread
+from starlette.middleware.errors import ServerErrorMiddleware
+from starlette.middleware.exceptions import ExceptionMiddleware
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcpbridge.http.problems import HANDLERS, UNEXPECTED, problem
+from mcpbridge.http.readiness import ALIVE, readiness
+from mcpbridge.request_context import RequestIdMiddleware
+
+if TYPE_CHECKING:
+    from mcpbridge.bootstrap import Container
+
+
+def endpoint_id_of(scope: Scope) -> str | None:
+    """The endpoint of a request for ``/mcp/{endpoint_id}`` (below the app's root path), or None for any other path,
+    ``/mcp/{endpoint_id}/.well-known/...`` included."""
+    if scope["type"] != "http":
+        return None
+    path: str = scope["path"]
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    endpoint_id = path[5:] if path.startswith("/mcp/") else ""
+    return endpoint_id if endpoint_id and "/" not in endpoint_id else None
+
+
+def with_problems(app: ASGIApp) -> ASGIApp:
+    """``app`` with its errors rendered as problems (inside the request id's layer, which they then carry)."""
+    return ServerErrorMiddleware(ExceptionMiddleware(app, handlers=dict(HANDLERS)), UNEXPECTED)
+
+
+class _Routes:
+    def __init__(self, container: Container, mcp: ASGIApp) -> None:
+        self._container = container
+        self._mcp = mcp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint_id = endpoint_id_of(scope)
+        if endpoint_id is not None:
+            scope["path_params"] = {"endpoint_id": endpoint_id}
+            await self._mcp(scope, receive, send)
+            return
+        path = scope["path"].removeprefix(scope.get("root_path", ""))
+        if path not in ("/healthz", "/readyz"):
+            await problem(404, "not_found", "Not Found")(scope, receive, send)
+        elif scope["method"] not in ("GET", "HEAD"):
+            await problem(405, "method_not_allowed", "Method Not Allowed", headers={"Allow": "GET"})(
+                scope, receive, send
+            )
+        elif path == "/healthz":
+            await JSONResponse(ALIVE)(scope, receive, send)
+        else:
+            container = self._container
+            status, body = await anyio.to_thread.run_sync(readiness, container.store, container.secrets)
+            await JSONResponse(body, status_code=status)(scope, receive, send)
+
+
+def create_mcp_function_app(container: Container) -> ASGIApp:
+    """The app of the MCP endpoint function."""
+    from mcpbridge.http.mcp.transport import McpEndpointApp
+
+    return RequestIdMiddleware(with_problems(_Routes(container, McpEndpointApp(container))))
