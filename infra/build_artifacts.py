@@ -61,10 +61,10 @@ ZIPPED_DIRECT_UPLOAD_LIMIT = 50 * 1024 * 1024
 
 # The template's target (tests/unit/test_template.py holds the template to it).
 # Installed as dependencies (of mcp and of mcpbridge's `serve`) but never imported by a Lambda function: `serve` and
-# the CLI run uvicorn; sse_starlette and httpx/httpx2 import uvicorn and click only when they are there (a shutdown
-# hook and a command line), which cost the MCP endpoint ~40 ms of cold start for nothing. The built handlers are
-# imported and invoked without them (tests/functional/test_built_artifacts.py).
-NOT_IN_LAMBDA = ("uvicorn", "click")
+# the CLI run uvicorn (on uvloop and httptools); sse_starlette and httpx/httpx2 import uvicorn and click only when they
+# are there (a shutdown hook and a command line), which cost the MCP endpoint ~40 ms of cold start for nothing. The
+# built handlers are imported and invoked without them (tests/functional/test_built_artifacts.py).
+NOT_IN_LAMBDA = ("uvicorn", "click", "uvloop", "httptools")
 
 DEFAULT_ARCH = "arm64"
 DEFAULT_PYTHON = "3.13"
