@@ -540,18 +540,16 @@ class Container:
     def services(self) -> ServiceRegistry:
         from mcpbridge.client.policies import PolicyRows
         from mcpbridge.client.registry import ServiceRegistry
-        from mcpbridge.client.snapshots import Snapshots
         from mcpbridge.oauth.rows import OAuthRows
 
-        dependents = (PolicyRows(self.store), Snapshots(self.store, lambda: self.blobs), OAuthRows(self.store))
+        dependents = (PolicyRows(self.store), self._snapshots, OAuthRows(self.store))
         return ServiceRegistry(self.store, self.clock, self.secrets, self.egress, dependents=dependents)
 
     @cached_property
     def tool_policies(self) -> ToolPolicies:
         from mcpbridge.client.policies import ToolPolicies
-        from mcpbridge.client.snapshots import Snapshots
 
-        return ToolPolicies(self.store, self.clock, self.services, Snapshots(self.store, lambda: self.blobs))
+        return ToolPolicies(self.store, self.clock, self.services, self._snapshots)
 
     @cached_property
     def catalog(self) -> ToolCatalog:
@@ -568,6 +566,7 @@ class Container:
             SpecSource(self.services, lambda: self.oauth),
             telemetry=self.telemetry,
             request_budget=self._request_budget,
+            snapshots=self._snapshots,
         )
 
     @cached_property

@@ -389,7 +389,7 @@ class AgentCatalog:
         for service in self._registry.list(reader):
             if not agent.selects(service.id):
                 continue
-            view = self._catalog.view(reader, service.id)
+            view = self._catalog.view_of(reader, service)
             loaded.append(_Loaded(service, view, _unique_tools(view.snapshot)))
         return loaded
 

@@ -1,21 +1,30 @@
 """Reading stored catalog snapshots: the head item of a (workspace, service, scope) and the blob it points at.
 
 Shared by the catalog (which writes snapshots) and the tool policies (which check that a policy names a tool some
-snapshot lists), so neither depends on the other.
+snapshot lists), so neither depends on the other; one instance per container. A snapshot's blob is never rewritten
+(a new catalog is a new blob), so the bytes read once are kept in memory, the most recently used first, up to
+:data:`CACHE_BYTES`: every agent call resolves its tool against the catalogs, and each read was a file read, or an
+S3 GET on AWS. The head is read every time, so a new snapshot is seen at once; forgetting snapshots drops their
+bytes too. Each load parses the bytes anew, so no caller shares a mutable snapshot with another.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
+
+import pydantic_core
 
 from mcpbridge.domain.items import Key
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Blobs, Store
 
 log = logging.getLogger("mcpbridge.services")
+
+CACHE_BYTES = 16 * 1024 * 1024
 
 
 def head_key(workspace_id: str, service_id: str, scope: str) -> Key:
@@ -27,17 +36,46 @@ class Snapshots:
         """``blobs`` is asked for on first use: a function that never reads a snapshot needs no blob store."""
         self._store = store
         self._blobs = blobs
+        self._kept: OrderedDict[str, bytes] = OrderedDict()
+        self._kept_bytes = 0
+        self._lock = threading.Lock()
 
     def load(self, head: dict[str, Any] | None) -> dict[str, Any] | None:
         """The snapshot a head points at, or None (no head, no snapshot yet, or a blob that is gone)."""
         if not head or not head.get("snapshot_key"):
             return None
-        data = self._blobs().get(head["snapshot_key"])
+        data = self._read(head["snapshot_key"])
         if data is None:  # the head points at a blob that is gone: treat as no snapshot, never as an error page
             log.warning("catalog snapshot %s is missing", head.get("snapshot_id"))
             return None
-        snapshot: dict[str, Any] = json.loads(data)
+        snapshot: dict[str, Any] = pydantic_core.from_json(data)
         return snapshot
+
+    def _read(self, key: str) -> bytes | None:
+        with self._lock:
+            data = self._kept.get(key)
+            if data is not None:
+                self._kept.move_to_end(key)
+                return data
+        data = self._blobs().get(key)
+        if data is None or len(data) > CACHE_BYTES // 4:
+            return data
+        with self._lock:
+            if key not in self._kept:
+                self._kept[key] = data
+                self._kept_bytes += len(data)
+            while self._kept_bytes > CACHE_BYTES:
+                _, dropped = self._kept.popitem(last=False)
+                self._kept_bytes -= len(dropped)
+        return data
+
+    def delete(self, key: str) -> None:
+        """Delete a snapshot's blob (and its bytes kept here)."""
+        self._blobs().delete(key)
+        with self._lock:
+            data = self._kept.pop(key, None)
+            if data is not None:
+                self._kept_bytes -= len(data)
 
     def tool_names(self, workspace_id: str, service_id: str, scope: str) -> frozenset[str] | None:
         """The tools the service lists in the workspace: the snapshot of ``scope`` when there is one, else any
@@ -66,5 +104,5 @@ class Snapshots:
             if not chosen(head):
                 continue
             if head.get("snapshot_key"):
-                self._blobs().delete(head["snapshot_key"])
+                self.delete(head["snapshot_key"])
             self._store.delete(Key(head["pk"], head["sk"]))

@@ -102,10 +102,11 @@ class ToolCatalog:
         spec_for: SpecFor,
         telemetry: Telemetry | None = None,
         request_budget: float | None = None,
+        snapshots: Snapshots | None = None,
     ) -> None:
         """``telemetry``: a span around each pull, and the failed ones counted (``CatalogRefreshFailures``);
         ``request_budget``: the seconds a pull may take in all (a synchronous request's), None for the services'
-        own timeouts alone."""
+        own timeouts alone; ``snapshots``: the container's reader of stored snapshots (which keeps their bytes)."""
         self._telemetry = telemetry or NoTelemetry()
         self._budget = request_budget
         self._store = store
@@ -115,7 +116,7 @@ class ToolCatalog:
         self._policies = policies
         self._egress = egress
         self._spec_for = spec_for
-        self._snapshots = Snapshots(store, blobs)
+        self._snapshots = snapshots or Snapshots(store, blobs)
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -123,6 +124,11 @@ class ToolCatalog:
         """The stored catalog of a service for this principal (blocking: store and blob reads)."""
         require_reader(principal)
         service = self._registry.get(principal, service_id)
+        return self._view(principal, service)
+
+    def view_of(self, principal: Principal, service: ExternalService) -> CatalogView:
+        """:meth:`view` of a service the caller has just read, as ``principal`` may (one read fewer)."""
+        require_reader(principal)
         return self._view(principal, service)
 
     def _view(self, principal: Principal, service: ExternalService) -> CatalogView:
@@ -258,11 +264,11 @@ class ToolCatalog:
             self._store.update(key, Update(set=sets, remove=clears), condition=unchanged_head)
         except ConditionFailed:
             # Another refresh saved first: its complete snapshot stands, ours is dropped.
-            self._blobs().delete(blob_key)
+            self._snapshots.delete(blob_key)
             log.info("catalog refresh of MCP service %s lost a race; keeping the other snapshot", service.id)
             return self._view(principal, service)
         if head is not None and head.get("snapshot_key"):
-            self._blobs().delete(head["snapshot_key"])
+            self._snapshots.delete(head["snapshot_key"])
         self._registry.clear_catalog_stale(service)
         self._note_changes(workspace_id, service.id, tools)
         log.info(
