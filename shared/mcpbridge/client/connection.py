@@ -3,7 +3,8 @@
 * :class:`ConnectionSpec` — where and how to connect (URL, transport, already-layered headers, timeouts).
 * :func:`open_session` — one connected SDK :class:`mcp.Client` (``mode="auto"``: ``server/discover`` at 2026-07-28
   first, the ``initialize`` handshake as fallback), its HTTP going through :mod:`mcpbridge.outbound.http2`.
-* :class:`Connection` — a long-lived session for one service: paged listings with limits, tool calls, one reconnect
+* :class:`Connection` — a long-lived session for one service: paged listings with limits, tool calls (sent on a
+  Streamable HTTP session by :mod:`mcpbridge.client.streamable_call`, by the SDK over legacy SSE), one reconnect
   and one retry when the upstream session was rejected, never a replay when the outcome of a call is unknown, and
   the service's ``retry_count`` / ``retry_delay`` applied to establishing the connection (see
   :meth:`Connection._connect`), never to a request that was sent. Every operation (establishing the connection, a
@@ -46,6 +47,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Implementation, Resource, ServerCapabilities, Tool
 
+from mcpbridge.client.streamable_call import StreamableEndpoint
 from mcpbridge.client.tripwire import Tripwire
 from mcpbridge.domain.external_services import Transport
 from mcpbridge.domain.www_authenticate import auth_param
@@ -338,6 +340,7 @@ async def open_session(
     policy: EgressPolicy,
     *,
     facts: HttpFacts | None = None,
+    endpoint: StreamableEndpoint | None = None,
 ) -> AsyncIterator[Client]:
     """A connected SDK :class:`~mcp.Client` for ``spec``; the session is closed when the block ends.
 
@@ -345,7 +348,9 @@ async def open_session(
     handshake-era servers); ``facts`` (see :class:`HttpFacts`) records the HTTP answers to it; later requests are
     recorded in the facts their operation sets (see :meth:`HttpFacts.recording`). The SDK's own
     read timeout is the larger of ``spec.timeout`` and ``spec.initialize_timeout``: :class:`Connection` bounds the
-    handshake and every operation itself, with one deadline each.
+    handshake and every operation itself, with one deadline each. ``endpoint``, for a Streamable HTTP session, is
+    given the session's HTTP client and what the handshake negotiated, so tool calls can be sent on it directly
+    (:mod:`mcpbridge.client.streamable_call`).
     Raises InvalidInput for a refused URL and :class:`~mcpbridge.errors.UpstreamError` when the server cannot be
     reached or the handshake fails.
     """
@@ -356,11 +361,15 @@ async def open_session(
     async with contextlib.AsyncExitStack() as stack:
         transport: Any
         if spec.transport == "http-streamable":
+            if endpoint is not None:
+                hooks["response"].append(endpoint.capture_session)
             http = guarded_async_client2(
                 policy, timeout=_timeouts(spec), headers=spec.headers, auth=spec.auth, event_hooks=hooks
             )
             await stack.enter_async_context(http)
             transport = streamable_http_client(spec.url, http_client=http)
+            if endpoint is not None:
+                endpoint.http = http
         else:
 
             def factory(
@@ -390,6 +399,8 @@ async def open_session(
         )
         with _translated(spec, sent=False, facts=facts), facts.recording():
             await stack.enter_async_context(client)
+        if endpoint is not None and endpoint.http is not None:
+            endpoint.opened(client)
         yield client
 
 
@@ -629,12 +640,19 @@ class Connection:
     the deadline that was applied.
     """
 
-    def __init__(self, spec: ConnectionSpec, policy: EgressPolicy, *, until: float | None = None) -> None:
+    def __init__(
+        self, spec: ConnectionSpec, policy: EgressPolicy, *, until: float | None = None, direct_calls: bool = True
+    ) -> None:
+        """``direct_calls``: tool calls on a Streamable HTTP session are sent by
+        :mod:`~mcpbridge.client.streamable_call` (False: by the SDK's session, as every other request)."""
         self.spec = spec
         self._policy = policy
         self._until = until
+        self._direct_calls = direct_calls
         self._task_group: anyio.abc.TaskGroup | None = None
         self._client: Client | None = None
+        self._endpoint: tuple[Client, StreamableEndpoint] | None = None
+        """The live Streamable HTTP session's SDK client and what a direct tool call needs of it."""
         self._stop: anyio.Event | None = None
         self._dead: Tripwire | None = None
         self._lock = anyio.Lock()
@@ -736,11 +754,12 @@ class Connection:
 
         owner_scope = anyio.CancelScope()
         facts = HttpFacts()
+        endpoint = StreamableEndpoint(self.spec.url, CLIENT_INFO) if self.spec.transport == "http-streamable" else None
 
         async def own() -> None:
             try:
                 with owner_scope:
-                    async with open_session(self.spec, self._policy, facts=facts) as client:
+                    async with open_session(self.spec, self._policy, facts=facts, endpoint=endpoint) as client:
                         outcome["client"] = client
                         ready.set()
                         await stop.wait()
@@ -774,6 +793,7 @@ class Connection:
             self.reconnects += 1
         self._connected_once = True
         self._client, self._stop, self._dead = outcome["client"], stop, dead
+        self._endpoint = None if endpoint is None else (self._client, endpoint)
         return self._client
 
     async def _drop(self) -> None:
@@ -911,6 +931,12 @@ class Connection:
     def protocol_version(self) -> str:
         return self.client.protocol_version
 
+    def _endpoint_of(self, client: Client) -> StreamableEndpoint | None:
+        """The Streamable HTTP endpoint of ``client``'s session (None: legacy SSE, or a session since replaced)."""
+        if self._endpoint is None or self._endpoint[0] is not client:
+            return None
+        return self._endpoint[1]
+
     # -- operations ----------------------------------------------------------------------------------------------
 
     async def list_tools(self) -> list[Tool]:
@@ -919,6 +945,9 @@ class Connection:
 
         async def page(client: Client, cursor: str | None) -> tuple[list[Tool], str | None]:
             listed = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            endpoint = self._endpoint_of(client)
+            if endpoint is not None:
+                endpoint.absorb(list(listed.tools))
             return list(listed.tools), listed.next_cursor
 
         return await self._all_pages("tools", page, MAX_TOOLS)
@@ -977,9 +1006,14 @@ class Connection:
         if until is not None:
             deadline = self._deadline(self.spec.timeout, _Deadline(max(0.0, until - anyio.current_time()), until))
         wait = self.spec.timeout if deadline is None else max(0.01, deadline.seconds)
-        return await self._run(
-            lambda client: client.call_tool(name, args, read_timeout_seconds=wait), deadline=deadline
-        )
+
+        async def call(client: Client) -> CallToolResult:
+            endpoint = self._endpoint_of(client)
+            if endpoint is None or not self._direct_calls:
+                return await client.call_tool(name, args, read_timeout_seconds=wait)
+            return await endpoint.call_tool(client, name, args)
+
+        return await self._run(call, deadline=deadline)
 
 
 async def _page_at(
