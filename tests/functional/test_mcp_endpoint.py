@@ -394,3 +394,28 @@ def test_rate_limit_is_exact_under_concurrent_calls(hub: Hub) -> None:
     assert all(json.loads(r["content"][0]["text"])["error"]["code"] == "rate_limited" for r in limited)
     listing = httpx.post(endpoint["url"], json={"jsonrpc": "2.0", "id": 9, "method": "tools/list"}, headers=headers)
     assert listing.status_code == 200, "only tools/call is limited"
+
+
+def test_a_body_over_4_mib_is_refused_unread(hub: Hub) -> None:
+    endpoint = hub.publish(knowledge_base_ids=[hub.kb_id], tools=["search_knowledge"])
+    headers = {
+        "Authorization": f"Bearer {endpoint['token']}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    padding = "x" * (4 * 1024 * 1024)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"pad": padding}}})
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit holds as the body arrives
+        data = body.encode()
+        for start in range(0, len(data), 65536):
+            yield data[start : start + 65536]
+
+    declared = httpx.post(endpoint["url"], content=body.encode(), headers=headers, timeout=30)
+    streamed = httpx.post(endpoint["url"], content=chunks(), headers=headers, timeout=30)
+    for response in (declared, streamed):
+        assert response.status_code == 413
+        assert response.text == "Request body too large"
+    small = httpx.post(endpoint["url"], json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=headers)
+    assert small.status_code == 200
