@@ -21,13 +21,12 @@ import anyio
 import pytest
 from mcp import types
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge.client.connection import Connection, ConnectionSpec
 from mcpbridge.errors import MCPBridgeError
 from mcpbridge.outbound.policy import EgressPolicy
+from tests.support.everything import handle_stateless
 from tests.support.live_server import live_server
 
 pytestmark = [pytest.mark.slow]
@@ -263,14 +262,7 @@ def _modern_server() -> Any:
     server: Server[Any] = Server("modern", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        manager = StreamableHTTPSessionManager(
-            app=server,
-            json_response=False,
-            stateless=True,
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        async with manager.run():
-            await manager.handle_request(scope, receive, send)
+        await handle_stateless(server, scope, receive, send, json_response=False)
 
     return app
 

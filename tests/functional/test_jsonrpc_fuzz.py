@@ -20,14 +20,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.settings import Settings
 from tests.support.embedder import HashingEmbedder
-from tests.support.jsonrpc_messages import TOOL_NAMES, Corpus, bodies
+from tests.support.jsonrpc_messages import TOOL_NAMES, Corpus, as_sent, bodies, replayable, seed_endpoint
 from tests.support.live_server import live_server
 
 pytestmark = pytest.mark.slow
@@ -59,33 +59,9 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     assert admin_key is not None
     with live_server(create_combined_app(container)) as base_url:
         with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {admin_key}"}, timeout=30) as api:
-            kb = api.post("/api/v1/knowledge-bases", json={"name": "Field notes"}).json()
-            document = api.post(
-                f"/api/v1/knowledge-bases/{kb['id']}/documents",
-                json={"title": "Arctic", "content": "# Arctic\n\nWalruses and seals share the ice. " * 20},
-            ).json()
-            scratch = api.post(
-                f"/api/v1/knowledge-bases/{kb['id']}/documents", json={"title": "Scratch", "content": "Drafts."}
-            ).json()
-            page = api.post(
-                f"/api/v1/knowledge-bases/{kb['id']}/wiki/pages",
-                json={"slug": "concept/ice", "type": "concept", "title": "Ice", "content": "Sea ice melts."},
-            )
-            assert page.status_code == 201, page.text
-            published = api.post(
-                "/api/v1/mcp-endpoints",
-                json={
-                    "name": "fuzz",
-                    "knowledge_base_ids": [kb["id"]],
-                    "tools": TOOL_NAMES,
-                    "rate_limit_per_minute": 6000,
-                },
-            )
-            assert published.status_code == 201, published.text
-            endpoint = published.json()
+            endpoint, corpus = seed_endpoint(api, "fuzz", TOOL_NAMES)
         assert sorted(endpoint["tools"]) == sorted(TOOL_NAMES)
         with httpx.Client(timeout=60) as http:
-            corpus = Corpus(endpoint["token"], kb["id"], document["id"], scratch["id"])
             yield Target(endpoint["url"], corpus, http, {})
     container.close()
 
@@ -113,19 +89,11 @@ def _check(target: Target, body: bytes, response: httpx.Response) -> None:
 
 
 def test_generated_messages_never_get_a_5xx_and_the_endpoint_still_answers(target: Target) -> None:
-    @settings(
-        max_examples=MAX_EXAMPLES,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    @replayable(MAX_EXAMPLES)
     @given(data=st.data())
     def fuzz(data: st.DataObject) -> None:
         body, sent_headers = data.draw(bodies(target.corpus), label="request")
-        # Header values go out as UTF-8 bytes: a generated method or tool name may be any text.
-        raw_headers = {name: value.encode() for name, value in sent_headers.items()}
-        _check(target, body, target.http.post(target.url, content=body, headers=raw_headers))
+        _check(target, body, target.http.post(target.url, content=body, headers=as_sent(sent_headers)))
 
     started = time.monotonic()
     fuzz()

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import mcp_types
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from mcp.shared import inbound
 from mcp_types import version as sdk_versions
@@ -35,7 +35,7 @@ from mcpbridge.http.mcp import jsonrpc, params, protocol
 from mcpbridge.http.mcp.transport import McpEndpointApp
 from mcpbridge.settings import Settings
 from tests.support.embedder import HashingEmbedder
-from tests.support.jsonrpc_messages import TOOL_NAMES, Corpus, bodies
+from tests.support.jsonrpc_messages import TOOL_NAMES, Corpus, as_sent, bodies, replayable, seed_endpoint
 from tests.support.live_server import live_server
 from tests.support.sdk_reference import SdkReferenceApp
 
@@ -78,30 +78,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         live_server(create_combined_app(container)) as url,
         httpx.Client(base_url=url, headers=auth, timeout=30) as api,
     ):
-        kb = api.post("/api/v1/knowledge-bases", json={"name": "Field notes"}).json()
-        document = api.post(
-            f"/api/v1/knowledge-bases/{kb['id']}/documents",
-            json={"title": "Arctic", "content": "# Arctic\n\nWalruses and seals share the ice. " * 20},
-        ).json()
-        scratch = api.post(
-            f"/api/v1/knowledge-bases/{kb['id']}/documents", json={"title": "Scratch", "content": "Drafts."}
-        ).json()
-        page = api.post(
-            f"/api/v1/knowledge-bases/{kb['id']}/wiki/pages",
-            json={"slug": "concept/ice", "type": "concept", "title": "Ice", "content": "Sea ice melts."},
-        )
-        assert page.status_code == 201, page.text
-        published = api.post(
-            "/api/v1/mcp-endpoints",
-            json={
-                "name": "reference",
-                "knowledge_base_ids": [kb["id"]],
-                "tools": SAME_EVERY_TIME,
-                "rate_limit_per_minute": 6000,
-            },
-        )
-        assert published.status_code == 201, published.text
-        endpoint = published.json()
+        endpoint, corpus = seed_endpoint(api, "reference", SAME_EVERY_TIME)
     loop = asyncio.new_event_loop()
 
     def client(app: ASGIApp) -> httpx.AsyncClient:
@@ -109,7 +86,6 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         return httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=60)
 
     ours, reference = client(McpEndpointApp(container)), client(SdkReferenceApp(container))
-    corpus = Corpus(endpoint["token"], kb["id"], document["id"], scratch["id"])
     yield Pair(corpus, endpoint["id"], ours, reference, loop)
     loop.run_until_complete(ours.aclose())
     loop.run_until_complete(reference.aclose())
@@ -169,18 +145,11 @@ async def _both(
 def test_generated_traffic_gets_the_sdks_answers(pair: Pair) -> None:
     differences: list[str] = []
 
-    @settings(
-        max_examples=MAX_EXAMPLES,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    @replayable(MAX_EXAMPLES)
     @given(data=st.data())
     def compare(data: st.DataObject) -> None:
         body, sent = data.draw(bodies(pair.corpus), label="request")
-        raw = {name: value.encode() for name, value in sent.items()}
-        ours, sdk = pair.loop.run_until_complete(_both(pair, body, raw))
+        ours, sdk = pair.loop.run_until_complete(_both(pair, body, as_sent(sent)))
         pair.compared += 1
         if ours != sdk and accepted_difference(body, ours, sdk) is None:
             differences.append(f"{body[:300]!r} {sent}\n  ours: {str(ours)[:600]}\n  sdk:  {str(sdk)[:600]}")

@@ -137,15 +137,16 @@ def serve(app: Any, *, lifespan: Literal["on", "off"] = "on") -> Iterator[str]:
         thread.join(timeout=10)
 
 
-async def handle_stateless(server: Any, scope: Any, receive: Any, send: Any) -> None:
-    """Answer one ASGI request with an SDK low-level ``server`` over stateless Streamable HTTP (JSON answers, no
-    DNS-rebinding check): the shape of a test upstream that needs no session between requests."""
+async def handle_stateless(server: Any, scope: Any, receive: Any, send: Any, *, json_response: bool = True) -> None:
+    """Answer one ASGI request with an SDK low-level ``server`` over stateless Streamable HTTP (JSON answers unless
+    ``json_response`` is False, no DNS-rebinding check): the shape of a test upstream that needs no session between
+    requests."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
     manager = StreamableHTTPSessionManager(
         app=server,
-        json_response=True,
+        json_response=json_response,
         stateless=True,
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from mcpbridge.http.mcp.tools import SPECS
@@ -44,6 +46,47 @@ class Corpus:
     document_id: str
     scratch_id: str
     """A document for the write tools to update and delete."""
+
+
+def replayable(max_examples: int) -> settings:
+    """A bounded run that draws the same examples every time (a failure reproduces) and keeps no example database."""
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+def as_sent(headers: dict[str, str]) -> dict[str, bytes]:
+    """Header values as they go out: UTF-8 bytes (a generated method or tool name may be any text)."""
+    return {name: value.encode() for name, value in headers.items()}
+
+
+def seed_endpoint(api: httpx.Client, name: str, tools: list[str]) -> tuple[dict[str, Any], Corpus]:
+    """A knowledge base with two documents and a wiki page, published (6000 calls a minute) with ``tools``, through
+    the admin API ``api`` speaks to: the endpoint as created, and what the generated traffic points at."""
+    kb = api.post("/api/v1/knowledge-bases", json={"name": "Field notes"}).json()
+    document = api.post(
+        f"/api/v1/knowledge-bases/{kb['id']}/documents",
+        json={"title": "Arctic", "content": "# Arctic\n\nWalruses and seals share the ice. " * 20},
+    ).json()
+    scratch = api.post(
+        f"/api/v1/knowledge-bases/{kb['id']}/documents", json={"title": "Scratch", "content": "Drafts."}
+    ).json()
+    page = api.post(
+        f"/api/v1/knowledge-bases/{kb['id']}/wiki/pages",
+        json={"slug": "concept/ice", "type": "concept", "title": "Ice", "content": "Sea ice melts."},
+    )
+    assert page.status_code == 201, page.text
+    published = api.post(
+        "/api/v1/mcp-endpoints",
+        json={"name": name, "knowledge_base_ids": [kb["id"]], "tools": tools, "rate_limit_per_minute": 6000},
+    )
+    assert published.status_code == 201, published.text
+    endpoint: dict[str, Any] = published.json()
+    return endpoint, Corpus(endpoint["token"], kb["id"], document["id"], scratch["id"])
 
 
 # Most members right, so that a message usually gets past the envelope checks and reaches a method or a tool.

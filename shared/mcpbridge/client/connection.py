@@ -371,24 +371,7 @@ async def open_session(
             if endpoint is not None:
                 endpoint.http = http
         else:
-
-            def factory(
-                headers: dict[str, str] | None = None,
-                timeout: httpx2.Timeout | None = None,
-                auth: httpx2.Auth | None = None,
-            ) -> httpx2.AsyncClient:
-                return guarded_async_client2(
-                    policy, timeout=timeout or _timeouts(spec), headers=headers, auth=auth, event_hooks=hooks
-                )
-
-            transport = sse_client(
-                spec.url,
-                headers=spec.headers,
-                timeout=spec.timeout,
-                sse_read_timeout=max(spec.timeout, SSE_READ_TIMEOUT),
-                httpx_client_factory=factory,
-                auth=spec.auth,
-            )
+            transport = _sse_transport(spec, policy, hooks)
         client = Client(
             transport,
             mode="auto",
@@ -402,6 +385,28 @@ async def open_session(
         if endpoint is not None and endpoint.http is not None:
             endpoint.opened(client)
         yield client
+
+
+def _sse_transport(spec: ConnectionSpec, policy: EgressPolicy, hooks: dict[str, list[Callable[..., Any]]]) -> Any:
+    """The SDK's legacy HTTP+SSE transport for ``spec``, its HTTP clients through the SSRF guard with ``hooks``."""
+
+    def factory(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        return guarded_async_client2(
+            policy, timeout=timeout or _timeouts(spec), headers=headers, auth=auth, event_hooks=hooks
+        )
+
+    return sse_client(
+        spec.url,
+        headers=spec.headers,
+        timeout=spec.timeout,
+        sse_read_timeout=max(spec.timeout, SSE_READ_TIMEOUT),
+        httpx_client_factory=factory,
+        auth=spec.auth,
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -789,12 +794,17 @@ class Connection:
             if isinstance(error, MCPBridgeError):
                 raise timed_out if error.code == "upstream_timeout" else error
             raise _translate(self.spec, error or RuntimeError("no session"), sent=False, facts=facts) from error
+        client: Client = outcome["client"]
+        self._adopt(client, stop, dead, endpoint)
+        return client
+
+    def _adopt(self, client: Client, stop: anyio.Event, dead: Tripwire, endpoint: StreamableEndpoint | None) -> None:
+        """Make a session just opened the live one."""
         if self._connected_once:
             self.reconnects += 1
         self._connected_once = True
-        self._client, self._stop, self._dead = outcome["client"], stop, dead
-        self._endpoint = None if endpoint is None else (self._client, endpoint)
-        return self._client
+        self._client, self._stop, self._dead = client, stop, dead
+        self._endpoint = None if endpoint is None else (client, endpoint)
 
     async def _drop(self) -> None:
         if self._stop is not None:

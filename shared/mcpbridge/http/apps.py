@@ -13,12 +13,12 @@ from typing import Literal
 
 from fastapi import APIRouter, FastAPI
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.docs import install_docs
-from mcpbridge.http.mcp.app import endpoint_id_of, with_problems
+from mcpbridge.http.mcp.app import McpFirst, with_problems
 from mcpbridge.http.openapi import install_problem_docs
 from mcpbridge.http.problems import install_problem_handlers
 from mcpbridge.http.routes import health
@@ -74,26 +74,9 @@ class _App(FastAPI):
         stack = super().build_middleware_stack()
         if self.mcp_app is not None:
             # The same problem handlers as every route, without walking the routes and FastAPI's layers first.
-            stack = _McpFirst(with_problems(self.mcp_app), stack)
+            stack = McpFirst(with_problems(self.mcp_app), stack)
         # Outside Starlette's ServerErrorMiddleware, so a 500 it renders carries the request id too.
         return RequestIdMiddleware(stack)
-
-
-class _McpFirst:
-    """``/mcp/{endpoint_id}`` straight to the MCP app (every call of every agent comes this way); anything else,
-    ``/mcp/{endpoint_id}/.well-known/...`` included, to the app's router."""
-
-    def __init__(self, mcp: ASGIApp, rest: ASGIApp) -> None:
-        self._mcp = mcp
-        self._rest = rest
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint_id = endpoint_id_of(scope)
-        if endpoint_id is not None:
-            scope["path_params"] = {"endpoint_id": endpoint_id}
-            await self._mcp(scope, receive, send)
-            return
-        await self._rest(scope, receive, send)
 
 
 def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp: bool) -> FastAPI:
@@ -117,7 +100,7 @@ def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp:
         from mcpbridge.http.mcp.transport import McpEndpointApp
 
         # A raw ASGI app: the SDK answers the request itself, and no trailing-slash redirect gets in the way. The
-        # route is what the router knows; requests reach the app ahead of the router (_McpFirst).
+        # route is what the router knows; requests reach the app ahead of the router (McpFirst).
         mcp_app = McpEndpointApp(container)
         app.router.routes.append(Route("/mcp/{endpoint_id}", endpoint=mcp_app))
         app.mcp_app = mcp_app

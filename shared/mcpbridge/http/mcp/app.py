@@ -43,10 +43,13 @@ def with_problems(app: ASGIApp) -> ASGIApp:
     return ServerErrorMiddleware(ExceptionMiddleware(app, handlers=dict(HANDLERS)), UNEXPECTED)
 
 
-class _Routes:
-    def __init__(self, container: Container, mcp: ASGIApp) -> None:
-        self._container = container
+class McpFirst:
+    """``/mcp/{endpoint_id}`` straight to the MCP app (every call of every agent comes this way); anything else,
+    ``/mcp/{endpoint_id}/.well-known/...`` included, to ``rest``."""
+
+    def __init__(self, mcp: ASGIApp, rest: ASGIApp) -> None:
         self._mcp = mcp
+        self._rest = rest
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         endpoint_id = endpoint_id_of(scope)
@@ -54,6 +57,16 @@ class _Routes:
             scope["path_params"] = {"endpoint_id": endpoint_id}
             await self._mcp(scope, receive, send)
             return
+        await self._rest(scope, receive, send)
+
+
+class _Health:
+    """``/healthz`` and ``/readyz``; any other path is 404."""
+
+    def __init__(self, container: Container) -> None:
+        self._container = container
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"].removeprefix(scope.get("root_path", ""))
         if path not in ("/healthz", "/readyz"):
             await problem(404, "not_found", "Not Found")(scope, receive, send)
@@ -73,4 +86,4 @@ def create_mcp_function_app(container: Container) -> ASGIApp:
     """The app of the MCP endpoint function."""
     from mcpbridge.http.mcp.transport import McpEndpointApp
 
-    return RequestIdMiddleware(with_problems(_Routes(container, McpEndpointApp(container))))
+    return RequestIdMiddleware(with_problems(McpFirst(McpEndpointApp(container), _Health(container))))
