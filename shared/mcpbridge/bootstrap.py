@@ -702,6 +702,7 @@ class Container:
             callbacks_supported=self._uses_step_functions,
             user_usable=self.identity.user_usable,
             request_budget=self._request_budget,
+            reads_inline=self.store.reads_are_local,
         )
 
     @cached_property

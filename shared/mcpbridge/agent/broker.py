@@ -121,9 +121,11 @@ class ToolCallBroker:
         callbacks_supported: bool,
         user_usable: Callable[[str, str], bool] | None = None,
         request_budget: float | None = None,
+        reads_inline: bool = False,
     ) -> None:
         """``workflow`` is asked for on use (the embedded workflow runs the steps this broker starts);
-        ``user_usable(workspace_id, user_id)`` says whether a user a call acts for may still be acted for."""
+        ``user_usable(workspace_id, user_id)`` says whether a user a call acts for may still be acted for;
+        ``reads_inline``: the store's reads are local, so a call's checks run on the event loop."""
         self._calls = calls
         self._clock = clock
         self._registry = registry
@@ -136,6 +138,7 @@ class ToolCallBroker:
         self._callbacks_supported = callbacks_supported
         self._user_usable = user_usable
         self._budget = request_budget
+        self._reads_inline = reads_inline
 
     # -- submitting -------------------------------------------------------------------------------------------
 
@@ -158,23 +161,29 @@ class ToolCallBroker:
                 "callback_task_token needs the AWS backend (Step Functions)", code="callback_not_supported"
             )
 
-        def prepare() -> tuple[_Draft, ToolCall | None, Mapping[str, str] | None]:
-            draft = self._prepare(
+        def prepare() -> _Draft:
+            return self._prepare(
                 principal, tool_ref, arguments, agent_id, acting_user_id, session_id, interactive, base_url
             )
-            if draft.needs_approval or draft.needs_oauth or self._in_background(draft.service):
-                return draft, None, None
-            # A call that runs at once is recorded, and its service's credentials opened, in the same worker thread
-            # (each hop to one costs a wake-up). Not synced to disk on its own (SQLite): the outcome's write,
-            # durable, syncs it too before the agent is answered. A crash of the process loses neither; only a
-            # power cut during the call may forget that it was made, when its agent got no answer either.
-            running = self._record(draft, "running", callback=callback_task_token, durable=False)
-            secrets = (
-                None if draft.service.auth.auth_type == "oauth" else self._registry.connection_secrets(draft.service)
-            )
-            return draft, running, secrets
 
-        draft, running, secrets = await to_thread.run_sync(prepare)
+        def prepare_and_open() -> tuple[_Draft, ToolCall | None, Mapping[str, str] | None]:
+            draft = prepare()
+            if not self._runs_at_once(draft):
+                return draft, None, None
+            return (draft, *self._open(draft, callback_task_token))
+
+        # A call that runs at once is recorded, and its service's credentials opened, before it runs. Where the
+        # store's reads are local (SQLite), its checks (reads only) run on the event loop, which shares one
+        # interpreter lock with the worker threads, and the record in one worker thread; elsewhere all of it in one
+        # thread: each hop to one costs a wake-up.
+        running: ToolCall | None = None
+        secrets: Mapping[str, str] | None = None
+        if self._reads_inline:
+            draft = prepare()
+            if self._runs_at_once(draft):
+                running, secrets = await to_thread.run_sync(self._open, draft, callback_task_token)
+        else:
+            draft, running, secrets = await to_thread.run_sync(prepare_and_open)
         if draft.needs_oauth and not interactive and not draft.needs_approval:
             notice = OAUTH_NOTICE.format(service=draft.service.name)
             error = {"code": "oauth_required", "message": notice}
@@ -210,6 +219,18 @@ class ToolCallBroker:
             CallStart(call.id, call.workspace_id, call.approval_timeout_seconds, call.oauth_timeout_seconds)
         )
         return call
+
+    def _open(self, draft: _Draft, callback: str | None) -> tuple[ToolCall, Mapping[str, str] | None]:
+        """Record a call about to run and open its service's credentials. The record is not synced to disk on its
+        own (SQLite): the outcome's write, durable, syncs it too before the agent is answered. A crash of the
+        process loses neither; only a power cut during the call may forget that it was made, when its agent got no
+        answer either."""
+        running = self._record(draft, "running", callback=callback, durable=False)
+        secrets = None if draft.service.auth.auth_type == "oauth" else self._registry.connection_secrets(draft.service)
+        return running, secrets
+
+    def _runs_at_once(self, draft: _Draft) -> bool:
+        return not (draft.needs_approval or draft.needs_oauth or self._in_background(draft.service))
 
     def _in_background(self, service: ExternalService) -> bool:
         """A call that may outlast the request (its service's timeout is longer than the request's budget) runs in
