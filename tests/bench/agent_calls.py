@@ -1,18 +1,20 @@
 """Agent tool calls through mcpbridge against direct calls to the same upstream, interleaved in one run.
 
-    python tests/bench/agent_calls.py [--rounds 3] [--calls 200] [--workers 1,8] [--json]
+    python tests/bench/agent_calls.py [--rounds 3] [--calls 200] [--workers 1,8] [--serve-workers 1] [--json]
 
 The upstream is npm ``@modelcontextprotocol/server-everything`` (Streamable HTTP) on 127.0.0.1, its ``echo`` tool.
 For each worker count:
 
 - direct: each worker holds one MCP SDK client session to the upstream and calls the tool (no mcpbridge at all);
-- mcpbridge: ``mcpbridge serve`` on a fresh data directory, the upstream registered as a service; each worker holds
-  one keep-alive HTTP connection to it and calls ``POST /api/v1/agent/tool-calls`` (schema and policy check, the
-  call's record, the pooled upstream connection, the outcome), every answer checked (200, ``completed``, the echo).
+- mcpbridge: ``mcpbridge serve`` on a fresh data directory (``--workers`` as ``--serve-workers`` says), the upstream
+  registered as a service; each worker holds one keep-alive HTTP connection to it and calls
+  ``POST /api/v1/agent/tool-calls`` (schema and policy check, the call's record, the pooled upstream connection, the
+  outcome), every answer checked (200, ``completed``, the echo).
 
 Each (round, workers) cell runs direct then mcpbridge, or the reverse (alternating by round), so drift on the
 machine affects both alike. Reported per worker count: calls/s of each (summed over the rounds), p50/p95 latency in
-ms, serve's CPU ms per call (user + system, from ``/proc``: where a 2-core machine bounds the 8-worker figure), and
+ms, serve's CPU ms per call (user + system of serve and its processes, from ``/proc``: where a 2-core machine bounds
+the 8-worker figure), and
 mcpbridge's throughput as a ratio of direct's: the number to quote. For notes, never for assertions.
 """
 
@@ -74,11 +76,27 @@ async def spread(workers: int, calls: int, make: Any, serve_pid: int | None = No
                 await call(left)
                 run.latencies.append(time.perf_counter() - begun)
 
-        started, cpu = time.perf_counter(), cpu_seconds(serve_pid) if serve_pid else 0.0
+        started, cpu = time.perf_counter(), tree_cpu_seconds(serve_pid) if serve_pid else 0.0
         await asyncio.gather(*(worker(c) for c in callers))
         run.seconds = time.perf_counter() - started
-        run.serve_cpu_seconds = cpu_seconds(serve_pid) - cpu if serve_pid else 0.0
+        run.serve_cpu_seconds = tree_cpu_seconds(serve_pid) - cpu if serve_pid else 0.0
     return run
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU time so far of a process and the processes it started (``serve --workers``'s)."""
+    total, parents = 0.0, {pid}
+    total += cpu_seconds(pid)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) in parents:
+                total += cpu_seconds(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return total
 
 
 @asynccontextmanager
@@ -115,7 +133,7 @@ async def hub_caller(base: str, key: str, tool_ref: str) -> AsyncIterator[Any]:
         yield call
 
 
-def start_mcpbridge(stack: ExitStack, workdir: Path, upstream: str) -> tuple[str, str, str, int]:
+def start_mcpbridge(stack: ExitStack, workdir: Path, upstream: str, workers: int = 1) -> tuple[str, str, str, int]:
     """serve on a fresh data directory with the upstream registered; (base URL, key, the echo tool's tool_ref,
     serve's process id)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPBRIDGE_")}
@@ -133,6 +151,7 @@ def start_mcpbridge(stack: ExitStack, workdir: Path, upstream: str) -> tuple[str
     key = json.loads(init.stdout)["api_key"]
     port = free_port()
     args = [sys.executable, "-m", "mcpbridge.cli", "serve", "--port", str(port), "--data-dir", str(data)]
+    args += ["--workers", str(workers)]
     serve = stack.enter_context(process(args, env, workdir, "mcpbridge"))
     base = f"http://127.0.0.1:{port}"
     wait_up(port)
@@ -153,7 +172,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         upstream = Everything("streamableHttp", workdir)
         upstream.start()
         stack.callback(upstream.kill)
-        base, key, tool_ref, serve_pid = start_mcpbridge(stack, workdir, upstream.url)
+        base, key, tool_ref, serve_pid = start_mcpbridge(stack, workdir, upstream.url, args.serve_workers)
         for round_ in range(args.rounds):
             for workers in levels:
                 targets = [
@@ -181,7 +200,13 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         row["mcpbridge"]["serve_cpu_ms"] = ours.serve_cpu_seconds / len(ours.latencies) * 1000
         row["ratio"] = row["mcpbridge"]["calls_per_s"] / row["direct"]["calls_per_s"]
         cells.append(row)
-    return {"python": sys.version.split()[0], "rounds": args.rounds, "calls": args.calls, "results": cells}
+    return {
+        "python": sys.version.split()[0],
+        "rounds": args.rounds,
+        "calls": args.calls,
+        "serve_workers": args.serve_workers,
+        "results": cells,
+    }
 
 
 def main() -> None:
@@ -189,6 +214,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=200, help=f"measured calls per run (after {WARMUP} warm-up)")
     parser.add_argument("--workers", default="1,8", help="concurrent workers, comma-separated")
+    parser.add_argument("--serve-workers", type=int, default=1, help="serve's --workers (processes)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -196,7 +222,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"{args.rounds} rounds x {args.calls} calls per cell, Python {report['python']}")
+    print(
+        f"{args.rounds} rounds x {args.calls} calls per cell, serve --workers {args.serve_workers}, "
+        f"Python {report['python']}"
+    )
     print(
         f"{'workers':>7} {'direct/s':>9} {'ours/s':>9} {'direct p50':>10} {'ours p50':>9} {'direct p95':>10} "
         f"{'ours p95':>9} {'serve cpu':>9} {'x direct':>8}"

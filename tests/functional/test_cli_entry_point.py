@@ -151,6 +151,8 @@ def test_serve_refuses_a_port_that_is_taken_and_changes_nothing(tmp_path: Path, 
         1,
         "mcpbridge: --port must be from 0 to 65535, not 70000\n",
     )
+    no_workers = mcpbridge("serve", "--workers", "0", "--data-dir", str(data), cwd=tmp_path)
+    assert (no_workers.returncode, no_workers.stderr) == (1, "mcpbridge: --workers must be from 1 to 64, not 0\n")
     assert not data.exists()
 
 

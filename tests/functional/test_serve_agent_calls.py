@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,3 +68,74 @@ def test_a_paused_call_survives_a_restart(tmp_path: Path) -> None:
             second.kill()
     assert upstream.ran == [("delete_page", {"id": 5})]
     assert "Traceback" not in first.output() + second.output()
+
+
+def test_serve_from_two_processes_shares_the_data_and_stops_them_all(tmp_path: Path) -> None:
+    """``serve --workers 2``: both processes answer on the one port, on one store (what one wrote, every request
+    reads), a call paused through one and approved through either runs, and SIGINT stops every process."""
+    upstream = Upstream()
+    env = cli_env({"MCPBRIDGE_SSRF_ALLOWLIST": "127.0.0.1"})
+    args = ["--data-dir", str(tmp_path / "data"), "--workers", "2"]
+    with serve(upstream, lifespan="off") as upstream_base:
+        server = ServeProcess.start(cwd=tmp_path, env=env, args=args, log_dir=tmp_path, tag="serve")
+        try:
+            server.wait_ready()
+            workers = _children(server.process.pid)
+            assert len(workers) == 2, workers
+            (key,) = server.printed_keys()
+            with http_client(server.base_url) as http:
+                http.headers.update(bearer(key))
+                service = http.post("/api/v1/mcp-services", json={"name": "pages", "url": f"{upstream_base}/mcp"})
+                assert service.status_code == 201, service.text
+                service_id = service.json()["id"]
+                for _ in range(20):  # new connections, spread over both processes by the kernel
+                    with http_client(server.base_url) as fresh:
+                        listed = fresh.get("/api/v1/mcp-services", headers=http.headers).json()["items"]
+                        assert [s["id"] for s in listed] == [service_id]
+                assert http.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh").status_code == 200
+                policy = {"require_approval": True}
+                assert http.put(f"/api/v1/mcp-services/{service_id}/tool-approvals/delete_page", json=policy)
+                described = http.get(
+                    "/api/v1/agent/tools/describe", params={"service_id": service_id, "tool_name": "delete_page"}
+                )
+                paused = http.post(
+                    "/api/v1/agent/tool-calls", json={"tool_ref": described.json()["tool_ref"], "arguments": {"id": 7}}
+                )
+                assert paused.status_code == 202, paused.text
+                call_id = paused.json()["pending_id"]
+            with http_client(server.base_url) as other:
+                other.headers.update(bearer(key))
+                approved = other.post(f"/api/v1/agent/tool-approvals/{call_id}", json={"decision": "approve"})
+                assert approved.status_code == 200, approved.text
+                assert _status_within(other, call_id, "completed", 20)
+            assert server.interrupt() == 0, server.output()
+            assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()], "a worker outlived serve"
+        finally:
+            server.kill()
+    assert upstream.ran == [("delete_page", {"id": 7})]
+    assert "Traceback" not in server.output()
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started that serve requests (not multiprocessing's resource tracker)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == pid and b"spawn_main" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def _status_within(http: Any, call_id: str, wanted: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if http.get(f"/api/v1/agent/tool-calls/{call_id}").json()["status"] == wanted:
+            return True
+        time.sleep(0.1)
+    return False

@@ -126,6 +126,13 @@ def _add_setup(commands: Commands) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes that serve requests (default 1); one per core lets serve use a multi-core machine (each "
+        "process has one interpreter lock); they share the data",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- tenants

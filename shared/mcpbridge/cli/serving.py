@@ -4,6 +4,13 @@
 resumed or printed as listening; the bound socket is the one uvicorn then serves on. While it runs, the sweep that
 EventBridge Scheduler runs on AWS runs in a thread of its own (every ``sweep_interval_seconds``): documents and
 deletions whose jobs never ended are submitted again without waiting for the next start.
+
+``serve --workers N`` (N > 1) serves from N processes on the one bound socket (uvicorn's supervisor starts them,
+replaces one that dies and stops them all on SIGINT/SIGTERM): one interpreter lock bounds a process to about one
+core. Each builds its own container on the same data (:func:`worker_app`): the store, the key file and the blobs
+are shared, as with the CLI while ``serve`` runs; a call paused in one process and resolved through another goes on
+within a second (the embedded workflow reads the call's record). Initialising, resuming what an earlier run left
+unfinished, and the sweep stay in the process that was started, which serves no request.
 """
 
 from __future__ import annotations
@@ -12,10 +19,11 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import socket
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.cli.context import close, settings_of, where
@@ -23,7 +31,11 @@ from mcpbridge.errors import Conflict, InvalidInput
 from mcpbridge.identity.accounts import Initialization
 from mcpbridge.settings import Settings
 
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
 _BACKLOG = 2048  # uvicorn's default
+MAX_WORKERS = 64
 log = logging.getLogger("mcpbridge.maintenance")
 
 
@@ -88,6 +100,9 @@ def serve(args: argparse.Namespace) -> int:
     from mcpbridge.http.apps import create_combined_app
     from mcpbridge.observability import configure_local_logging
 
+    workers = getattr(args, "workers", 1)
+    if not 1 <= workers <= MAX_WORKERS:
+        raise InvalidInput(f"--workers must be from 1 to {MAX_WORKERS}, not {workers}", code="invalid_workers")
     listener = bind(args.host, args.port)
     try:
         settings = settings_of(args)
@@ -107,22 +122,49 @@ def serve(args: argparse.Namespace) -> int:
                 print(f"mcpbridge listening on {url} (Ctrl-C stops it)", flush=True)
             # log_config=None: uvicorn's own lines (start, stop, the access log) go through the logging set up
             # above, in its format, each with its request id, rather than through uvicorn's handlers on stdout.
-            app = create_combined_app(container)
-            freeze_startup_objects(collect=True)  # mcpbridge.heap: full collections then skip what start-up built
-            config = uvicorn.Config(
-                app,
-                log_level=settings.log_level.lower(),
-                log_config=None,
-                server_header=False,
-            )
-            # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again: that is a clean stop.
+            options: dict[str, Any] = {"log_level": settings.log_level.lower(), "log_config": None}
             with _sweeping(container, settings.sweep_interval_seconds), contextlib.suppress(KeyboardInterrupt):
-                uvicorn.Server(config).run(sockets=[listener])
+                if workers > 1:
+                    _serve_from_processes(listener, settings, workers, options)
+                else:
+                    app = create_combined_app(container)
+                    freeze_startup_objects(collect=True)  # mcpbridge.heap: full collections skip start-up's objects
+                    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again: a clean stop.
+                    config = uvicorn.Config(app, server_header=False, **options)
+                    uvicorn.Server(config).run(sockets=[listener])
         finally:
             close(container)
     finally:
         listener.close()
     return 0
+
+
+def _serve_from_processes(listener: socket.socket, settings: Settings, workers: int, options: dict[str, Any]) -> None:
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    # The processes start afresh (spawned, not forked: this one has threads) and read their settings from the
+    # environment, which the data directory chosen on the command line joins.
+    os.environ["MCPBRIDGE_DATA_DIR"] = str(settings.data_dir.resolve())
+    config = uvicorn.Config(f"{__name__}:worker_app", factory=True, workers=workers, server_header=False, **options)
+    Multiprocess(config, sockets=[listener]).run()
+
+
+def worker_app() -> ASGIApp:
+    """The app of one of ``serve --workers N``'s processes: a container of its own on the data ``serve`` set up."""
+    import atexit
+
+    from mcpbridge.heap import freeze_startup_objects
+    from mcpbridge.http.apps import create_combined_app
+    from mcpbridge.observability import configure_local_logging
+
+    settings = Settings()
+    configure_local_logging(settings.log_level)
+    container = Container(settings)
+    atexit.register(close, container)
+    app = create_combined_app(container)
+    freeze_startup_objects(collect=True)
+    return app
 
 
 @contextlib.contextmanager
