@@ -27,20 +27,7 @@ def test_a_paused_call_survives_a_restart(tmp_path: Path) -> None:
             (key,) = first.printed_keys()
             with http_client(first.base_url) as http:
                 http.headers.update(bearer(key))
-                service = http.post("/api/v1/mcp-services", json={"name": "pages", "url": f"{upstream_base}/mcp"})
-                assert service.status_code == 201, service.text
-                service_id = service.json()["id"]
-                assert http.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh").status_code == 200
-                policy = {"require_approval": True}
-                assert http.put(f"/api/v1/mcp-services/{service_id}/tool-approvals/delete_page", json=policy)
-                described = http.get(
-                    "/api/v1/agent/tools/describe", params={"service_id": service_id, "tool_name": "delete_page"}
-                )
-                paused = http.post(
-                    "/api/v1/agent/tool-calls", json={"tool_ref": described.json()["tool_ref"], "arguments": {"id": 5}}
-                )
-                assert paused.status_code == 202, paused.text
-                call_id = paused.json()["pending_id"]
+                call_id = _pause_a_call(http, upstream_base, 5)
             assert first.interrupt() == 0, first.output()
         finally:
             first.kill()
@@ -55,14 +42,7 @@ def test_a_paused_call_survives_a_restart(tmp_path: Path) -> None:
                 assert [p["pending_id"] for p in http.get("/api/v1/agent/pending").json()["items"]] == [call_id]
                 approved = http.post(f"/api/v1/agent/tool-approvals/{call_id}", json={"decision": "approve"})
                 assert approved.status_code == 200, approved.text
-                deadline = time.monotonic() + 20
-                status = ""
-                while time.monotonic() < deadline:
-                    status = http.get(f"/api/v1/agent/tool-calls/{call_id}").json()["status"]
-                    if status == "completed":
-                        break
-                    time.sleep(0.1)
-                assert status == "completed"
+                assert _status_within(http, call_id, "completed", 20)
             assert second.interrupt() == 0, second.output()
         finally:
             second.kill()
@@ -85,24 +65,11 @@ def test_serve_from_two_processes_shares_the_data_and_stops_them_all(tmp_path: P
             (key,) = server.printed_keys()
             with http_client(server.base_url) as http:
                 http.headers.update(bearer(key))
-                service = http.post("/api/v1/mcp-services", json={"name": "pages", "url": f"{upstream_base}/mcp"})
-                assert service.status_code == 201, service.text
-                service_id = service.json()["id"]
+                call_id = _pause_a_call(http, upstream_base, 7)
                 for _ in range(20):  # new connections, spread over both processes by the kernel
                     with http_client(server.base_url) as fresh:
-                        listed = fresh.get("/api/v1/mcp-services", headers=http.headers).json()["items"]
-                        assert [s["id"] for s in listed] == [service_id]
-                assert http.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh").status_code == 200
-                policy = {"require_approval": True}
-                assert http.put(f"/api/v1/mcp-services/{service_id}/tool-approvals/delete_page", json=policy)
-                described = http.get(
-                    "/api/v1/agent/tools/describe", params={"service_id": service_id, "tool_name": "delete_page"}
-                )
-                paused = http.post(
-                    "/api/v1/agent/tool-calls", json={"tool_ref": described.json()["tool_ref"], "arguments": {"id": 7}}
-                )
-                assert paused.status_code == 202, paused.text
-                call_id = paused.json()["pending_id"]
+                        pending = fresh.get("/api/v1/agent/pending", headers=http.headers).json()["items"]
+                        assert [p["pending_id"] for p in pending] == [call_id]
             with http_client(server.base_url) as other:
                 other.headers.update(bearer(key))
                 approved = other.post(f"/api/v1/agent/tool-approvals/{call_id}", json={"decision": "approve"})
@@ -114,6 +81,23 @@ def test_serve_from_two_processes_shares_the_data_and_stops_them_all(tmp_path: P
             server.kill()
     assert upstream.ran == [("delete_page", {"id": 7})]
     assert "Traceback" not in server.output()
+
+
+def _pause_a_call(http: Any, upstream_base: str, page_id: int) -> str:
+    """Register the upstream, require approval for its delete_page, call it: the paused call's id."""
+    service = http.post("/api/v1/mcp-services", json={"name": "pages", "url": f"{upstream_base}/mcp"})
+    assert service.status_code == 201, service.text
+    service_id = service.json()["id"]
+    assert http.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh").status_code == 200
+    policy = {"require_approval": True}
+    assert http.put(f"/api/v1/mcp-services/{service_id}/tool-approvals/delete_page", json=policy)
+    described = http.get("/api/v1/agent/tools/describe", params={"service_id": service_id, "tool_name": "delete_page"})
+    paused = http.post(
+        "/api/v1/agent/tool-calls", json={"tool_ref": described.json()["tool_ref"], "arguments": {"id": page_id}}
+    )
+    assert paused.status_code == 202, paused.text
+    call_id: str = paused.json()["pending_id"]
+    return call_id
 
 
 def _children(pid: int) -> list[int]:

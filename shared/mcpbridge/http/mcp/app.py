@@ -4,7 +4,7 @@ API Gateway sends this function ``/mcp/{endpoint_id}`` alone, so it needs no rou
 OpenAPI document, and importing FastAPI for them cost a fifth of its cold start. Errors render as every function
 renders them (:mod:`mcpbridge.http.problems`), every answer carries its request id (:mod:`mcpbridge.request_context`)
 and the health routes answer as the other functions' do (:mod:`mcpbridge.http.readiness`). The combined app of
-``mcpbridge serve`` sends ``/mcp/{endpoint_id}`` the same way (:func:`endpoint_id_of`), ahead of its router.
+``mcpbridge serve`` sends ``/mcp/{endpoint_id}`` the same way (:class:`McpFirst`), ahead of its router.
 """
 
 from __future__ import annotations

@@ -29,11 +29,16 @@ def _optional(value: Any, *types: type) -> bool:
     return value is None or isinstance(value, types)
 
 
-def handshake_meta(meta: Any) -> None:
-    _require(meta is None or isinstance(meta, dict))
-    if isinstance(meta, dict) and "progressToken" in meta:
+def _progress_token(meta: dict[str, Any]) -> None:
+    if "progressToken" in meta:
         token = meta["progressToken"]
         _require(isinstance(token, str) or integer_like(token))
+
+
+def handshake_meta(meta: Any) -> None:
+    _require(meta is None or isinstance(meta, dict))
+    if isinstance(meta, dict):
+        _progress_token(meta)
 
 
 def modern_meta(meta: Any) -> None:
@@ -43,7 +48,7 @@ def modern_meta(meta: Any) -> None:
     if info is not None:
         _implementation(info)
     _require(meta.get(LOG_LEVEL_META) is None or meta.get(LOG_LEVEL_META) in _LOG_LEVELS)
-    handshake_meta({key: value for key, value in meta.items() if key == "progressToken"})
+    _progress_token(meta)
 
 
 def _client_capabilities(capabilities: Any, *, modern: bool) -> None:

@@ -231,7 +231,7 @@ async def _modern(
     if "id" not in message.raw:
         requested = headers.get(PROTOCOL_VERSION_HEADER) or ""
         if requested not in MODERN_VERSIONS:
-            return _unsupported_version(None, requested)
+            return _modern_error(None, _unsupported_version(requested))
         return _ACCEPTED_MODERN
     if not message.request_shaped:
         return error_reply(400, INVALID_REQUEST, _INVALID_BODY)
@@ -257,9 +257,9 @@ def _modern_error(request_id: Any, error: JsonRpcError) -> Reply:
     return error_reply(MODERN_ERROR_STATUS.get(error.code, 200), error.code, error.message, request_id, error.data)
 
 
-def _unsupported_version(request_id: Any, requested: str) -> Reply:
+def _unsupported_version(requested: str) -> JsonRpcError:
     data = {"supported": list(MODERN_VERSIONS), "requested": requested}
-    return error_reply(400, UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", request_id, data)
+    return JsonRpcError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", data)
 
 
 def modern_rejection(body: Mapping[str, Any], headers: Headers) -> JsonRpcError | None:
@@ -298,8 +298,7 @@ def modern_rejection(body: Mapping[str, Any], headers: Headers) -> JsonRpcError 
     if not isinstance(version, str):
         return JsonRpcError(INVALID_PARAMS, "the protocol-version envelope value must be a string")
     if version not in MODERN_VERSIONS:
-        data = {"supported": list(MODERN_VERSIONS), "requested": version}
-        return JsonRpcError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", data)
+        return _unsupported_version(version)
     return None
 
 
