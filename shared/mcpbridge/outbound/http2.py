@@ -21,8 +21,10 @@ import anyio
 import httpcore2
 import httpx2
 
+from mcpbridge.outbound.h1 import Http1Pool
 from mcpbridge.outbound.pinning import connect_first, resolve_async
 from mcpbridge.outbound.policy import EgressPolicy
+from mcpbridge.outbound.wire import AsyncioBackend
 
 __all__ = ["GuardedAsyncTransport2", "PinnedAsyncBackend2", "guarded_async_client2"]
 
@@ -112,8 +114,7 @@ class _AsyncResponseStream(httpx2.AsyncByteStream):
 
     def __init__(self, stream: AsyncIterable[bytes], *, drain: bool = False) -> None:
         self._stream = stream
-        # One iterator for the reads and the drain: a reader that stops early leaves its generator to be finalised
-        # later, and httpcore2 closes the connection when the close reaches its own iterator.
+        # One iterator for the reads and the drain, so the drain goes on from where the reader stopped.
         self._chunks = stream.__aiter__()
         self._drain = drain
         self._ended = False
@@ -142,7 +143,8 @@ class _AsyncResponseStream(httpx2.AsyncByteStream):
 
 
 class GuardedAsyncTransport2(httpx2.AsyncBaseTransport):
-    """An httpx2 transport over an httpcore2 pool with the pinned backend; checks every request's URL first.
+    """An httpx2 transport over a pool of HTTP/1.1 connections (:class:`~mcpbridge.outbound.h1.Http1Pool`) on the
+    running loop's own transports, dialled by the pinned backend; checks every request's URL first.
 
     No proxy support on purpose. ``ssl_context`` replaces the default trust store, e.g. for a private CA.
     """
@@ -150,40 +152,26 @@ class GuardedAsyncTransport2(httpx2.AsyncBaseTransport):
     def __init__(self, policy: EgressPolicy, *, ssl_context: ssl.SSLContext | None = None) -> None:
         self._policy = policy
         limits = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
-        self._pool = httpcore2.AsyncConnectionPool(
+        self._pool = Http1Pool(
+            PinnedAsyncBackend2(policy, AsyncioBackend()),
             # trust_env=False: SSL_CERT_FILE and friends do not change what this process trusts.
             ssl_context=ssl_context if ssl_context is not None else httpx2.create_ssl_context(trust_env=False),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=PinnedAsyncBackend2(policy),
+            max_connections=limits.max_connections or 100,
+            max_keepalive_connections=limits.max_keepalive_connections or 20,
+            keepalive_expiry=limits.keepalive_expiry or 5.0,
         )
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """Check the URL, then send through the pinned pool (a new connection resolves and checks the host)."""
         self._policy.check_url(str(request.url))
-        assert isinstance(request.stream, httpx2.AsyncByteStream)
-        core_request = httpcore2.Request(
-            method=request.method,
-            url=httpcore2.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
         with _httpx2_errors():
-            response = await self._pool.handle_async_request(core_request)
-        assert isinstance(response.stream, AsyncIterable)
+            exchange = await self._pool.send(request)
         drain = request.method == "POST"
         return httpx2.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_AsyncResponseStream(response.stream, drain=drain),
-            extensions=response.extensions,
+            status_code=exchange.status,
+            headers=exchange.headers,
+            stream=_AsyncResponseStream(exchange.stream, drain=drain),
+            extensions={"http_version": exchange.http_version, "reason_phrase": exchange.reason},
         )
 
     async def aclose(self) -> None:

@@ -1,0 +1,218 @@
+"""TCP (and TLS) connections on the running asyncio loop's own transports, behind httpcore2's network-stream seam.
+
+httpcore2's ``AnyIOBackend`` reads and writes through anyio's socket streams, which enter cancel scopes and probe
+the socket on every call; on the outbound hot path (an agent's tool call, one request and its answer on a pooled
+connection) that was a sixth of the client's CPU. :class:`AsyncioBackend` opens connections with
+``loop.create_connection`` and :class:`WireStream` reads from the protocol's own buffer: a read that finds data
+returns at once, one that waits does so on a future, its timeout a timer on the loop (no task cancellation).
+
+The same contract as httpcore2's streams: ``read`` returns ``b""`` at the end of the stream and raises
+``ReadTimeout`` / ``ReadError``; ``write`` raises ``WriteTimeout`` / ``WriteError``; ``connect_tcp`` raises
+``ConnectTimeout`` / ``ConnectError``. Connections go only where they are told: :class:`~mcpbridge.outbound.http2.
+PinnedAsyncBackend2` hands this backend the addresses its policy approved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Iterable
+from typing import Any, cast
+
+import httpcore2
+
+__all__ = ["AsyncioBackend", "WireStream"]
+
+_PAUSE_READING_BYTES = 1024 * 1024
+"""Stop reading from the socket while this much is buffered and unread (the kernel's buffers push back)."""
+
+
+class _Expired(Exception):
+    """A wait's timer went off."""
+
+
+class _Wire(asyncio.Protocol):
+    """What the peer sent and has not been read yet, and who waits for more (or for room to write)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.eof = False
+        self.lost: Exception | None = None
+        self.reading_paused = False
+        self.writing_paused = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    # -- asyncio's callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports implement it, not as subclasses
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) >= _PAUSE_READING_BYTES and self.transport is not None and not self.reading_paused:
+            self.transport.pause_reading()
+            self.reading_paused = True
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        self.lost = exc
+        self._wake()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._wake()
+
+    # -- waiting
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self, timeout: float | None) -> None:
+        """Until something happens on the connection (data, its end, room to write); ``_Expired`` after
+        ``timeout`` seconds."""
+        waiter = self.loop.create_future()
+        self._waiter = waiter
+        timer = None if timeout is None else self.loop.call_later(max(timeout, 0.0), _expire, waiter)
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if self._waiter is waiter:
+                self._waiter = None
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(_Expired())
+
+
+class WireStream(httpcore2.AsyncNetworkStream):
+    """One connection (plain TCP, or TLS once :meth:`start_tls` has wrapped it)."""
+
+    def __init__(self, wire: _Wire) -> None:
+        self._wire = wire
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        wire = self._wire
+        while not wire.buffer:
+            if wire.eof:
+                if wire.lost is not None:
+                    raise httpcore2.ReadError(str(wire.lost) or type(wire.lost).__name__)
+                return b""
+            try:
+                await wire.wait(timeout)
+            except _Expired:
+                raise httpcore2.ReadTimeout("the server sent nothing within the read timeout") from None
+        data = bytes(wire.buffer[:max_bytes])
+        del wire.buffer[:max_bytes]
+        if wire.reading_paused and len(wire.buffer) < _PAUSE_READING_BYTES // 2 and wire.transport is not None:
+            wire.reading_paused = False
+            wire.transport.resume_reading()
+        return data
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        wire = self._wire
+        transport = wire.transport
+        if transport is None or transport.is_closing() or wire.lost is not None:
+            raise httpcore2.WriteError("the connection is closed")
+        transport.write(buffer)
+        while wire.writing_paused:
+            if wire.lost is not None or transport.is_closing():
+                raise httpcore2.WriteError("the connection was closed while writing")
+            try:
+                await wire.wait(timeout)
+            except _Expired:
+                raise httpcore2.WriteTimeout("the server took nothing within the write timeout") from None
+
+    async def aclose(self) -> None:
+        if self._wire.transport is not None:
+            self._wire.transport.close()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        wire = self._wire
+        assert wire.transport is not None
+        try:
+            async with asyncio.timeout(timeout):
+                transport = await wire.loop.start_tls(
+                    wire.transport, wire, ssl_context, server_hostname=server_hostname, ssl_handshake_timeout=timeout
+                )
+        except TimeoutError:
+            wire.transport.close()
+            raise httpcore2.ConnectTimeout("the TLS handshake did not end within the connect timeout") from None
+        except (OSError, ssl.SSLError) as exc:
+            wire.transport.close()
+            raise httpcore2.ConnectError(str(exc)) from exc
+        if transport is None:  # the connection ended during the handshake
+            raise httpcore2.ConnectError("the connection closed during the TLS handshake")
+        wire.transport = transport
+        return self
+
+    def get_extra_info(self, info: str) -> Any:
+        wire = self._wire
+        if info == "is_readable":  # an idle connection the server closed, or that it sent something unasked
+            return bool(wire.buffer) or wire.eof
+        if wire.transport is None:
+            return None
+        name = {"client_addr": "sockname", "server_addr": "peername"}.get(info, info)
+        if name in ("ssl_object", "socket", "sockname", "peername"):
+            return wire.transport.get_extra_info(name)
+        return None
+
+
+class AsyncioBackend(httpcore2.AsyncNetworkBackend):
+    """Connections on the running loop (asyncio's or uvloop's), as :class:`WireStream`."""
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout):
+                transport, wire = await loop.create_connection(
+                    lambda: _Wire(loop), host, port, local_addr=(local_address, 0) if local_address else None
+                )
+        except TimeoutError:
+            raise httpcore2.ConnectTimeout(f"no connection to {host}:{port} within the connect timeout") from None
+        except OSError as exc:
+            raise httpcore2.ConnectError(str(exc)) from exc
+        sock = transport.get_extra_info("socket")
+        for option in socket_options or ():
+            sock.setsockopt(*option)
+        return WireStream(wire)
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        raise httpcore2.UnsupportedProtocol("unix sockets are not supported here")
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
