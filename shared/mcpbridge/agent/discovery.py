@@ -33,6 +33,7 @@ import base64
 import binascii
 import builtins
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -498,10 +499,21 @@ def _unique_tools(snapshot: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def _function_names(loaded: builtins.list[_Loaded]) -> FunctionNames:
+    """The function names of every loaded tool, in order (read only: shared by every request over the same catalogs).
+
+    They depend only on the services' names and ids and the tools' names, in order; every tool call resolves its
+    function name against all of them, so the names of the most recent catalogs are kept."""
+    return _names_of(
+        tuple((entry.service.name, entry.service.id, tuple(tool["name"] for tool in entry.tools)) for entry in loaded)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _names_of(catalogs: tuple[tuple[str, str, tuple[str, ...]], ...]) -> FunctionNames:
     names = FunctionNames()
-    for entry in loaded:
-        for tool in entry.tools:
-            names.register(entry.service.name, entry.service.id, tool["name"])
+    for service_name, service_id, tool_names in catalogs:
+        for tool_name in tool_names:
+            names.register(service_name, service_id, tool_name)
     return names
 
 
