@@ -73,6 +73,17 @@ def test_update_applies_to_absent_and_present_items() -> None:
     assert current["a"] == {"deep": [1]}, "apply must not alias the current item"
 
 
+def test_update_changes_an_owned_item_in_place_and_never_aliases_its_own_values() -> None:
+    key = Key("P", "S")
+    values = {"deep": [1]}
+    owned = {"pk": "P", "sk": "S", "n": 1, "gone": True}
+    updated = Update(set={"v": values}, remove=["gone"], add={"n": 1}).apply(key, owned, owned=True)
+    assert updated is owned
+    assert updated == {"pk": "P", "sk": "S", "n": 2, "v": {"deep": [1]}}
+    updated["v"]["deep"].append(2)
+    assert values == {"deep": [1]}, "the update's own values are still copied"
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Literal
 
 Role = Literal["viewer", "admin"]
@@ -33,7 +33,7 @@ UserStatus = Literal["active", "disabled", "deleting"]
 
 def timestamp(epoch: float) -> str:
     """ISO 8601 in UTC at second precision: fixed width, so strings sort as times do."""
-    return datetime.fromtimestamp(int(epoch), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch)))
 
 
 @dataclass(frozen=True)

@@ -209,9 +209,16 @@ class Update:
         if TTL_ATTR in self.add or any(a in INDEX_ATTRS for a in self.add):
             raise ValueError("index and TTL attributes can only be set or removed")
 
-    def apply(self, key: Key, current: Mapping[str, Any] | None) -> Item:
-        """The item after this update (reference semantics used by the SQLite adapter and the DynamoDB fallback)."""
-        item: Item = copy.deepcopy(dict(current)) if current is not None else key.as_dict()
+    def apply(self, key: Key, current: Mapping[str, Any] | None, *, owned: bool = False) -> Item:
+        """The item after this update (reference semantics used by the SQLite adapter and the DynamoDB fallback).
+        ``owned``: ``current`` is the caller's own copy (just read from storage), changed in place instead of copied.
+        """
+        if current is None:
+            item: Item = key.as_dict()
+        elif owned and isinstance(current, dict):
+            item = current
+        else:
+            item = copy.deepcopy(dict(current))
         for attr, value in self.set.items():
             item[attr] = copy.deepcopy(value)
         for attr in self.remove:

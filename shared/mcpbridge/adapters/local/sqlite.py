@@ -262,7 +262,7 @@ class SqliteStore:
         with self._write(durable=durable) as conn:
             current = self._live(conn, key)
             self._check(condition, current)
-            item = update.apply(key, current)
+            item = update.apply(key, current, owned=True)  # parsed from the row just now: no one else holds it
             self._write_row(conn, item)
         return item
 
@@ -311,7 +311,7 @@ class SqliteStore:
                     case Put(item=item):
                         self._write_row(conn, item)
                     case Patch(update=update):
-                        self._write_row(conn, update.apply(key, current))
+                        self._write_row(conn, update.apply(key, current, owned=True))
                     case Remove():
                         self._delete_row(conn, key)
                     case Check():
