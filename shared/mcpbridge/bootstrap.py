@@ -33,6 +33,9 @@ from mcpbridge.ports import (
 from mcpbridge.settings import Settings, get_settings, settings_secret_values, settings_with_secret
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+
     import boto3
 
     from mcpbridge.adapters.index_files.search_index import FileSearchIndex
@@ -703,7 +706,15 @@ class Container:
             user_usable=self.identity.user_usable,
             request_budget=self._request_budget,
             reads_inline=self.store.reads_are_local,
+            writes_at_once=self._writes_at_once,
         )
+
+    @property
+    def _writes_at_once(self) -> Callable[[], AbstractContextManager[None]] | None:
+        """The SQLite store's block of writes that never wait (None on DynamoDB, whose writes are network calls)."""
+        from mcpbridge.adapters.local.sqlite import SqliteStore
+
+        return self.store.writes_at_once if isinstance(self.store, SqliteStore) else None
 
     @cached_property
     def _oauth_gate(self) -> OAuthGate:

@@ -7,6 +7,7 @@ import base64
 import copy
 import json
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from starlette.types import Receive, Scope, Send
 
+from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.agent.calls import call_key
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
@@ -172,6 +174,45 @@ def test_a_call_without_pause_runs_at_once(client: TestClient, service_id: str, 
     assert "Echo: hi" in texts
     assert upstream.ran == [("echo", {"text": "hi"})]
     assert client.get(f"{CALLS}/{body['pending_id']}").json()["status"] == "completed"
+
+
+def test_a_call_runs_at_once_while_another_process_holds_the_store(
+    client: TestClient, container: Container, service_id: str, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The call's record is written on the event loop only when it need not wait; otherwise in a worker thread,
+    which waits for the other writer: the call runs all the same, recorded once."""
+    if container.settings.backend != "local":
+        pytest.skip("SQLite's write lock")
+    ref = tool_ref(client, service_id, "echo")
+    writers: list[str] = []  # the thread that wrote each new call's record
+    put = SqliteStore.put
+
+    def spied(store: SqliteStore, item: dict[str, Any], **kwargs: Any) -> None:
+        if str(item.get("sk", "")).startswith("CALL#"):
+            writers.append(threading.current_thread().name)
+        put(store, item, **kwargs)
+
+    monkeypatch.setattr(SqliteStore, "put", spied)
+    answered = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "free"}})
+    assert answered.json()["status"] == "completed", answered.text
+    assert writers == [writers[0]]
+    assert not writers[0].startswith("AnyIO worker"), "no one else was writing: recorded on the event loop"
+
+    calls = "SELECT count(*) FROM items WHERE sk LIKE 'CALL#%'"
+    blocker = sqlite3.connect(container.settings.sqlite_path, isolation_level=None, check_same_thread=False)
+    try:
+        before = blocker.execute(calls).fetchone()[0]
+        blocker.execute("BEGIN IMMEDIATE")
+        threading.Timer(0.3, blocker.execute, ["COMMIT"]).start()
+        answered = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "held"}})
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["status"] == "completed"
+        assert blocker.execute(calls).fetchone()[0] == before + 1
+    finally:
+        blocker.close()
+    assert len(writers) == 3, writers
+    assert writers[2].startswith("AnyIO worker"), writers  # [1] refused at once on the loop, [2] in a worker
+    assert upstream.ran == [("echo", {"text": "free"}), ("echo", {"text": "held"})]
 
 
 def test_arguments_are_checked_against_the_schema(client: TestClient, service_id: str, upstream: Upstream) -> None:

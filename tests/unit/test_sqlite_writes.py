@@ -15,6 +15,7 @@ import pytest
 
 from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.domain.items import Condition, Key, Update
+from mcpbridge.errors import Unavailable
 from tests.support.clock import FakeClock
 from tests.support.threads import run_together
 
@@ -122,3 +123,43 @@ def test_another_process_holding_the_write_lock_is_waited_for(tmp_path: Path) ->
         assert store.get(K) == {**K.as_dict(), "n": 1}
     finally:
         store.close()
+
+
+def test_writes_at_once_never_wait_and_write_nothing_when_they_would(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.put({**K.as_dict(), "value": "first"})
+    syncs = _Syncs(monkeypatch)
+    other = Key("WS#w", "OTHER")
+    with store.writes_at_once():
+        store.put({**other.as_dict(), "value": "at once"}, durable=False)
+        store.update(other, Update(set={"n": 1}), durable=False)
+        with pytest.raises(Unavailable, match="disk sync"):  # a durable write would wait for the sync
+            store.put({**K.as_dict(), "value": "durable"})
+    assert store.get(other) == {**other.as_dict(), "value": "at once", "n": 1}
+    assert store.get(K) == {**K.as_dict(), "value": "first"}
+    assert syncs.of_wal() == 0
+
+    # Another process holds SQLite's write lock: refused at once, nothing written; outside the block, writes wait.
+    blocker = sqlite3.connect(store._path, isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with store.writes_at_once(), pytest.raises(Unavailable, match="busy"):
+            store.put({**K.as_dict(), "value": "blocked"}, durable=False)
+        threading.Timer(0.2, blocker.execute, ["COMMIT"]).start()
+        store.put({**K.as_dict(), "value": "waited"}, durable=False)
+    finally:
+        blocker.close()
+    assert store.get(K) == {**K.as_dict(), "value": "waited"}
+    conn = store._connection()
+    assert conn.execute("PRAGMA busy_timeout").fetchone() == (30000,)
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)  # checkpoints are the other threads'
+
+    # Another thread of this process is writing: refused at once as well.
+    store._writer.acquire()
+    try:
+        with store.writes_at_once(), pytest.raises(Unavailable, match="busy"):
+            store.put({**K.as_dict(), "value": "queued"}, durable=False)
+    finally:
+        store._writer.release()
+    assert store.get(K) == {**K.as_dict(), "value": "waited"}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -36,7 +37,7 @@ from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal, acting_for, timestamp
 from mcpbridge.domain.ids import new_id
-from mcpbridge.errors import Conflict, Forbidden, InvalidInput, NotFound, OAuthRequired
+from mcpbridge.errors import Conflict, Forbidden, InvalidInput, NotFound, OAuthRequired, Unavailable
 from mcpbridge.ports import CallStart, Clock, Events, Workflow
 
 if TYPE_CHECKING:
@@ -122,10 +123,13 @@ class ToolCallBroker:
         user_usable: Callable[[str, str], bool] | None = None,
         request_budget: float | None = None,
         reads_inline: bool = False,
+        writes_at_once: Callable[[], AbstractContextManager[None]] | None = None,
     ) -> None:
         """``workflow`` is asked for on use (the embedded workflow runs the steps this broker starts);
         ``user_usable(workspace_id, user_id)`` says whether a user a call acts for may still be acted for;
-        ``reads_inline``: the store's reads are local, so a call's checks run on the event loop."""
+        ``reads_inline``: the store's reads are local, so a call's checks run on the event loop;
+        ``writes_at_once``: the store's block in which writes that would wait raise instead (SQLite's), so a call's
+        record can be written on the event loop when no one else is writing."""
         self._calls = calls
         self._clock = clock
         self._registry = registry
@@ -139,6 +143,7 @@ class ToolCallBroker:
         self._user_usable = user_usable
         self._budget = request_budget
         self._reads_inline = reads_inline
+        self._writes_at_once = writes_at_once
 
     # -- submitting -------------------------------------------------------------------------------------------
 
@@ -174,14 +179,17 @@ class ToolCallBroker:
 
         # A call that runs at once is recorded, and its service's credentials opened, before it runs. Where the
         # store's reads are local (SQLite), its checks (reads only) run on the event loop, which shares one
-        # interpreter lock with the worker threads, and the record in one worker thread; elsewhere all of it in one
-        # thread: each hop to one costs a wake-up.
+        # interpreter lock with the worker threads, and so does its record when it can be written without waiting,
+        # else in one worker thread; elsewhere all of it in one thread: each hop to one costs a wake-up.
         running: ToolCall | None = None
         secrets: Mapping[str, str] | None = None
         if self._reads_inline:
             draft = prepare()
             if self._runs_at_once(draft):
-                running, secrets = await to_thread.run_sync(self._open, draft, callback_task_token)
+                opened = self._open_at_once(draft, callback_task_token)
+                if opened is None:
+                    opened = await to_thread.run_sync(self._open, draft, callback_task_token)
+                running, secrets = opened
         else:
             draft, running, secrets = await to_thread.run_sync(prepare_and_open)
         if draft.needs_oauth and not interactive and not draft.needs_approval:
@@ -226,8 +234,22 @@ class ToolCallBroker:
         process loses neither; only a power cut during the call may forget that it was made, when its agent got no
         answer either."""
         running = self._record(draft, "running", callback=callback, durable=False)
-        secrets = None if draft.service.auth.auth_type == "oauth" else self._registry.connection_secrets(draft.service)
-        return running, secrets
+        return running, self._secrets_of(draft)
+
+    def _secrets_of(self, draft: _Draft) -> Mapping[str, str] | None:
+        return None if draft.service.auth.auth_type == "oauth" else self._registry.connection_secrets(draft.service)
+
+    def _open_at_once(self, draft: _Draft, callback: str | None) -> tuple[ToolCall, Mapping[str, str] | None] | None:
+        """:meth:`_open` on the event loop when the store lets it write without waiting; None when it cannot (another
+        write holds the lock, or there is no such store), and then nothing was written."""
+        if self._writes_at_once is None:
+            return None
+        try:
+            with self._writes_at_once():
+                running = self._record(draft, "running", callback=callback, durable=False)
+        except Unavailable:
+            return None
+        return running, self._secrets_of(draft)
 
     def _runs_at_once(self, draft: _Draft) -> bool:
         return not (draft.needs_approval or draft.needs_oauth or self._in_background(draft.service))

@@ -189,8 +189,27 @@ class SqliteStore:
         self._local = threading.local()
 
     @contextmanager
+    def writes_at_once(self) -> Iterator[None]:
+        """Writes of this thread in the block never wait: not for another writer (of this process or another), not
+        for a disk sync. One that would raises ``Unavailable`` (``store_busy``) and writes nothing, and a durable
+        one is refused: for an event loop, which writes what it can at once and hands the rest to a worker thread.
+        The loop's connection also leaves checkpoints (which sync the database file) to the others."""
+        conn = self._connection()
+        if getattr(self._local, "checkpoints", True):
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+            self._local.checkpoints = False
+        conn.execute("PRAGMA busy_timeout=0")
+        self._local.at_once = True
+        try:
+            yield
+        finally:
+            self._local.at_once = False
+            conn.execute("PRAGMA busy_timeout=30000")
+
+    @contextmanager
     def _write_lock(self) -> Iterator[None]:
-        if not self._writer.acquire(timeout=_WRITER_WAIT_SECONDS):
+        at_once = getattr(self._local, "at_once", False)
+        if not self._writer.acquire(timeout=0 if at_once else _WRITER_WAIT_SECONDS):
             raise Unavailable(
                 "the SQLite store is busy: another write of this process takes too long", code="store_busy"
             )
@@ -203,6 +222,8 @@ class SqliteStore:
     def _write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
         """One transaction under the write lock; a durable one returns once the WAL holding it is synced."""
         conn = self._connection()
+        if getattr(self._local, "at_once", False) and (durable or self._local.syncs_itself):
+            raise Unavailable("this write waits for a disk sync, so not at once", code="store_busy")
         with self._write_lock():
             try:
                 conn.execute("BEGIN IMMEDIATE")
