@@ -181,7 +181,8 @@ class WireStream(httpcore2.AsyncNetworkStream):
 
 
 class AsyncioBackend(httpcore2.AsyncNetworkBackend):
-    """Connections on the running loop (asyncio's or uvloop's), as :class:`WireStream`."""
+    """TCP connections on the running loop (asyncio's or uvloop's), as :class:`WireStream`; no unix sockets (the
+    base class refuses them)."""
 
     async def connect_tcp(
         self,
@@ -205,14 +206,6 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
         for option in socket_options or ():
             sock.setsockopt(*option)
         return WireStream(wire)
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        raise httpcore2.UnsupportedProtocol("unix sockets are not supported here")
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
