@@ -507,3 +507,25 @@ def test_a_closed_pool_refuses_and_closes_what_was_in_use() -> None:
                 await fetch(p, server.url)
 
         run(False, calls)
+
+
+@pytest.mark.parametrize("uvloop", LOOPS)
+def test_a_server_that_stops_reading_gives_a_write_timeout(uvloop: bool) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))  # accepted by the kernel, never read
+    port = listener.getsockname()[1]
+    body = b"x" * (64 << 20)  # more than the socket buffers on both sides hold
+
+    async def calls() -> list[Any]:
+        outcomes = []
+        for make in (ours, reference):
+            async with make() as client:
+                timeout = httpx2.Timeout(5, write=0.3)
+                outcomes.append(
+                    await outcome(client, "POST", f"http://127.0.0.1:{port}/", content=body, timeout=timeout)
+                )
+        return outcomes
+
+    try:
+        assert run(uvloop, calls) == [("error", "WriteTimeout")] * 2
+    finally:
+        listener.close()

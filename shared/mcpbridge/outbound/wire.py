@@ -141,8 +141,13 @@ class WireStream(httpcore2.AsyncNetworkStream):
                 raise httpcore2.WriteTimeout("the server took nothing within the write timeout") from None
 
     async def aclose(self) -> None:
-        if self._wire.transport is not None:
-            self._wire.transport.close()
+        transport = self._wire.transport
+        if transport is None:
+            return
+        if transport.get_write_buffer_size():  # a peer that stopped reading would hold a graceful close open
+            transport.abort()
+        else:
+            transport.close()
 
     async def start_tls(
         self,
