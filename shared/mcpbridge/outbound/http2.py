@@ -142,6 +142,12 @@ class _AsyncResponseStream(httpx2.AsyncByteStream):
             await aclose()
 
 
+KEEPALIVE_SECONDS = 4.0
+"""How long an idle upstream connection is kept: under the 5 s after which Node's and uvicorn's servers close theirs
+by default, so a request never goes out on a connection the server is closing at that moment (a tool call sent
+then would fail with its outcome unknown)."""
+
+
 class GuardedAsyncTransport2(httpx2.AsyncBaseTransport):
     """An httpx2 transport over a pool of HTTP/1.1 connections (:class:`~mcpbridge.outbound.h1.Http1Pool`) on the
     running loop's own transports, dialled by the pinned backend; checks every request's URL first.
@@ -151,14 +157,13 @@ class GuardedAsyncTransport2(httpx2.AsyncBaseTransport):
 
     def __init__(self, policy: EgressPolicy, *, ssl_context: ssl.SSLContext | None = None) -> None:
         self._policy = policy
-        limits = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
         self._pool = Http1Pool(
             PinnedAsyncBackend2(policy, AsyncioBackend()),
             # trust_env=False: SSL_CERT_FILE and friends do not change what this process trusts.
             ssl_context=ssl_context if ssl_context is not None else httpx2.create_ssl_context(trust_env=False),
-            max_connections=limits.max_connections or 100,
-            max_keepalive_connections=limits.max_keepalive_connections or 20,
-            keepalive_expiry=limits.keepalive_expiry or 5.0,
+            max_connections=100,
+            max_keepalive_connections=20,
+            keepalive_expiry=KEEPALIVE_SECONDS,
         )
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
