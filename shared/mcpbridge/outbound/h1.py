@@ -158,20 +158,20 @@ class Http1Pool:
 
     async def _answer(self, connection: _Connection, method: str, closes: bool, timeout: float | None) -> Exchange:
         while True:
-            version, status, reason, headers = await _response_head(connection, timeout)
-            if status >= 200:
+            head = await _response_head(connection, timeout)
+            if head.status >= 200:
                 break
-            if status == 101:
+            if head.status == 101:
                 raise httpcore2.RemoteProtocolError("the server switched protocols, which was not asked for")
-        framing, length = _framing(method, status, headers)
+        framing, length = _framing(method, head)
         keep = (
             not closes
-            and version == b"1.1"
+            and head.version == b"1.1"
             and framing != _TO_CLOSE
-            and b"close" not in _values(headers, b"connection")
+            and b"close" not in _values(head.headers, b"connection")
         )
         body = _Body(self, connection, framing, length, timeout, keep)
-        return Exchange(status, reason, headers, body, b"HTTP/" + version)
+        return Exchange(head.status, head.reason, head.headers, body, b"HTTP/" + head.version)
 
     # ------------------------------------------------------------------------------------------ the pool
 
@@ -293,11 +293,12 @@ def _request_head(request: httpx2.Request) -> tuple[bytes, bool, bool]:
         value = value.strip(b" \t")
         if not _FIELD_VALUE.fullmatch(value):
             raise httpcore2.LocalProtocolError("a header value has a line break, a NUL or another control character")
-        if name.lower() == b"transfer-encoding":
+        lower = name.lower()
+        if lower == b"transfer-encoding":
             if value.lower() != b"chunked":
                 raise httpcore2.LocalProtocolError("only Transfer-Encoding: chunked is supported")
             chunked = True
-        elif name.lower() == b"connection" and b"close" in value.lower():
+        elif lower == b"connection" and b"close" in value.lower():
             closes = True
         parts += (name, b": ", value, b"\r\n")
     parts.append(b"\r\n")
@@ -333,9 +334,19 @@ async def _write_request(
 # ---------------------------------------------------------------------------------------------------- answers
 
 
-async def _response_head(
-    connection: _Connection, timeout: float | None
-) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
+@dataclass(frozen=True)
+class _Head:
+    """An answer's status line and headers, with the framing its headers declare (checked as h11 checks them)."""
+
+    version: bytes
+    status: int
+    reason: bytes
+    headers: list[tuple[bytes, bytes]]
+    length: int | None  # Content-Length
+    chunked: bool  # Transfer-Encoding: chunked
+
+
+async def _response_head(connection: _Connection, timeout: float | None) -> _Head:
     buffer = connection.buffer
     start = 0
     while True:
@@ -355,7 +366,8 @@ async def _response_head(
     status = _STATUS_LINE.fullmatch(lines[0])
     if status is None:
         raise httpcore2.RemoteProtocolError("illegal status line")
-    return status[1], int(status[2]), status[3] or b"", _header_fields(lines[1:])
+    headers, length, chunked = _header_fields(lines[1:])
+    return _Head(status[1], int(status[2]), status[3] or b"", headers, length, chunked)
 
 
 def _head_end(buffer: bytearray, start: int) -> int | None:
@@ -371,9 +383,10 @@ def _head_end(buffer: bytearray, start: int) -> int | None:
     return mixed + 3 if mixed >= 0 else None
 
 
-def _header_fields(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
+def _header_fields(lines: list[bytes]) -> tuple[list[tuple[bytes, bytes]], int | None, bool]:
     """The header fields, the framing ones as h11 leaves them: one ``Content-Length`` (repeats of the same length
-    dropped, differing ones refused), one ``Transfer-Encoding``, which must be ``chunked`` (lower-cased)."""
+    dropped, differing ones refused), one ``Transfer-Encoding``, which must be ``chunked`` (lower-cased); and the
+    length and whether the body is chunked."""
     fields = _folded_fields(lines)
     normal: list[tuple[bytes, bytes]] = []
     length: bytes | None = None
@@ -400,7 +413,7 @@ def _header_fields(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
                 raise httpcore2.RemoteProtocolError("only Transfer-Encoding: chunked is supported")
             encoded = True
         normal.append((name, value))
-    return normal
+    return normal, None if length is None else int(length), encoded
 
 
 def _folded_fields(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
@@ -429,17 +442,14 @@ def _values(headers: list[tuple[bytes, bytes]], name: bytes) -> list[bytes]:
     ]
 
 
-def _framing(method: str, status: int, headers: list[tuple[bytes, bytes]]) -> tuple[str, int]:
-    if status in (204, 304) or method == "HEAD":
+def _framing(method: str, head: _Head) -> tuple[str, int]:
+    """How the body ends (RFC 9112 6.3): no body, its length, its last chunk (chunked beats a length), or the
+    connection's end."""
+    if head.status in (204, 304) or method == "HEAD":
         return _LENGTH, 0
-    length = None
-    for name, value in headers:  # checked and made single by _header_fields
-        lower = name.lower()
-        if lower == b"transfer-encoding":
-            return _CHUNKED, 0
-        if lower == b"content-length":
-            length = int(value)
-    return (_TO_CLOSE, 0) if length is None else (_LENGTH, length)
+    if head.chunked:
+        return _CHUNKED, 0
+    return (_TO_CLOSE, 0) if head.length is None else (_LENGTH, head.length)
 
 
 class _Body(httpx2.AsyncByteStream):

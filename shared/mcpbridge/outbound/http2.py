@@ -38,7 +38,7 @@ class PinnedAsyncBackend2(httpcore2.AsyncNetworkBackend):
 
     def __init__(self, policy: EgressPolicy, inner: httpcore2.AsyncNetworkBackend | None = None) -> None:
         self._policy = policy
-        self._inner = inner or httpcore2.AnyIOBackend()
+        self._inner = inner or AsyncioBackend()
 
     async def connect_tcp(
         self,
@@ -158,7 +158,7 @@ class GuardedAsyncTransport2(httpx2.AsyncBaseTransport):
     def __init__(self, policy: EgressPolicy, *, ssl_context: ssl.SSLContext | None = None) -> None:
         self._policy = policy
         self._pool = Http1Pool(
-            PinnedAsyncBackend2(policy, AsyncioBackend()),
+            PinnedAsyncBackend2(policy),
             # trust_env=False: SSL_CERT_FILE and friends do not change what this process trusts.
             ssl_context=ssl_context if ssl_context is not None else httpx2.create_ssl_context(trust_env=False),
             max_connections=100,
