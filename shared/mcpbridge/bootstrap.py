@@ -350,7 +350,7 @@ class Container:
     def egress(self) -> EgressPolicy:
         from mcpbridge.outbound.policy import EgressPolicy
 
-        return EgressPolicy(self.settings.ssrf_allowlist)
+        return EgressPolicy.from_settings(self.settings)
 
     @cached_property
     def jobs(self) -> Jobs:

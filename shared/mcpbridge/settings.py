@@ -91,6 +91,10 @@ class Settings(BaseSettings):
     ssrf_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Hostnames, IPs or CIDRs that may be reached although private (an internal server inside the VPC); an address
     may name one port (``127.0.0.1:9000``, ``[::1]:9000``) to allow only that port. Checked when settings load."""
+    upstream_max_answer_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024, le=256 * 1024 * 1024)
+    """The most one answer from an external MCP server may take (one event, for an event stream): counted as it
+    arrives, never buffered past; a larger answer fails its operation with ``answer_too_large`` and its connection
+    is closed. OAuth servers, metadata documents and model APIs have smaller caps of their own."""
 
     # Agent tool calls: events (EventBridge bus on AWS; empty = a JSON log stream)
     event_bus_name: str = ""

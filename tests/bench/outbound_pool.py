@@ -1,6 +1,6 @@
 """One MCP ``tools/call`` POST and its event-stream answer through httpx2, over mcpbridge's outbound transport
-(``GuardedAsyncTransport2``: the URL check, the pinned dialler, ``Http1Pool`` on ``WireStream``) against httpx2's own
-transport (httpcore2's pool, h11, anyio streams), interleaved in one run.
+(``GuardedAsyncTransport``: the URL check, the pinned dialler, httpcore2's pool on ``WireStream``, the answer caps)
+against httpx2's own transport (httpcore2's pool, h11, anyio streams), interleaved in one run.
 
     python tests/bench/outbound_pool.py [--rounds 4] [--requests 1000] [--concurrency 1,8] [--json]
 
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.support.everything import Everything
 
-from mcpbridge.outbound.http2 import GuardedAsyncTransport2
+from mcpbridge.outbound.http import GuardedAsyncTransport
 from mcpbridge.outbound.policy import EgressPolicy
 
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -51,7 +51,7 @@ def cpu_seconds() -> float:
 def transports() -> dict[str, Callable[[], httpx2.AsyncBaseTransport]]:
     return {
         "httpcore2": lambda: httpx2.AsyncHTTPTransport(),
-        "mcpbridge": lambda: GuardedAsyncTransport2(EgressPolicy(["127.0.0.1"])),
+        "mcpbridge": lambda: GuardedAsyncTransport(EgressPolicy(["127.0.0.1"])),
     }
 
 

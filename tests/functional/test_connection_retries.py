@@ -30,7 +30,7 @@ from mcpbridge.client.connection import Connection, ConnectionSpec, OutcomeUnkno
 from mcpbridge.client.specs import connection_spec
 from mcpbridge.domain.external_services import AdvancedConfig, AuthConfig, ExternalService
 from mcpbridge.errors import InvalidInput, UpstreamError
-from mcpbridge.outbound import http2
+from mcpbridge.outbound import http as outbound_http
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.everything import Everything, free_port, handle_stateless, serve
 
@@ -58,9 +58,9 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def tool_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the tools/call requests that left through the guarded transport."""
     calls: list[str] = []
-    original = http2.GuardedAsyncTransport2.handle_async_request
+    original = outbound_http.GuardedAsyncTransport.handle_async_request
 
-    async def recording(self: http2.GuardedAsyncTransport2, request: httpx2.Request) -> httpx2.Response:
+    async def recording(self: outbound_http.GuardedAsyncTransport, request: httpx2.Request) -> httpx2.Response:
         if request.method == "POST":
             body = request.content if isinstance(request.stream, httpx2.ByteStream) else b""
             with contextlib.suppress(ValueError):
@@ -69,7 +69,7 @@ def tool_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
                     calls.append(message["params"]["name"])
         return await original(self, request)
 
-    monkeypatch.setattr(http2.GuardedAsyncTransport2, "handle_async_request", recording)
+    monkeypatch.setattr(outbound_http.GuardedAsyncTransport, "handle_async_request", recording)
     return calls
 
 

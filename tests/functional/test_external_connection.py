@@ -30,7 +30,7 @@ from mcpbridge.client.connection import (
     probe,
 )
 from mcpbridge.errors import InvalidInput, UpstreamError
-from mcpbridge.outbound import http2
+from mcpbridge.outbound import http as outbound_http
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.everything import Everything, free_port, serve
 
@@ -49,9 +49,9 @@ def spec_for(server: Everything, **overrides: Any) -> ConnectionSpec:
 def tool_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the tools/call requests that left through the guarded transport."""
     calls: list[str] = []
-    original = http2.GuardedAsyncTransport2.handle_async_request
+    original = outbound_http.GuardedAsyncTransport.handle_async_request
 
-    async def recording(self: http2.GuardedAsyncTransport2, request: httpx2.Request) -> httpx2.Response:
+    async def recording(self: outbound_http.GuardedAsyncTransport, request: httpx2.Request) -> httpx2.Response:
         if request.method == "POST":
             body = request.content if isinstance(request.stream, httpx2.ByteStream) else b""
             with contextlib.suppress(ValueError):
@@ -60,7 +60,7 @@ def tool_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
                     calls.append(message["params"]["name"])
         return await original(self, request)
 
-    monkeypatch.setattr(http2.GuardedAsyncTransport2, "handle_async_request", recording)
+    monkeypatch.setattr(outbound_http.GuardedAsyncTransport, "handle_async_request", recording)
     return calls
 
 
@@ -299,7 +299,7 @@ def test_forbidden_urls_are_refused_before_connecting(
         dialled.append(host)
         raise AssertionError("a connection was attempted")
 
-    monkeypatch.setattr(http2.PinnedAsyncBackend2, "connect_tcp", no_dial)
+    monkeypatch.setattr(outbound_http.PinnedAsyncBackend, "connect_tcp", no_dial)
     spec = ConnectionSpec(url, transport, timeout=5)
 
     async def scenario() -> None:
@@ -322,7 +322,7 @@ def test_pinned_transport_rechecks_every_connection() -> None:
     policy = EgressPolicy(["127.0.0.1"], resolver=fake_resolver)
 
     async def scenario() -> None:
-        async with http2.guarded_async_client2(policy, timeout=5) as http:
+        async with outbound_http.guarded_async_client(policy, timeout=5) as http:
             with pytest.raises(InvalidInput) as raised:
                 await http.get("http://internal.test/")
         assert raised.value.code == "url_forbidden_address"
@@ -367,13 +367,13 @@ def test_a_redirect_to_a_private_address_is_not_followed(transport: Transport, m
         await send({"type": "http.response.body", "body": b""})
 
     dialled: list[str] = []
-    original = http2.PinnedAsyncBackend2.connect_tcp
+    original = outbound_http.PinnedAsyncBackend.connect_tcp
 
     async def recording(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
         dialled.append(host)
         return await original(self, host, port, *args, **kwargs)
 
-    monkeypatch.setattr(http2.PinnedAsyncBackend2, "connect_tcp", recording)
+    monkeypatch.setattr(outbound_http.PinnedAsyncBackend, "connect_tcp", recording)
     with serve(redirecting, lifespan="off") as base:
         spec = ConnectionSpec(f"{base}/mcp", transport, timeout=5)
 

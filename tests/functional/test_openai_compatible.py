@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from mcpbridge import errors
@@ -136,18 +136,18 @@ def server() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client() as client:
+def http() -> Iterator[httpx2.Client]:
+    with httpx2.Client() as client:
         yield client
 
 
-def embedder(server: FakeOpenAI, http: httpx.Client, **kwargs: Any) -> OpenAIEmbedder:
+def embedder(server: FakeOpenAI, http: httpx2.Client, **kwargs: Any) -> OpenAIEmbedder:
     kwargs.setdefault("retry_backoff", 0.01)
     kwargs.setdefault("model", "text-embedding-3-small")
     return OpenAIEmbedder(server.base_url, kwargs.pop("api_key", API_KEY), client=http, **kwargs)
 
 
-def chat(server: FakeOpenAI, http: httpx.Client, **kwargs: Any) -> OpenAIChat:
+def chat(server: FakeOpenAI, http: httpx2.Client, **kwargs: Any) -> OpenAIChat:
     kwargs.setdefault("retry_backoff", 0.01)
     return OpenAIChat(server.base_url, kwargs.pop("api_key", API_KEY), client=http, **kwargs)
 
@@ -155,7 +155,7 @@ def chat(server: FakeOpenAI, http: httpx.Client, **kwargs: Any) -> OpenAIChat:
 # ------------------------------------------------------------------------------------------------ embeddings
 
 
-def test_embeddings_come_back_in_input_order(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_embeddings_come_back_in_input_order(server: FakeOpenAI, http: httpx2.Client) -> None:
     texts = [f"passage number {i}" for i in range(10)]
 
     vectors = embedder(server, http).embed(texts, purpose="document")
@@ -171,7 +171,7 @@ def test_embeddings_come_back_in_input_order(server: FakeOpenAI, http: httpx.Cli
     }
 
 
-def test_texts_are_sent_in_batches(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_texts_are_sent_in_batches(server: FakeOpenAI, http: httpx2.Client) -> None:
     texts = [f"text {i}" for i in range(130)]
 
     vectors = embedder(server, http).embed(texts, purpose="document")
@@ -181,12 +181,12 @@ def test_texts_are_sent_in_batches(server: FakeOpenAI, http: httpx.Client) -> No
     assert vectors == [fake_vector(text, NATIVE_DIMS) for text in texts]
 
 
-def test_batch_size_is_configurable(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_batch_size_is_configurable(server: FakeOpenAI, http: httpx2.Client) -> None:
     embedder(server, http, batch_size=4).embed([f"t{i}" for i in range(9)], purpose="query")
     assert [len(request.body["input"]) for request in server.requests] == [4, 4, 1]
 
 
-def test_authorization_only_with_a_key(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_authorization_only_with_a_key(server: FakeOpenAI, http: httpx2.Client) -> None:
     embedder(server, http).embed(["with key"], purpose="query")
     embedder(server, http, api_key="").embed(["without key"], purpose="query")
 
@@ -195,7 +195,7 @@ def test_authorization_only_with_a_key(server: FakeOpenAI, http: httpx.Client) -
     assert "authorization" not in without_key.headers
 
 
-def test_dimensions_are_passed_and_named(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_dimensions_are_passed_and_named(server: FakeOpenAI, http: httpx2.Client) -> None:
     sized = embedder(server, http, dimensions=16)
     native = embedder(server, http, model="nomic-embed-text")
 
@@ -209,18 +209,18 @@ def test_dimensions_are_passed_and_named(server: FakeOpenAI, http: httpx.Client)
     assert native.name == "openai:nomic-embed-text"
 
 
-def test_empty_input_makes_no_request(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_empty_input_makes_no_request(server: FakeOpenAI, http: httpx2.Client) -> None:
     assert embedder(server, http).embed([], purpose="document") == []
     assert server.requests == []
 
 
-def test_blank_text_is_invalid_input(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_blank_text_is_invalid_input(server: FakeOpenAI, http: httpx2.Client) -> None:
     with pytest.raises(errors.InvalidInput):
         embedder(server, http).embed(["ok", ""], purpose="document")
     assert server.requests == []
 
 
-def test_429_then_200_is_retried_once(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_429_then_200_is_retried_once(server: FakeOpenAI, http: httpx2.Client) -> None:
     server.then((429, {"error": {"message": "Rate limit reached", "type": "requests"}}))
 
     [vector] = embedder(server, http).embed(["again"], purpose="query")
@@ -229,7 +229,7 @@ def test_429_then_200_is_retried_once(server: FakeOpenAI, http: httpx.Client) ->
     assert server.paths() == ["/v1/embeddings", "/v1/embeddings"]
 
 
-def test_5xx_is_tried_again_with_backoff(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_5xx_is_tried_again_with_backoff(server: FakeOpenAI, http: httpx2.Client) -> None:
     server.then((500, {}), (502, b"<html>Bad gateway</html>"), (503, {"error": "model is loading"}))
 
     [vector] = embedder(server, http).embed(["again"], purpose="query")
@@ -238,7 +238,7 @@ def test_5xx_is_tried_again_with_backoff(server: FakeOpenAI, http: httpx.Client)
     assert len(server.requests) == 4
 
 
-def test_5xx_until_the_last_attempt_is_an_upstream_error(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_5xx_until_the_last_attempt_is_an_upstream_error(server: FakeOpenAI, http: httpx2.Client) -> None:
     server.then((500, {"error": {"message": "boom"}}), (502, b"<html>Bad gateway</html>"))
 
     with pytest.raises(errors.UpstreamError) as caught:
@@ -251,7 +251,7 @@ def test_5xx_until_the_last_attempt_is_an_upstream_error(server: FakeOpenAI, htt
     assert len(server.requests) == 2
 
 
-def test_429_twice_is_throttled(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_429_twice_is_throttled(server: FakeOpenAI, http: httpx2.Client) -> None:
     server.then((429, {}), (429, {"error": {"message": "Rate limit reached"}}))
     with pytest.raises(errors.UpstreamError) as caught:
         embedder(server, http, attempts=2).embed(["x"], purpose="query")
@@ -260,7 +260,7 @@ def test_429_twice_is_throttled(server: FakeOpenAI, http: httpx.Client) -> None:
     assert "Rate limit reached" in caught.value.message
 
 
-def test_401_names_the_status_but_never_the_key(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_401_names_the_status_but_never_the_key(server: FakeOpenAI, http: httpx2.Client) -> None:
     server.then(
         (
             401,
@@ -290,7 +290,7 @@ def test_401_names_the_status_but_never_the_key(server: FakeOpenAI, http: httpx.
     assert len(server.requests) == 1  # not retried
 
 
-def test_provider_message_quoting_the_input_is_left_out(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_provider_message_quoting_the_input_is_left_out(server: FakeOpenAI, http: httpx2.Client) -> None:
     server.then((400, {"detail": "Input 'the quarterly board minutes' is too long"}))
     with pytest.raises(errors.UpstreamError) as caught:
         embedder(server, http).embed(["the quarterly board minutes"], purpose="document")
@@ -298,7 +298,7 @@ def test_provider_message_quoting_the_input_is_left_out(server: FakeOpenAI, http
     assert "board minutes" not in caught.value.message
 
 
-def test_wrong_base_url_is_a_404(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_wrong_base_url_is_a_404(server: FakeOpenAI, http: httpx2.Client) -> None:
     wrong = OpenAIEmbedder(server.base_url.removesuffix("/v1"), "", client=http)
     with pytest.raises(errors.UpstreamError) as caught:
         wrong.embed(["x"], purpose="query")
@@ -319,35 +319,35 @@ def test_wrong_base_url_is_a_404(server: FakeOpenAI, http: httpx.Client) -> None
         (200, [1, 2, 3]),
     ],
 )
-def test_malformed_responses(server: FakeOpenAI, http: httpx.Client, answer: Answer) -> None:
+def test_malformed_responses(server: FakeOpenAI, http: httpx2.Client, answer: Answer) -> None:
     server.then(answer)
     with pytest.raises(errors.UpstreamError) as caught:
         embedder(server, http).embed(["one", "two"], purpose="document")
     assert caught.value.code == "provider_bad_response"
 
 
-def test_mismatched_vector_lengths_are_an_error(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_mismatched_vector_lengths_are_an_error(server: FakeOpenAI, http: httpx2.Client) -> None:
     server.then((200, {"data": [{"index": 0, "embedding": [0.1, 0.2, 0.3]}, {"index": 1, "embedding": [0.1, 0.2]}]}))
     with pytest.raises(errors.UpstreamError) as caught:
         embedder(server, http).embed(["one", "two"], purpose="document")
     assert caught.value.code == "provider_bad_response"
 
 
-def test_mismatched_lengths_across_batches_are_an_error(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_mismatched_lengths_across_batches_are_an_error(server: FakeOpenAI, http: httpx2.Client) -> None:
     server.then(lambda body: (200, {"data": [{"index": 0, "embedding": [0.1, 0.2]}]}))
     server.then(lambda body: (200, {"data": [{"index": 0, "embedding": [0.1, 0.2, 0.3]}]}))
     with pytest.raises(errors.UpstreamError, match="3 numbers where 2"):
         embedder(server, http, batch_size=1).embed(["one", "two"], purpose="document")
 
 
-def test_ignored_dimensions_fail_loudly(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_ignored_dimensions_fail_loudly(server: FakeOpenAI, http: httpx2.Client) -> None:
     """A server that ignores ``dimensions`` must not get its vectors stored under another size's name."""
     server.then(lambda body: (200, {"data": [{"index": 0, "embedding": fake_vector("x", NATIVE_DIMS)}]}))
     with pytest.raises(errors.UpstreamError, match="8 numbers where 16 were requested"):
         embedder(server, http, dimensions=16).embed(["x"], purpose="query")
 
 
-def test_base64_vectors_and_missing_indexes_are_accepted(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_base64_vectors_and_missing_indexes_are_accepted(server: FakeOpenAI, http: httpx2.Client) -> None:
     def packed(values: list[float]) -> str:
         return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode()
 
@@ -356,7 +356,7 @@ def test_base64_vectors_and_missing_indexes_are_accepted(server: FakeOpenAI, htt
     assert embedder(server, http).embed(["a", "b"], purpose="document") == [[0.5, -0.25], [1.0, 2.0]]
 
 
-def test_a_single_text_that_times_out_every_time_is_an_upstream_error(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_a_single_text_that_times_out_every_time_is_an_upstream_error(server: FakeOpenAI, http: httpx2.Client) -> None:
     def slow(body: Any) -> Answer:
         server.stop.wait(2.0)
         return 200, {}
@@ -368,7 +368,7 @@ def test_a_single_text_that_times_out_every_time_is_an_upstream_error(server: Fa
     assert len(server.requests) == 2
 
 
-def test_a_batch_that_times_out_is_split_until_it_answers(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_a_batch_that_times_out_is_split_until_it_answers(server: FakeOpenAI, http: httpx2.Client) -> None:
     def slow_when_long(body: Any) -> Answer:
         if len(body["input"]) > 1:
             server.stop.wait(2.0)
@@ -384,12 +384,12 @@ def test_a_batch_that_times_out_is_split_until_it_answers(server: FakeOpenAI, ht
 def test_the_timeout_grows_with_the_batch() -> None:
     seen: list[float] = []
 
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(request: httpx2.Request) -> httpx2.Response:
         seen.append(request.extensions["timeout"]["read"])
         inputs = json.loads(request.content)["input"]
-        return httpx.Response(200, json={"data": [{"index": i, "embedding": [1.0]} for i in range(len(inputs))]})
+        return httpx2.Response(200, json={"data": [{"index": i, "embedding": [1.0]} for i in range(len(inputs))]})
 
-    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+    with httpx2.Client(transport=httpx2.MockTransport(answer)) as client:
         sized = OpenAIEmbedder(
             "http://embed.test/v1", "", client=client, timeout=10, timeout_per_text=0.5, batch_size=8
         )
@@ -400,14 +400,14 @@ def test_the_timeout_grows_with_the_batch() -> None:
 def test_roles_go_to_servers_that_take_them_and_never_to_openai() -> None:
     bodies: list[dict[str, Any]] = []
 
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
         if body.get("input_type") and request.url.host == "strict.test":
-            return httpx.Response(400, json={"error": {"message": "Unrecognized request argument: input_type"}})
+            return httpx2.Response(400, json={"error": {"message": "Unrecognized request argument: input_type"}})
         bodies.append({"host": request.url.host, **body})
-        return httpx.Response(200, json={"data": [{"index": 0, "embedding": [1.0]}]})
+        return httpx2.Response(200, json={"data": [{"index": 0, "embedding": [1.0]}]})
 
-    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+    with httpx2.Client(transport=httpx2.MockTransport(answer)) as client:
         for base in ("http://local.test/v1", "https://api.openai.com/v1", "http://strict.test/v1"):
             made = OpenAIEmbedder(base, "", client=client)
             made.embed(["q"], purpose="query")
@@ -431,7 +431,7 @@ def test_roles_go_to_servers_that_take_them_and_never_to_openai() -> None:
     ]
 
 
-def test_refused_connection_is_retried_then_reported(http: httpx.Client) -> None:
+def test_refused_connection_is_retried_then_reported(http: httpx2.Client) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -452,7 +452,7 @@ def test_own_client_is_made_lazily_and_closed(server: FakeOpenAI) -> None:
     assert "SECRET" not in repr(OpenAIEmbedder(server.base_url, API_KEY))
 
 
-def test_injected_client_is_left_open(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_injected_client_is_left_open(server: FakeOpenAI, http: httpx2.Client) -> None:
     adapter = embedder(server, http)
     adapter.close()
     assert not http.is_closed
@@ -471,7 +471,7 @@ def test_configuration_is_checked() -> None:
 # ------------------------------------------------------------------------------------------------ chat
 
 
-def test_chat_round_trip(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_chat_round_trip(server: FakeOpenAI, http: httpx2.Client) -> None:
     llm = chat(server, http, model="llama3.2")
     conversation = [
         ChatMessage("user", "What is 2 + 2?"),
@@ -499,7 +499,7 @@ def test_chat_round_trip(server: FakeOpenAI, http: httpx.Client) -> None:
     }
 
 
-def test_chat_without_system_prompt_or_key(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_chat_without_system_prompt_or_key(server: FakeOpenAI, http: httpx2.Client) -> None:
     assert chat(server, http, api_key="").complete("", [ChatMessage("user", "hi")]) == "echo: hi"
     [request] = server.requests
     assert request.body["messages"] == [{"role": "user", "content": "hi"}]
@@ -507,13 +507,13 @@ def test_chat_without_system_prompt_or_key(server: FakeOpenAI, http: httpx.Clien
     assert "authorization" not in request.headers
 
 
-def test_chat_retries_a_503_once(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_chat_retries_a_503_once(server: FakeOpenAI, http: httpx2.Client) -> None:
     server.then((503, {"error": "model is loading"}))
     assert chat(server, http).complete("s", [ChatMessage("user", "ping")]) == "echo: ping"
     assert len(server.requests) == 2
 
 
-def test_chat_errors(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_chat_errors(server: FakeOpenAI, http: httpx2.Client) -> None:
     server.then(
         (403, {"error": {"message": "Project does not have access to model gpt-4o-mini"}}),
         (200, {"choices": []}),
@@ -534,7 +534,7 @@ def test_chat_errors(server: FakeOpenAI, http: httpx.Client) -> None:
         assert bad.value.code == "provider_bad_response"
 
 
-def test_chat_content_variants(server: FakeOpenAI, http: httpx.Client) -> None:
+def test_chat_content_variants(server: FakeOpenAI, http: httpx2.Client) -> None:
     def reply(content: Any) -> Answer:
         return 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
 

@@ -48,8 +48,7 @@ from mcpbridge.oauth.discovery import discover
 from mcpbridge.oauth.registration import ClientIdentities, ClientIdentity, ClientRegistrations
 from mcpbridge.oauth.tokens import token_request
 from mcpbridge.outbound import json_http as egress
-from mcpbridge.outbound.http import PinnedAsyncBackend, PinnedBackend
-from mcpbridge.outbound.http2 import PinnedAsyncBackend2, guarded_async_client2
+from mcpbridge.outbound.http import PinnedAsyncBackend, PinnedBackend, guarded_async_client
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.settings import Settings
 from tests.support.clock import FakeClock
@@ -626,7 +625,7 @@ def test_document_redirect(hub: Hub, fence: Fence, form: Form) -> None:
         hub.client.post(f"/api/v1/knowledge-bases/{hub.kb_id}/documents", json={"title": form.id, "url": start}),
         "url_redirect_refused",
     )
-    # None: httpx could not parse the Location at all ("redirected to an invalid URL").
+    # None: httpx2 could not parse the Location at all ("redirected to an invalid URL").
     assert body.get("details", {}).get("reason_code") in (HTTPX_READS.get(form.id, form.code), None), body
     assert hub.documents() == before
     assert hub.site.paths[-1].startswith("/redirect"), "the first hop was fetched, the second never"
@@ -673,7 +672,7 @@ def test_sdk_http_client(hub: Hub, fence: Fence, form: Form) -> None:
     """The transport under every request the MCP SDK makes (Streamable HTTP, SSE stream and endpoint POSTs)."""
 
     async def post() -> None:
-        async with guarded_async_client2(hub.policy, timeout=TIMEOUT) as http:
+        async with guarded_async_client(hub.policy, timeout=TIMEOUT) as http:
             await http.post(form.url("http", hub.sentinel.port), json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
 
     if form.id in HTTPX2_UNPARSABLE:
@@ -840,7 +839,7 @@ def test_the_port_rule_holds_on_the_connection_itself(hub: Hub, fence: Fence) ->
         stream = await backend.connect_tcp(host, port, timeout=TIMEOUT)
         await stream.aclose()
 
-    for backend in (PinnedAsyncBackend(hub.policy), PinnedAsyncBackend2(hub.policy)):
+    for backend in (PinnedAsyncBackend(hub.policy),):
         anyio.run(dial, backend, "127.0.0.1", hub.site.port)
         with pytest.raises(InvalidInput) as caught:
             anyio.run(dial, backend, "127.0.0.1", hub.sentinel.port)

@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from mcpbridge.client.connection import ConnectionSpec
 from mcpbridge.client.pool import ConnectionPool, PoolKey
-from mcpbridge.outbound import http2
+from mcpbridge.outbound import http as outbound_http
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.everything import Everything, serve
 
@@ -38,13 +38,13 @@ def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Everything]
 def connects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The TCP connections the guarded transport opens, by host."""
     opened: list[str] = []
-    original = http2.PinnedAsyncBackend2.connect_tcp
+    original = outbound_http.PinnedAsyncBackend.connect_tcp
 
-    async def counting(self: http2.PinnedAsyncBackend2, host: str, *args: Any, **kwargs: Any) -> Any:
+    async def counting(self: outbound_http.PinnedAsyncBackend, host: str, *args: Any, **kwargs: Any) -> Any:
         opened.append(host)
         return await original(self, host, *args, **kwargs)
 
-    monkeypatch.setattr(http2.PinnedAsyncBackend2, "connect_tcp", counting)
+    monkeypatch.setattr(outbound_http.PinnedAsyncBackend, "connect_tcp", counting)
     return opened
 
 
@@ -92,7 +92,7 @@ def test_an_answer_that_goes_on_is_closed_after_a_short_wait(tmp_path: Path) -> 
     app = Starlette(routes=[Route("/mcp", endless, methods=["POST"])])
 
     async def call(base: str) -> float:
-        client = http2.guarded_async_client2(POLICY, timeout=10)
+        client = outbound_http.guarded_async_client(POLICY, timeout=10)
         async with client, client.stream("POST", f"{base}/mcp", json={}) as response:
             async for line in response.aiter_lines():
                 if line.startswith("data:"):
@@ -102,4 +102,4 @@ def test_an_answer_that_goes_on_is_closed_after_a_short_wait(tmp_path: Path) -> 
 
     with serve(app) as base:
         closed_after = anyio.run(call, base)
-    assert http2.DRAIN_SECONDS <= closed_after < 2.0
+    assert outbound_http.DRAIN_SECONDS <= closed_after < 2.0

@@ -5,8 +5,10 @@ adapters POST to ``{base_url}/embeddings`` and ``{base_url}/chat/completions``. 
 may rightly name a private host (an Ollama on the LAN), so no SSRF guard applies here. ``Authorization: Bearer`` is
 sent only when ``api_key`` is not empty.
 
-An ``httpx.Client`` may be injected (tests, connection reuse; the adapter then never closes it); otherwise one is
-made on first use, not in ``__init__``, and ``close()`` releases it. A chat request waits ``timeout``; an embedding
+An ``httpx2.Client`` may be injected (tests, connection reuse; the adapter then never closes it); otherwise one is
+made on first use, not in ``__init__``, and ``close()`` releases it: :func:`mcpbridge.outbound.http.bounded_client`,
+whose answers are at most ``MAX_ANSWER_BYTES`` and whose every network operation keeps to the request's one deadline
+(a server trickling its answer is cut off when the request's time is up). A chat request waits ``timeout``; an embedding
 request waits ``timeout`` plus ``timeout_per_text`` for each text of its batch, so a batch of long passages sent to
 a slow local server gets the time it needs, and a batch that still times out is split in two and each half sent on
 its own (down to single texts).
@@ -21,7 +23,7 @@ a timeout) is tried again, up to ``attempts`` tries in all, after ``retry_backof
     provider_timeout       no answer within ``timeout``
     provider_unreachable   connection refused, reset, DNS or TLS failure
     provider_rejected      any other non-2xx status (400, 401, 403, 404, 422...)
-    provider_bad_response  a body that is not JSON or not shaped as the API documents
+    provider_bad_response  a body that is not JSON, not shaped as the API documents, or larger than MAX_ANSWER_BYTES
 
 Messages name the status and the model, plus the provider's own error message when it is short, on one line and
 quotes none of the input; anything that looks like an API key is redacted from it. Input texts and the API key
@@ -41,9 +43,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-import httpx
+import httpx2
 
 from mcpbridge.errors import InvalidInput, UpstreamError
+from mcpbridge.outbound.http import AnswerTooLarge, bounded_client, overall_deadline
 from mcpbridge.ports import ChatMessage
 
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
@@ -53,6 +56,8 @@ _MAX_PROVIDER_MESSAGE = 200
 _FRAGMENT_CHARS = 40
 _MAX_RETRY_AFTER = 10.0
 _MAX_BACKOFF = 8.0
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
+"""The largest answer read from the provider: a batch of 64 embeddings of 3,072 dimensions is about 4.5 MB of JSON."""
 # Hosts known to refuse fields outside the OpenAI API (a request naming ``input_type`` gets a 400 there).
 _OPENAI_HOSTS = ("api.openai.com", ".openai.azure.com")
 _KEYLIKE = re.compile(r"\b(?:sk|pk|rk|key)-[\w\-*.]*[\w*]|\b[A-Za-z0-9_\-]{32,}\b")
@@ -69,7 +74,7 @@ class _Provider:
         api_key: str,
         model: str,
         *,
-        client: httpx.Client | None,
+        client: httpx2.Client | None,
         timeout: float,
         retry_backoff: float,
         attempts: int = 2,
@@ -109,10 +114,10 @@ class _Provider:
         if client is not None:
             client.close()
 
-    def _http(self) -> httpx.Client:
+    def _http(self) -> httpx2.Client:
         with self._lock:
             if self._client is None:
-                self._client = httpx.Client(timeout=self._timeout, follow_redirects=False)
+                self._client = bounded_client(timeout=self._timeout, max_answer_bytes=MAX_ANSWER_BYTES)
             return self._client
 
     def _details(self, **extra: Any) -> dict[str, Any]:
@@ -136,53 +141,68 @@ class _Provider:
         wait = self._timeout if timeout is None else timeout
         for attempt in range(1, self._attempts + 1):
             last = attempt == self._attempts
-            try:
-                response = self._http().post(url, json=payload, headers=headers, timeout=wait)
-            except httpx.TimeoutException as exc:
-                if retry_timeouts and not last:
-                    self._sleep(attempt, None)
-                    continue
-                raise UpstreamError(
-                    f"{what} did not answer within {wait:g} s", code="provider_timeout", details=self._details()
-                ) from exc
-            except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
-                if not last:
-                    self._sleep(attempt, None)
-                    continue
-                raise UpstreamError(
-                    f"{what} could not be reached ({type(exc).__name__})",
-                    code="provider_unreachable",
-                    details=self._details(),
-                ) from exc
-            except httpx.HTTPError as exc:
-                raise UpstreamError(
-                    f"{what} could not be reached ({type(exc).__name__})",
-                    code="provider_unreachable",
-                    details=self._details(),
-                ) from exc
-
+            response = self._send(url, payload, headers, wait, what, last=last, retry_timeouts=retry_timeouts)
+            if response is None:
+                self._sleep(attempt, None)
+                continue
             status = response.status_code
-            if status == 429 or status >= 500:
-                if not last:
-                    self._sleep(attempt, response)
-                    continue
-                code = "provider_throttled" if status == 429 else "provider_error"
-                raise UpstreamError(
-                    self._status_message(what, response, inputs), code=code, details=self._details(status=status)
-                )
-            if not 200 <= status < 300:
-                raise UpstreamError(
-                    self._status_message(what, response, inputs),
-                    code="provider_rejected",
-                    details=self._details(status=status),
-                )
+            if (status == 429 or status >= 500) and not last:
+                self._sleep(attempt, response)
+                continue
+            self._check_status(what, response, inputs)
             try:
                 return response.json()
             except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
                 raise self._bad_response("the body is not JSON") from exc
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
-    def _sleep(self, attempt: int, response: httpx.Response | None) -> None:
+    def _send(
+        self,
+        url: str,
+        payload: dict[str, Any],
+        headers: dict[str, str],
+        wait: float,
+        what: str,
+        *,
+        last: bool,
+        retry_timeouts: bool,
+    ) -> httpx2.Response | None:
+        """One POST under one overall deadline; None when a transient failure may be retried."""
+        try:
+            with overall_deadline(wait):
+                return self._http().post(url, json=payload, headers=headers, timeout=wait)
+        except AnswerTooLarge as exc:
+            raise self._bad_response(f"the answer is larger than {exc.limit} bytes") from exc
+        except httpx2.TimeoutException as exc:
+            if retry_timeouts and not last:
+                return None
+            raise UpstreamError(
+                f"{what} did not answer within {wait:g} s", code="provider_timeout", details=self._details()
+            ) from exc
+        except httpx2.HTTPError as exc:
+            if isinstance(exc, (httpx2.ConnectError, httpx2.RemoteProtocolError)) and not last:
+                return None
+            raise UpstreamError(
+                f"{what} could not be reached ({type(exc).__name__})",
+                code="provider_unreachable",
+                details=self._details(),
+            ) from exc
+
+    def _check_status(self, what: str, response: httpx2.Response, inputs: Sequence[str]) -> None:
+        status = response.status_code
+        if status == 429 or status >= 500:
+            code = "provider_throttled" if status == 429 else "provider_error"
+            raise UpstreamError(
+                self._status_message(what, response, inputs), code=code, details=self._details(status=status)
+            )
+        if not 200 <= status < 300:
+            raise UpstreamError(
+                self._status_message(what, response, inputs),
+                code="provider_rejected",
+                details=self._details(status=status),
+            )
+
+    def _sleep(self, attempt: int, response: httpx2.Response | None) -> None:
         delay = min(self._retry_backoff * 2 ** (attempt - 1), _MAX_BACKOFF)
         if response is not None:
             try:
@@ -194,12 +214,12 @@ class _Provider:
         if delay > 0:
             time.sleep(delay)
 
-    def _status_message(self, what: str, response: httpx.Response, inputs: Sequence[str]) -> str:
+    def _status_message(self, what: str, response: httpx2.Response, inputs: Sequence[str]) -> str:
         message = f"{what} answered HTTP {response.status_code}"
         detail = self._provider_message(response, inputs)
         return f"{message}: {detail}" if detail else message
 
-    def _provider_message(self, response: httpx.Response, inputs: Sequence[str]) -> str:
+    def _provider_message(self, response: httpx2.Response, inputs: Sequence[str]) -> str:
         """The provider's error message (OpenAI, Ollama, vLLM and FastAPI shapes) when it is safe to repeat."""
         try:
             body = response.json()
@@ -259,7 +279,7 @@ class OpenAIEmbedder(_Provider):
         model: str = DEFAULT_EMBEDDING_MODEL,
         dimensions: int | None = None,
         *,
-        client: httpx.Client | None = None,
+        client: httpx2.Client | None = None,
         timeout: float = 30.0,
         timeout_per_text: float = 0.5,
         batch_size: int = 64,
@@ -281,7 +301,7 @@ class OpenAIEmbedder(_Provider):
         self._dimensions = dimensions
         self._batch_size = batch_size
         self._timeout_per_text = timeout_per_text
-        host = httpx.URL(self._base_url).host
+        host = httpx2.URL(self._base_url).host
         openai = host == _OPENAI_HOSTS[0] or host.endswith(_OPENAI_HOSTS[1])
         self._roles = roles == "input_type" or (roles == "auto" and not openai)
         self._roles_may_stop = roles == "auto"
@@ -386,7 +406,7 @@ class OpenAIChat(_Provider):
         api_key: str,
         model: str = DEFAULT_CHAT_MODEL,
         *,
-        client: httpx.Client | None = None,
+        client: httpx2.Client | None = None,
         timeout: float = 60.0,
         retry_backoff: float = 0.5,
     ) -> None:

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.cli.context import acting_workspace, known_user, opened
@@ -65,7 +65,7 @@ def operator_principal(workspace_id: str, user_id: str = OPERATOR_USER_ID) -> Pr
 class Api:
     """Requests to the REST routes; an answer of 400 or more raises :class:`Problem`."""
 
-    def __init__(self, client: httpx.AsyncClient, principal: Principal | None, settings: Settings) -> None:
+    def __init__(self, client: httpx2.AsyncClient, principal: Principal | None, settings: Settings) -> None:
         self._client = client
         self.principal = principal
         """The operator's principal, or None when the API key of MCPBRIDGE_API_KEY is presented instead."""
@@ -186,10 +186,10 @@ async def connect(
     if principal is not None:
         for app in apps:
             app.dependency_overrides[current_principal] = functools.partial(_fixed, principal)
-    transport = httpx.ASGITransport(app=_Surfaces(*apps), raise_app_exceptions=False)
+    transport = httpx2.ASGITransport(app=_Surfaces(*apps), raise_app_exceptions=False)
     base_url = container.settings.public_base_url.rstrip("/") or DEFAULT_BASE_URL
     try:
-        async with httpx.AsyncClient(transport=transport, base_url=base_url, headers=headers) as client:
+        async with httpx2.AsyncClient(transport=transport, base_url=base_url, headers=headers) as client:
             yield Api(client, principal, container.settings)
     finally:
         pool = container.__dict__.get("connections")  # connections to external services a route opened

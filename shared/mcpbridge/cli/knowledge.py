@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-import httpx
+import httpx2
 
 from mcpbridge.cli.api import Api, Problem, command
 from mcpbridge.cli.output import Column, Progress, deleted, emit, field, shorten, table
@@ -232,7 +232,7 @@ async def _upload(api: Api, kb: str, source: Source, data: bytes) -> dict[str, A
     else:  # a presigned POST to S3
         # Each read or write may stall for 25 s at most; the whole file for _UPLOAD_SECONDS.
         with anyio.fail_after(_UPLOAD_SECONDS):
-            async with httpx.AsyncClient(timeout=httpx.Timeout(25.0)) as client:
+            async with httpx2.AsyncClient(timeout=httpx2.Timeout(25.0)) as client:
                 posted = await client.post(upload["url"], data=upload["fields"], files=files)
         if posted.status_code >= 300:
             refused = f"the blob store refused the file (HTTP {posted.status_code})"

@@ -2,7 +2,8 @@
 
 * :class:`ConnectionSpec` — where and how to connect (URL, transport, already-layered headers, timeouts).
 * :func:`open_session` — one connected SDK :class:`mcp.Client` (``mode="auto"``: ``server/discover`` at 2026-07-28
-  first, the ``initialize`` handshake as fallback), its HTTP going through :mod:`mcpbridge.outbound.http2`.
+  first, the ``initialize`` handshake as fallback), its HTTP going through :mod:`mcpbridge.outbound.http` (every
+  answer bounded by the policy's ``max_answer_bytes``).
 * :class:`Connection` — a long-lived session for one service: paged listings with limits, tool calls (sent on a
   Streamable HTTP session by :mod:`mcpbridge.client.streamable_call`, by the SDK over legacy SSE), one reconnect
   and one retry when the upstream session was rejected, never a replay when the outcome of a call is unknown, and
@@ -17,7 +18,8 @@ Errors are :mod:`mcpbridge.errors` classes: policy refusals stay :class:`~mcpbri
 (``url_*``), upstream failures are :class:`~mcpbridge.errors.UpstreamError` with codes ``upstream_unreachable``,
 ``upstream_unauthorized``, ``upstream_forbidden``, ``upstream_timeout``, ``upstream_session_lost``,
 ``upstream_protocol_error``, ``upstream_error`` (a JSON-RPC error the server answered: ``details["jsonrpc_code"]``),
-``upstream_http_error`` (``details["status"]``), ``upstream_limit_exceeded`` and :class:`OutcomeUnknown`
+``upstream_http_error`` (``details["status"]``), ``upstream_limit_exceeded``, ``answer_too_large``
+(``details["max_bytes"]``: an answer larger than the policy allows, refused as it arrived) and :class:`OutcomeUnknown`
 (``outcome_unknown``). Messages name the host, never the URL's path or query (either may carry a secret), and never
 a header value; a server's own error text is passed on only with those values taken out.
 """
@@ -52,7 +54,7 @@ from mcpbridge.client.tripwire import Tripwire
 from mcpbridge.domain.external_services import Transport
 from mcpbridge.domain.www_authenticate import auth_param
 from mcpbridge.errors import InvalidInput, MCPBridgeError, UpstreamError
-from mcpbridge.outbound.http2 import guarded_async_client2
+from mcpbridge.outbound.http import AnswerTooLarge, guarded_async_client
 from mcpbridge.outbound.policy import EgressPolicy
 
 __all__ = [
@@ -207,6 +209,8 @@ class HttpFacts:
       without the answer; a ``-32000`` the server was seen sending is the server's own error.
     * ``refusal``: why no credentials could be sent or renewed (the bearer auth notes it rather than raising inside the
       HTTP layer, see :func:`note_refusal`); a 401 then is that refusal (``OAuthRequired`` most often).
+    * ``too_large``: an answer to one of its requests was larger than the policy allows (the SDK reports it as a
+      bare JSON-RPC error, or as a stream that ended).
     * ``session_rejected``: set when the server refused a request's MCP session, so nothing ran: HTTP 404 on a
       request carrying ``Mcp-Session-Id`` (the spec's signal), or a 400/404 whose body says the session is unknown
       (stateful TypeScript servers answer ``400 No valid session ID``; legacy SSE servers ``404 Session not found``).
@@ -216,6 +220,7 @@ class HttpFacts:
     post_status: int | None = None
     server_errors: set[int] = field(default_factory=set)
     refusal: MCPBridgeError | None = None
+    too_large: AnswerTooLarge | None = None
     session_rejected: Tripwire = field(default_factory=Tripwire)
     refused: Tripwire = field(default_factory=Tripwire)
 
@@ -234,6 +239,13 @@ def note_refusal(refusal: MCPBridgeError) -> None:
     facts = _FACTS.get()
     if facts is not None:
         facts.refusal = refusal
+
+
+def _note_too_large(error: AnswerTooLarge) -> None:
+    """For the transport: the operation whose answer this is got one larger than the policy allows."""
+    facts = _FACTS.get()
+    if facts is not None:
+        facts.too_large = error
 
 
 async def _on_response(response: httpx2.Response) -> None:
@@ -363,11 +375,16 @@ async def open_session(
         if spec.transport == "http-streamable":
             if endpoint is not None:
                 hooks["response"].append(endpoint.capture_session)
-            http = guarded_async_client2(
-                policy, timeout=_timeouts(spec), headers=spec.headers, auth=spec.auth, event_hooks=hooks
+            http = guarded_async_client(
+                policy,
+                timeout=_timeouts(spec),
+                headers=spec.headers,
+                auth=spec.auth,
+                event_hooks=hooks,
+                on_too_large=_note_too_large,
             )
             await stack.enter_async_context(http)
-            transport = streamable_http_client(spec.url, http_client=http)
+            transport = streamable_http_client(spec.url, http_client=http, max_sse_event_size=policy.max_answer_bytes)
             if endpoint is not None:
                 endpoint.http = http
         else:
@@ -395,8 +412,13 @@ def _sse_transport(spec: ConnectionSpec, policy: EgressPolicy, hooks: dict[str, 
         timeout: httpx2.Timeout | None = None,
         auth: httpx2.Auth | None = None,
     ) -> httpx2.AsyncClient:
-        return guarded_async_client2(
-            policy, timeout=timeout or _timeouts(spec), headers=headers, auth=auth, event_hooks=hooks
+        return guarded_async_client(
+            policy,
+            timeout=timeout or _timeouts(spec),
+            headers=headers,
+            auth=auth,
+            event_hooks=hooks,
+            on_too_large=_note_too_large,
         )
 
     return sse_client(
@@ -498,20 +520,13 @@ def _translate(
     for item in chain:
         if isinstance(item, MCPBridgeError):
             return item
-    status = _status_of(exc)
-    if status is None and facts is not None:
-        status = facts.auth_status
-    if status is None and facts is not None and not sent and facts.post_status in RETRYABLE_HANDSHAKE_STATUSES:
-        # The handshake's POST was answered 502/503/504 (the SDK reports it as a bare JSON-RPC error).
-        status = facts.post_status
-    if status == 401 and facts is not None and facts.refusal is not None:
-        return facts.refusal  # no credentials could be sent or renewed: that is the reason, not the 401
-    if status == 401:
-        return UpstreamError(
-            f"{host} refused the credentials (HTTP 401)", code="upstream_unauthorized", details={"status": 401}
-        )
-    if status == 403:
-        return UpstreamError(f"{host} denied access (HTTP 403)", code="upstream_forbidden", details={"status": 403})
+    too_large = next((item for item in chain if isinstance(item, AnswerTooLarge)), facts.too_large if facts else None)
+    if too_large is not None:
+        return answer_too_large(host, too_large.limit)
+    status = _operation_status(exc, facts, sent=sent)
+    refusal = _auth_refusal(host, status, facts)
+    if refusal is not None:
+        return refusal
     if any(isinstance(item, httpx2.ConnectError | httpx2.ConnectTimeout | ConnectionRefusedError) for item in chain):
         # The connection was never opened: nothing was sent, so trying again is safe.
         return UpstreamError(f"could not connect to {host}", code="upstream_unreachable")
@@ -545,6 +560,46 @@ def _translate(
         code="upstream_protocol_error",
         details={"error": type(exc).__name__},
     )
+
+
+def _operation_status(exc: BaseException, facts: HttpFacts | None, *, sent: bool) -> int | None:
+    """The HTTP status that explains ``exc``: its own, else the operation's auth or handshake answer."""
+    status = _status_of(exc)
+    if status is None and facts is not None:
+        status = facts.auth_status
+    if status is None and facts is not None and not sent and facts.post_status in RETRYABLE_HANDSHAKE_STATUSES:
+        # The handshake's POST was answered 502/503/504 (the SDK reports it as a bare JSON-RPC error).
+        status = facts.post_status
+    return status
+
+
+def _auth_refusal(host: str, status: int | None, facts: HttpFacts | None) -> MCPBridgeError | None:
+    if status == 401 and facts is not None and facts.refusal is not None:
+        return facts.refusal  # no credentials could be sent or renewed: that is the reason, not the 401
+    if status == 401:
+        return UpstreamError(
+            f"{host} refused the credentials (HTTP 401)", code="upstream_unauthorized", details={"status": 401}
+        )
+    if status == 403:
+        return UpstreamError(f"{host} denied access (HTTP 403)", code="upstream_forbidden", details={"status": 403})
+    return None
+
+
+def answer_too_large(host: str, limit: int) -> UpstreamError:
+    """An answer refused for its size (it may have run upstream: the answer came, and was not read)."""
+    return UpstreamError(
+        f"the answer from {host} is larger than {_size(limit)}, the limit set by MCPBRIDGE_UPSTREAM_MAX_ANSWER_BYTES; "
+        "it was not read",
+        code="answer_too_large",
+        details={"max_bytes": limit},
+    )
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if count >= scale and count % scale == 0:
+            return f"{count // scale} {unit}"
+    return f"{count} bytes"
 
 
 def _no_answer(spec: ConnectionSpec, timeout: float) -> OutcomeUnknown:
@@ -759,7 +814,9 @@ class Connection:
 
         owner_scope = anyio.CancelScope()
         facts = HttpFacts()
-        endpoint = StreamableEndpoint(self.spec.url, CLIENT_INFO) if self.spec.transport == "http-streamable" else None
+        endpoint = None
+        if self.spec.transport == "http-streamable":
+            endpoint = StreamableEndpoint(self.spec.url, CLIENT_INFO, self._policy.max_answer_bytes)
 
         async def own() -> None:
             try:
@@ -1105,10 +1162,14 @@ async def probe(
         return ProbeResult(ok=False, error=exc)
 
 
+_PROBE_BYTES = 256 * 1024  # a 401's body and a metadata document are small
+
+
 async def _oauth_metadata(spec: ConnectionSpec, policy: EgressPolicy, until: float | None) -> str | None:
     """The RFC 9728 metadata URL when ``spec.url`` answers 401 and advertises protected-resource metadata."""
     timeout = spec.timeout if until is None else max(0.0, min(spec.timeout, until - anyio.current_time()))
-    async with guarded_async_client2(policy, timeout=spec.timeout, headers=spec.headers) as http:
+    http = guarded_async_client(policy, timeout=spec.timeout, headers=spec.headers, max_answer_bytes=_PROBE_BYTES)
+    async with http:
         try:
             with anyio.fail_after(timeout):
                 answer = await http.post(
@@ -1124,11 +1185,11 @@ async def _oauth_metadata(spec: ConnectionSpec, policy: EgressPolicy, until: flo
                 for candidate in build_protected_resource_metadata_discovery_urls(None, spec.url):
                     try:
                         document = await http.get(candidate, headers={"accept": "application/json"})
-                    except (httpx2.HTTPError, MCPBridgeError):
+                    except (httpx2.HTTPError, AnswerTooLarge, MCPBridgeError):
                         continue
                     if document.status_code == 200 and _is_metadata(document):
                         return candidate
-        except (httpx2.HTTPError, MCPBridgeError, TimeoutError):
+        except (httpx2.HTTPError, AnswerTooLarge, MCPBridgeError, TimeoutError):
             return None
     return None
 

@@ -16,6 +16,10 @@ headers; redirects followed only within the endpoint's origin) and reads the ans
 * in the 2026-07-28 era a ``HEADER_MISMATCH`` answer (the tool's ``Mcp-Param-*`` headers were not known or changed)
   re-lists the tools and sends the call once more, as the SDK does.
 
+An answer is at most the policy's ``max_answer_bytes`` (the transport refuses more, see
+:mod:`mcpbridge.outbound.http`), one event of an event stream as well; a large one is parsed and validated in a
+worker thread, so that it does not hold up every other request on the event loop.
+
 The session's SDK client still does the handshake and the listings, validates a result's structured content
 against the tool's output schema (listing the tools first when it has not yet), and runs a call whose answer asks
 for input (``input_required``): that call is sent again through it, which is how such a call starts.
@@ -34,7 +38,6 @@ import httpx2
 import pydantic_core
 from mcp import Client
 from mcp.client.streamable_http import (
-    DEFAULT_MAX_SSE_EVENT_SIZE,
     DEFAULT_RECONNECTION_DELAY_MS,
     LAST_EVENT_ID,
     MAX_RECONNECTION_ATTEMPTS,
@@ -60,11 +63,15 @@ from mcp.types import (
 )
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from mcpbridge.outbound.policy import DEFAULT_MAX_ANSWER_BYTES
+
 log = logging.getLogger("mcpbridge.services")
 
 _FIRST_ID = 1 << 40
 """Ids of the calls sent here start far above the SDK's own (which count up from 0 on the same session)."""
 _RELIST_PAGES = 100
+OFF_LOOP_BYTES = 256 * 1024
+"""An answer at least this large is parsed and validated in a worker thread (a few milliseconds of CPU and up)."""
 _DECLINED = {
     "sampling/createMessage": "Sampling not supported",
     "elicitation/create": "Elicitation not supported",
@@ -80,6 +87,7 @@ class StreamableEndpoint:
 
     url: str
     client_info: Implementation
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
     http: httpx2.AsyncClient | None = None
     session_id: str | None = None
     protocol_version: str = ""
@@ -117,7 +125,7 @@ class StreamableEndpoint:
         """The tool's result; raises :class:`~mcp.shared.exceptions.MCPError` (a JSON-RPC error, the server's or the
         SDK's word for a failure), ``httpx2`` errors, or what the SDK's output-schema check raises."""
         try:
-            answer = await self._send(name, arguments)
+            answer, size = await self._send(name, arguments)
         except MCPError as mismatch:
             if mismatch.code != HEADER_MISMATCH or not self.modern:
                 raise
@@ -125,10 +133,13 @@ class StreamableEndpoint:
                 await self._relist(client, name)
             except Exception as relist_error:
                 raise mismatch from relist_error
-            answer = await self._send(name, arguments)
+            answer, size = await self._send(name, arguments)
         if answer.get("resultType") == "input_required":
             return await client.call_tool(name, arguments)
-        result = CallToolResult.model_validate(answer)
+        if size < OFF_LOOP_BYTES:
+            result = CallToolResult.model_validate(answer)
+        else:
+            result = await anyio.to_thread.run_sync(CallToolResult.model_validate, answer)
         if not result.is_error:
             await client.session.validate_tool_result(name, result)
         return result
@@ -155,7 +166,8 @@ class StreamableEndpoint:
             headers["mcp-protocol-version"] = self.protocol_version
         return headers
 
-    async def _send(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def _send(self, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """The call's result and the size of the answer it came in."""
         request_id = next(self._ids)
         params: dict[str, Any] = {"name": name, "arguments": arguments}
         headers = self._headers()
@@ -176,7 +188,7 @@ class StreamableEndpoint:
 
     # ------------------------------------------------------------------------------------------ the answer
 
-    async def _answer(self, response: httpx2.Response) -> dict[str, Any]:
+    async def _answer(self, response: httpx2.Response) -> tuple[dict[str, Any], int]:
         status = response.status_code
         if status == 202:
             raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
@@ -197,20 +209,21 @@ class StreamableEndpoint:
                 raise MCPError(INVALID_REQUEST, "Session terminated")
             raise MCPError(INTERNAL_ERROR, "Server returned an error response")
         if content_type.startswith("application/json"):
+            body = await response.aread()
             try:
-                message = pydantic_core.from_json(await response.aread())
+                message = await parsed_json(body)
             except ValueError as exc:
                 raise MCPError(PARSE_ERROR, f"Failed to parse JSON response: {exc}") from None
-            return _settled(message)
+            return _settled(message), len(body)
         if content_type.startswith("text/event-stream"):
             return await self._events(response)
         raise MCPError(INVALID_REQUEST, f"Unexpected content type: {content_type}")
 
-    async def _events(self, response: httpx2.Response) -> dict[str, Any]:
+    async def _events(self, response: httpx2.Response) -> tuple[dict[str, Any], int]:
         """The answer on the call's event stream, resumed with ``Last-Event-ID`` if it ends before the answer."""
         stream = _Stream()
         try:
-            answer = await stream.read(self, httpx2.EventSource(response, max_event_size=DEFAULT_MAX_SSE_EVENT_SIZE))
+            answer = await stream.read(self, httpx2.EventSource(response, max_event_size=self.max_answer_bytes))
         except httpx2.SSEError as exc:
             raise MCPError(CONNECTION_CLOSED, f"SSE stream failed: {exc}") from None
         except MCPError:
@@ -228,7 +241,7 @@ class StreamableEndpoint:
             is_stream = False
             try:
                 async with sse_within_origin(
-                    self._client(), self.url, headers=headers, max_event_size=DEFAULT_MAX_SSE_EVENT_SIZE
+                    self._client(), self.url, headers=headers, max_event_size=self.max_answer_bytes
                 ) as source:
                     source.response.raise_for_status()
                     media = source.response.headers.get("content-type", "").partition(";")[0]
@@ -245,7 +258,7 @@ class StreamableEndpoint:
                 attempt += 1
         if answer is None:
             raise MCPError(CONNECTION_CLOSED, "SSE stream ended without a response")
-        return answer
+        return answer, stream.answer_size
 
     async def reply(self, request: Mapping[str, Any]) -> None:
         """Answer a request the server sent on the call's stream, as the SDK's session does without callbacks."""
@@ -273,6 +286,7 @@ class _Stream:
 
     last_id: str | None = None
     retry_ms: int | None = None
+    answer_size: int = 0
 
     async def read(self, endpoint: StreamableEndpoint, events: httpx2.EventSource) -> dict[str, Any] | None:
         """The answer, or None when the stream ends before it."""
@@ -284,16 +298,24 @@ class _Stream:
             if event.event != "message" or not event.data:
                 continue  # a priming event (an id, no data) or another kind of event
             try:
-                message = pydantic_core.from_json(event.data)
+                message = await parsed_json(event.data)
             except ValueError as exc:
                 raise MCPError(PARSE_ERROR, f"Failed to parse SSE message: {exc}") from None
             if not isinstance(message, dict) or not ("result" in message or "error" in message or "method" in message):
                 raise MCPError(PARSE_ERROR, "Failed to parse SSE message: not a JSON-RPC message")
             if "result" in message or "error" in message:
+                self.answer_size = len(event.data)
                 return _settled(message)
             if "id" in message and not endpoint.modern:
                 await endpoint.reply(message)  # a request from the server; a notification is passed over
         return None
+
+
+async def parsed_json(data: bytes | str) -> Any:
+    """``data`` parsed as JSON; in a worker thread when it is large (raises ValueError)."""
+    if len(data) < OFF_LOOP_BYTES:
+        return pydantic_core.from_json(data)
+    return await anyio.to_thread.run_sync(pydantic_core.from_json, data)
 
 
 def _error_of(message: Any) -> MCPError | None:

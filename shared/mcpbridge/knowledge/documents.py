@@ -140,7 +140,7 @@ class Documents:
         title = clean_title(title)
         self._bases.get(access, kb_id)
         # Fetched now, through the SSRF guard (every redirect and resolved address checked), so a refusal is
-        # reported to the caller and nothing is stored. Imported here: httpx is ~50 ms of the MCP endpoint's cold
+        # reported to the caller and nothing is stored. Imported here: httpx2 is ~50 ms of the MCP endpoint's cold
         # start, and only this operation needs it there.
         from mcpbridge.outbound.http import fetch
 

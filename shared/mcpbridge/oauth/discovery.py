@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import anyio
-import httpx
+import httpx2
 from mcp.client.auth.utils import (
     build_oauth_authorization_server_metadata_discovery_urls,
     build_protected_resource_metadata_discovery_urls,
@@ -76,7 +76,7 @@ async def _challenge(service: ExternalService, policy: EgressPolicy, timeout: fl
     """``(resource_metadata, scope)`` from the 401 the MCP server answers to an unauthenticated request."""
     require_https(policy, service.url, "MCP server")
     headers = {"accept": "application/json, text/event-stream", **service.headers}
-    with contextlib.suppress(httpx.HTTPError, MCPBridgeError, TimeoutError):
+    with contextlib.suppress(httpx2.HTTPError, MCPBridgeError, TimeoutError):
         async with guarded_async_client(policy, timeout=timeout) as http:
             with anyio.fail_after(timeout):
                 if service.transport == "sse":

@@ -1,22 +1,35 @@
-"""HTTP that can only reach what an :class:`~mcpbridge.outbound.policy.EgressPolicy` allows.
+"""Outbound HTTP on ``httpx2`` (the MCP SDK's HTTP library): one stack, one SSRF guard, bounded answers.
 
 Checking a hostname and then letting the HTTP library resolve it again is a DNS-rebinding hole (the second answer
-may be 127.0.0.1). Here the check *is* the resolution: a custom httpcore network backend resolves the host through the
-policy when it opens a connection and connects to one of exactly those addresses. The connection pool still keys on
-the hostname, so the Host header, TLS SNI and certificate verification all use the hostname, not the IP.
+may be 127.0.0.1). Here the check *is* the resolution: a network backend under httpcore2's connection pool resolves
+the host through the :class:`~mcpbridge.outbound.policy.EgressPolicy` when it opens a connection and connects to one
+of exactly those addresses. The pool still keys on the hostname, so the Host header, TLS SNI and certificate
+verification all use the hostname, not the IP.
 
 Layers, bottom up:
 
-* ``PinnedBackend`` / ``PinnedAsyncBackend`` — httpcore network backends: resolve via the policy, connect to the
-  approved address, refuse unix sockets.
-* ``GuardedTransport`` / ``GuardedAsyncTransport`` — httpx transports mirroring httpx's own ``HTTPTransport`` over an
-  httpcore pool with the pinned backend; they also run :meth:`EgressPolicy.check_url` on every request.
-* ``guarded_client`` / ``guarded_async_client`` — httpx clients that never follow redirects and ignore proxy
+* ``PinnedBackend`` / ``PinnedAsyncBackend`` — httpcore2 network backends: resolve via the policy, connect to the
+  approved address, refuse unix sockets. The async one dials through :class:`~mcpbridge.outbound.wire.AsyncioBackend`
+  (the running loop's own transports); the sync one through httpcore2's sockets, every operation also bounded by the
+  current :func:`fetch`'s overall deadline.
+* ``GuardedTransport`` / ``GuardedAsyncTransport`` — httpx2 transports over httpcore2's pool with a pinned backend;
+  they run :meth:`EgressPolicy.check_url` on every request and bound every answer (see *Answers* below).
+  With no policy, the sync transport bounds answers without the guard, for addresses the operator configured (a
+  model API: :func:`bounded_client`).
+* ``guarded_client`` / ``guarded_async_client`` — httpx2 clients that never follow redirects and ignore proxy
   environment variables (a proxy would resolve the name itself and bypass the pin).
 * ``fetch`` / ``fetch_async`` — GET with manual redirects (each hop re-checked), a size cap and one overall deadline.
+
+Answers: a body is counted as it arrives and never buffered past ``max_answer_bytes``; an event stream
+(``text/event-stream``, which may rightly run for hours) is bounded per event instead. A body that declares a larger
+``Content-Length`` is refused before a byte of it is read. Past the cap, reading raises :class:`AnswerTooLarge` and
+the connection is closed (an answer not read to its end is never reused). :class:`AnswerTooLarge` is an
+``httpx2.StreamError``: the MCP SDK turns one into a failed request (its session goes on), and ``on_too_large`` lets
+the caller note it where the SDK does not pass the exception on.
 """
 
-# Over 400 lines: the guarded httpx client, redirects and bounded fetches: one path for every outbound request.
+# Over 400 lines: the pinned backends, the bounded transports, redirects and fetches: one path for every outbound
+# request.
 
 from __future__ import annotations
 
@@ -25,28 +38,50 @@ import contextvars
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import anyio.to_thread
-import httpcore
-import httpx
+import httpcore2
+import httpx2
 
 from mcpbridge.errors import InvalidInput, PayloadTooLarge, UpstreamError
 from mcpbridge.outbound.pinning import connect_first, is_ip_literal, resolve_async
-from mcpbridge.outbound.policy import EgressPolicy, IPAddress, Target
+from mcpbridge.outbound.policy import DEFAULT_MAX_ANSWER_BYTES, EgressPolicy, IPAddress, Target
+from mcpbridge.outbound.wire import AsyncioBackend
 
 MAX_REDIRECTS = 5
+KEEPALIVE_SECONDS = 4.0
+"""How long an idle connection is kept: under the 5 s after which Node's and uvicorn's servers close theirs by
+default, so a request never goes out on a connection the server is closing at that moment (a tool call sent then
+would fail with its outcome unknown)."""
+
+DRAIN_BYTES = 64 * 1024
+DRAIN_SECONDS = 0.5
+
+_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_SECONDS)
 
 # The end of the current fetch() (time.monotonic()), read by the sync network streams so that one deadline bounds
-# the whole exchange: httpx's own timeouts restart with every read, so a server trickling a byte a second never
-# trips them. Sync httpcore does all I/O in the calling thread, so a context variable reaches it.
+# the whole exchange: httpx2's own timeouts restart with every read, so a server trickling a byte a second never
+# trips them. Sync httpcore2 does all I/O in the calling thread, so a context variable reaches it.
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("mcpbridge_outbound_deadline", default=None)
 
 
-def _bounded(timeout: float | None, error: type[httpcore.TimeoutException]) -> float | None:
+class AnswerTooLarge(httpx2.StreamError):
+    """An answer (or one event of an event stream) larger than the cap its transport applies."""
+
+    def __init__(self, host: str, limit: int, *, event: bool = False) -> None:
+        what = "an event of the answer" if event else "the answer"
+        super().__init__(f"{what} from {host} is larger than {limit} bytes")
+        self.host = host
+        self.limit = limit
+
+
+OnTooLarge = Callable[[AnswerTooLarge], None]
+
+
+def _bounded(timeout: float | None, error: type[httpcore2.TimeoutException]) -> float | None:
     """``timeout`` shortened to what is left of the current deadline; raises ``error`` once it has passed."""
     deadline = _DEADLINE.get()
     if deadline is None:
@@ -57,34 +92,76 @@ def _bounded(timeout: float | None, error: type[httpcore.TimeoutException]) -> f
     return remaining if timeout is None else min(timeout, remaining)
 
 
+@contextlib.contextmanager
+def overall_deadline(seconds: float) -> Iterator[None]:
+    """Bound every sync network operation of the guarded and bounded transports in this block to one deadline."""
+    token = _DEADLINE.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Network backends: the pin
 
 
-class _DeadlineStream(httpcore.NetworkStream):
-    """A sync network stream whose every operation also respects the current fetch deadline."""
+class _DeadlineStream(httpcore2.NetworkStream):
+    """A sync network stream whose every operation also respects the current overall deadline."""
 
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
+    def __init__(self, inner: httpcore2.NetworkStream) -> None:
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+        return self._inner.read(max_bytes, _bounded(timeout, httpcore2.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+        self._inner.write(buffer, _bounded(timeout, httpcore2.WriteTimeout))
 
     def close(self) -> None:
         self._inner.close()
 
     def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.NetworkStream:
+    ) -> httpcore2.NetworkStream:
         return _DeadlineStream(
-            self._inner.start_tls(ssl_context, server_hostname, _bounded(timeout, httpcore.ConnectTimeout))
+            self._inner.start_tls(ssl_context, server_hostname, _bounded(timeout, httpcore2.ConnectTimeout))
         )
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
+
+
+class DeadlineBackend(httpcore2.NetworkBackend):
+    """httpcore2's sync sockets, every operation bounded by the current overall deadline (see
+    :func:`overall_deadline`); no unix sockets."""
+
+    def __init__(self, inner: httpcore2.NetworkBackend | None = None) -> None:
+        self._inner = inner or httpcore2.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.NetworkStream:
+        stream = self._inner.connect_tcp(
+            host, port, _bounded(timeout, httpcore2.ConnectTimeout), local_address, socket_options
+        )
+        return _DeadlineStream(stream)
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.NetworkStream:
+        raise httpcore2.UnsupportedProtocol("unix sockets cannot be reached through the outbound guard")
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
 
 
 def _resolve_within(policy: EgressPolicy, host: str, port: int, timeout: float | None) -> list[IPAddress]:
@@ -106,23 +183,23 @@ def _resolve_within(policy: EgressPolicy, host: str, port: int, timeout: float |
     thread.start()
     thread.join(timeout)
     if not outcome:
-        raise httpcore.ConnectTimeout(f"resolving the host took longer than {timeout:.1f} s")
+        raise httpcore2.ConnectTimeout(f"resolving the host took longer than {timeout:.1f} s")
     result = outcome[0]
     if isinstance(result, BaseException):
         raise result
     return result
 
 
-class PinnedBackend(httpcore.NetworkBackend):
+class PinnedBackend(DeadlineBackend):
     """Opens TCP connections only to addresses ``policy`` approved for the host, resolving once per connection.
 
-    Policy refusals raise :class:`~mcpbridge.errors.InvalidInput` out of ``connect_tcp``; httpcore and httpx pass
+    Policy refusals raise :class:`~mcpbridge.errors.InvalidInput` out of ``connect_tcp``; httpcore2 and httpx2 pass
     such exceptions through unchanged.
     """
 
-    def __init__(self, policy: EgressPolicy, inner: httpcore.NetworkBackend | None = None) -> None:
+    def __init__(self, policy: EgressPolicy, inner: httpcore2.NetworkBackend | None = None) -> None:
+        super().__init__(inner)
         self._policy = policy
-        self._inner = inner or httpcore.SyncBackend()
 
     def connect_tcp(
         self,
@@ -130,41 +207,27 @@ class PinnedBackend(httpcore.NetworkBackend):
         port: int,
         timeout: float | None = None,
         local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        addresses = _resolve_within(self._policy, host, port, _bounded(timeout, httpcore.ConnectTimeout))
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.NetworkStream:
+        addresses = _resolve_within(self._policy, host, port, _bounded(timeout, httpcore2.ConnectTimeout))
         failure: Exception | None = None
         # Every address was approved, so falling back to the next one (like a browser) is safe.
         for address in addresses:
             try:
-                stream = self._inner.connect_tcp(
-                    str(address), port, _bounded(timeout, httpcore.ConnectTimeout), local_address, socket_options
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                return super().connect_tcp(str(address), port, timeout, local_address, socket_options)
+            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
                 failure = exc
-                continue
-            return _DeadlineStream(stream)
         assert failure is not None  # resolve_host never returns an empty list
         raise failure
 
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        raise httpcore.UnsupportedProtocol("unix sockets cannot be reached through the outbound guard")
 
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
+class PinnedAsyncBackend(httpcore2.AsyncNetworkBackend):
+    """The async twin of :class:`PinnedBackend` (name resolution runs in a worker thread); connections are made on
+    the running loop's own transports by default."""
 
-
-class PinnedAsyncBackend(httpcore.AsyncNetworkBackend):
-    """The async twin of :class:`PinnedBackend` (name resolution runs in a worker thread)."""
-
-    def __init__(self, policy: EgressPolicy, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
+    def __init__(self, policy: EgressPolicy, inner: httpcore2.AsyncNetworkBackend | None = None) -> None:
         self._policy = policy
-        self._inner = inner or httpcore.AnyIOBackend()
+        self._inner = inner or AsyncioBackend()
 
     async def connect_tcp(
         self,
@@ -172,65 +235,178 @@ class PinnedAsyncBackend(httpcore.AsyncNetworkBackend):
         port: int,
         timeout: float | None = None,
         local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        addresses = await resolve_async(self._policy, host, port, timeout, httpcore.ConnectTimeout)
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        addresses = await resolve_async(self._policy, host, port, timeout, httpcore2.ConnectTimeout)
         return await connect_first(
             addresses,
             lambda address: self._inner.connect_tcp(address, port, timeout, local_address, socket_options),
-            (httpcore.ConnectError, httpcore.ConnectTimeout),
+            (httpcore2.ConnectError, httpcore2.ConnectTimeout),
         )
 
     async def connect_unix_socket(
         self,
         path: str,
         timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.UnsupportedProtocol("unix sockets cannot be reached through the outbound guard")
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        raise httpcore2.UnsupportedProtocol("unix sockets cannot be reached through the outbound guard")
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# httpx transports (mirroring httpx._transports.default.HTTPTransport)
+# Answers: counted as they arrive
 
-# Most specific first: httpcore.ConnectTimeout must become httpx.ConnectTimeout, not httpx.TimeoutException.
-_HTTPCORE_TO_HTTPX: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.ProxyError, httpx.ProxyError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
+# Most specific first: httpcore2.ConnectTimeout must become httpx2.ConnectTimeout, not httpx2.TimeoutException.
+_CORE_TO_HTTPX2: tuple[tuple[type[Exception], type[httpx2.TransportError]], ...] = (
+    (httpcore2.ConnectTimeout, httpx2.ConnectTimeout),
+    (httpcore2.ReadTimeout, httpx2.ReadTimeout),
+    (httpcore2.WriteTimeout, httpx2.WriteTimeout),
+    (httpcore2.PoolTimeout, httpx2.PoolTimeout),
+    (httpcore2.TimeoutException, httpx2.TimeoutException),
+    (httpcore2.ConnectError, httpx2.ConnectError),
+    (httpcore2.ReadError, httpx2.ReadError),
+    (httpcore2.WriteError, httpx2.WriteError),
+    (httpcore2.NetworkError, httpx2.NetworkError),
+    (httpcore2.ProxyError, httpx2.ProxyError),
+    (httpcore2.UnsupportedProtocol, httpx2.UnsupportedProtocol),
+    (httpcore2.LocalProtocolError, httpx2.LocalProtocolError),
+    (httpcore2.RemoteProtocolError, httpx2.RemoteProtocolError),
+    (httpcore2.ProtocolError, httpx2.ProtocolError),
 )
 
 
 @contextlib.contextmanager
-def _httpx_errors() -> Iterator[None]:
-    """Re-raise httpcore exceptions as their httpx counterparts; everything else (policy refusals) unchanged."""
+def _httpx2_errors() -> Iterator[None]:
+    """Re-raise httpcore2 exceptions as their httpx2 counterparts; everything else (policy refusals) unchanged."""
     try:
         yield
     except Exception as exc:
-        for source, target in _HTTPCORE_TO_HTTPX:
+        for source, target in _CORE_TO_HTTPX2:
             if isinstance(exc, source):
                 raise target(str(exc)) from exc
         raise
 
 
-def _core_request(request: httpx.Request, content: Iterable[bytes] | AsyncIterable[bytes]) -> httpcore.Request:
-    return httpcore.Request(
+_EVENT_ENDS = (b"\n\n", b"\r\r", b"\n\r\n", b"\r\n\r")
+
+
+class _Meter:
+    """Counts an answer's bytes against its cap: the whole body, or (an event stream) each event, that is the bytes
+    since the last blank line."""
+
+    def __init__(self, response: httpcore2.Response, host: str, limit: int, on_too_large: OnTooLarge | None) -> None:
+        content_type = _header(response.headers, b"content-type")
+        self.events = content_type.lower().startswith(b"text/event-stream")
+        self.host = host
+        self.limit = limit
+        self.on_too_large = on_too_large
+        self.size = 0
+        self.tail = b""  # the last bytes of the previous chunk, where a blank line may begin
+        self.tripped = False
+        length = _header(response.headers, b"content-length").strip()
+        self.declared_too_large = not self.events and length.isdigit() and int(length) > limit
+
+    def count(self, chunk: bytes) -> None:
+        if self.events:
+            window = self.tail + chunk
+            end = -1
+            for mark in _EVENT_ENDS:
+                at = window.rfind(mark)
+                if at >= 0:
+                    end = max(end, at + len(mark))
+            self.size = len(window) - end if end >= 0 else self.size + len(chunk)
+            self.tail = window[-3:]
+        else:
+            self.size += len(chunk)
+        if self.size > self.limit:
+            raise self.refuse()
+
+    def refuse(self) -> AnswerTooLarge:
+        self.tripped = True
+        error = AnswerTooLarge(self.host, self.limit, event=self.events)
+        if self.on_too_large is not None:
+            self.on_too_large(error)
+        return error
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes:
+    for key, value in headers:
+        if key.lower() == name:
+            return value
+    return b""
+
+
+class _AsyncAnswer(httpx2.AsyncByteStream):
+    """A response body counted against its cap. With ``drain`` (a POST's answer), the rest of an answer closed
+    before its end is read first, so its connection is reused.
+
+    The SDK stops reading a POST's event stream at the answer it waits for and closes the response, although the
+    server ends the stream right after: a connection whose body is not read to its end cannot be reused, so every
+    tool call opened a new TCP connection (and TLS session). Closing a POST's answer before its end first reads
+    what is left, at most ``DRAIN_BYTES`` within ``DRAIN_SECONDS`` (after the SDK has handed the answer on, so no
+    caller waits for it); a body that goes on (a stream the server keeps open) is closed then, as before."""
+
+    def __init__(self, stream: AsyncIterable[bytes], meter: _Meter, *, drain: bool) -> None:
+        self._stream = stream
+        self._chunks = stream.__aiter__()  # one iterator for the reads and the drain
+        self._meter = meter
+        self._drain = drain
+        self._ended = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._meter.declared_too_large:
+            raise self._meter.refuse()
+        with _httpx2_errors():
+            while (chunk := await self._next()) is not None:
+                self._meter.count(chunk)
+                yield chunk
+
+    async def _next(self) -> bytes | None:
+        try:
+            return await self._chunks.__anext__()
+        except StopAsyncIteration:
+            self._ended = True
+            return None
+
+    async def aclose(self) -> None:
+        if self._drain and not self._ended and not self._meter.tripped and not self._meter.declared_too_large:
+            read = 0
+            with anyio.move_on_after(DRAIN_SECONDS), contextlib.suppress(Exception):
+                while read <= DRAIN_BYTES and (chunk := await self._next()) is not None:
+                    read += len(chunk)
+        aclose = getattr(self._stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+class _SyncAnswer(httpx2.SyncByteStream):
+    """The sync twin of :class:`_AsyncAnswer` (without the drain)."""
+
+    def __init__(self, stream: Iterable[bytes], meter: _Meter) -> None:
+        self._stream = stream
+        self._meter = meter
+
+    def __iter__(self) -> Iterator[bytes]:
+        if self._meter.declared_too_large:
+            raise self._meter.refuse()
+        with _httpx2_errors():
+            for chunk in self._stream:
+                self._meter.count(chunk)
+                yield chunk
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            close()
+
+
+def _core_request(request: httpx2.Request, content: Iterable[bytes] | AsyncIterable[bytes]) -> httpcore2.Request:
+    return httpcore2.Request(
         method=request.method,
-        url=httpcore.URL(
+        url=httpcore2.URL(
             scheme=request.url.raw_scheme,
             host=request.url.raw_host,
             port=request.url.port,
@@ -244,68 +420,52 @@ def _core_request(request: httpx.Request, content: Iterable[bytes] | AsyncIterab
 
 def _ssl_context(ssl_context: ssl.SSLContext | None) -> ssl.SSLContext:
     # trust_env=False: SSL_CERT_FILE and friends do not change what this process trusts behind the caller's back.
-    return ssl_context if ssl_context is not None else httpx.create_ssl_context(trust_env=False)
+    return ssl_context if ssl_context is not None else httpx2.create_ssl_context(trust_env=False)
 
 
-class _ResponseStream(httpx.SyncByteStream):
-    def __init__(self, stream: Iterable[bytes]) -> None:
-        self._stream = stream
-
-    def __iter__(self) -> Iterator[bytes]:
-        with _httpx_errors():
-            yield from self._stream
-
-    def close(self) -> None:
-        close = getattr(self._stream, "close", None)
-        if close is not None:
-            close()
+def _limit(policy: EgressPolicy | None, max_answer_bytes: int | None) -> int:
+    if max_answer_bytes is not None:
+        return max_answer_bytes
+    return policy.max_answer_bytes if policy is not None else DEFAULT_MAX_ANSWER_BYTES
 
 
-class _AsyncResponseStream(httpx.AsyncByteStream):
-    def __init__(self, stream: AsyncIterable[bytes]) -> None:
-        self._stream = stream
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _httpx_errors():
-            async for part in self._stream:
-                yield part
-
-    async def aclose(self) -> None:
-        aclose = getattr(self._stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
-_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
-
-
-class GuardedTransport(httpx.BaseTransport):
-    """A sync httpx transport: every request's URL is checked, every connection pinned to an approved address.
+class GuardedTransport(httpx2.BaseTransport):
+    """A sync httpx2 transport: every request's URL is checked, every connection pinned to an approved address, every
+    answer bounded by ``max_answer_bytes``. With ``policy=None``, no guard (for addresses the operator configured).
 
     No proxy support on purpose. ``ssl_context`` replaces the default trust store (certifi), e.g. for a private CA.
     """
 
-    def __init__(self, policy: EgressPolicy, *, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        policy: EgressPolicy | None,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        max_answer_bytes: int | None = None,
+    ) -> None:
         self._policy = policy
-        self._pool = httpcore.ConnectionPool(
+        self._limit = _limit(policy, max_answer_bytes)
+        self._pool = httpcore2.ConnectionPool(
             ssl_context=_ssl_context(ssl_context),
             max_connections=_LIMITS.max_connections,
             max_keepalive_connections=_LIMITS.max_keepalive_connections,
             keepalive_expiry=_LIMITS.keepalive_expiry,
-            network_backend=PinnedBackend(policy),
+            network_backend=DeadlineBackend() if policy is None else PinnedBackend(policy),
         )
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         """Check the URL, then send through the pinned pool (a new connection resolves and checks the host)."""
-        self._policy.check_url(str(request.url))
-        assert isinstance(request.stream, httpx.SyncByteStream)
-        with _httpx_errors():
+        if self._policy is not None:
+            self._policy.check_url(str(request.url))
+        assert isinstance(request.stream, httpx2.SyncByteStream)
+        with _httpx2_errors():
             response = self._pool.handle_request(_core_request(request, request.stream))
         assert isinstance(response.stream, Iterable)
-        return httpx.Response(
+        meter = _Meter(response, request.url.host, self._limit, None)
+        return httpx2.Response(
             status_code=response.status,
             headers=response.headers,
-            stream=_ResponseStream(response.stream),
+            stream=_SyncAnswer(response.stream, meter),
             extensions=response.extensions,
         )
 
@@ -314,12 +474,23 @@ class GuardedTransport(httpx.BaseTransport):
         self._pool.close()
 
 
-class GuardedAsyncTransport(httpx.AsyncBaseTransport):
-    """The async twin of :class:`GuardedTransport`."""
+class GuardedAsyncTransport(httpx2.AsyncBaseTransport):
+    """The async twin of :class:`GuardedTransport`, on httpcore2's pool over the running loop's own transports; the
+    rest of a POST's answer closed early is drained so that its connection is reused (see :class:`_AsyncAnswer`).
+    ``on_too_large`` is told of every answer refused for its size, in the task that was reading it."""
 
-    def __init__(self, policy: EgressPolicy, *, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        policy: EgressPolicy,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        max_answer_bytes: int | None = None,
+        on_too_large: OnTooLarge | None = None,
+    ) -> None:
         self._policy = policy
-        self._pool = httpcore.AsyncConnectionPool(
+        self._limit = _limit(policy, max_answer_bytes)
+        self._on_too_large = on_too_large
+        self._pool = httpcore2.AsyncConnectionPool(
             ssl_context=_ssl_context(ssl_context),
             max_connections=_LIMITS.max_connections,
             max_keepalive_connections=_LIMITS.max_keepalive_connections,
@@ -327,17 +498,18 @@ class GuardedAsyncTransport(httpx.AsyncBaseTransport):
             network_backend=PinnedAsyncBackend(policy),
         )
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """Check the URL, then send through the pinned pool (a new connection resolves and checks the host)."""
         self._policy.check_url(str(request.url))
-        assert isinstance(request.stream, httpx.AsyncByteStream)
-        with _httpx_errors():
+        assert isinstance(request.stream, httpx2.AsyncByteStream)
+        with _httpx2_errors():
             response = await self._pool.handle_async_request(_core_request(request, request.stream))
         assert isinstance(response.stream, AsyncIterable)
-        return httpx.Response(
+        meter = _Meter(response, request.url.host, self._limit, self._on_too_large)
+        return httpx2.Response(
             status_code=response.status,
             headers=response.headers,
-            stream=_AsyncResponseStream(response.stream),
+            stream=_AsyncAnswer(response.stream, meter, drain=request.method == "POST"),
             extensions=response.extensions,
         )
 
@@ -346,11 +518,29 @@ class GuardedAsyncTransport(httpx.AsyncBaseTransport):
         await self._pool.aclose()
 
 
-def guarded_client(policy: EgressPolicy, *, timeout: float, ssl_context: ssl.SSLContext | None = None) -> httpx.Client:
-    """An httpx client for URLs someone else chose: guarded transport, no redirects followed, no proxies from the
+def guarded_client(
+    policy: EgressPolicy,
+    *,
+    timeout: float,
+    ssl_context: ssl.SSLContext | None = None,
+    max_answer_bytes: int | None = None,
+) -> httpx2.Client:
+    """An httpx2 client for URLs someone else chose: guarded transport, no redirects followed, no proxies from the
     environment. Follow redirects yourself and send each hop through this client (or use :func:`fetch`)."""
-    return httpx.Client(
-        transport=GuardedTransport(policy, ssl_context=ssl_context),
+    return httpx2.Client(
+        transport=GuardedTransport(policy, ssl_context=ssl_context, max_answer_bytes=max_answer_bytes),
+        timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,
+    )
+
+
+def bounded_client(*, timeout: float, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> httpx2.Client:
+    """A sync httpx2 client for an address the operator configured (a model API, which may rightly be on the LAN):
+    no SSRF guard, but the same answer caps, no redirects followed, and every network operation within the current
+    :func:`overall_deadline`."""
+    return httpx2.Client(
+        transport=GuardedTransport(None, max_answer_bytes=max_answer_bytes),
         timeout=timeout,
         follow_redirects=False,
         trust_env=False,
@@ -358,14 +548,28 @@ def guarded_client(policy: EgressPolicy, *, timeout: float, ssl_context: ssl.SSL
 
 
 def guarded_async_client(
-    policy: EgressPolicy, *, timeout: float, ssl_context: ssl.SSLContext | None = None
-) -> httpx.AsyncClient:
-    """The async twin of :func:`guarded_client`."""
-    return httpx.AsyncClient(
-        transport=GuardedAsyncTransport(policy, ssl_context=ssl_context),
+    policy: EgressPolicy,
+    *,
+    timeout: httpx2.Timeout | float,
+    headers: Mapping[str, str] | None = None,
+    auth: httpx2.Auth | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
+    max_answer_bytes: int | None = None,
+    on_too_large: OnTooLarge | None = None,
+) -> httpx2.AsyncClient:
+    """The async twin of :func:`guarded_client`; ``on_too_large``: see :class:`GuardedAsyncTransport`."""
+    transport = GuardedAsyncTransport(
+        policy, ssl_context=ssl_context, max_answer_bytes=max_answer_bytes, on_too_large=on_too_large
+    )
+    return httpx2.AsyncClient(
+        transport=transport,
         timeout=timeout,
+        headers=dict(headers or {}),
+        auth=auth,
         follow_redirects=False,
         trust_env=False,
+        event_hooks=dict(event_hooks or {}),
     )
 
 
@@ -413,8 +617,8 @@ class _Hops:
         self.url = url
         self.count = 0
         self.host = ""
-        # identity: a compressed body would be inflated by httpx before max_bytes could stop it (zip bombs).
-        self.headers = httpx.Headers({"accept-encoding": "identity"})
+        # identity: a compressed body would be inflated by httpx2 before max_bytes could stop it (zip bombs).
+        self.headers = httpx2.Headers({"accept-encoding": "identity"})
         self.headers.update(headers or {})
         if accept is not None:
             self.headers["accept"] = accept
@@ -429,7 +633,7 @@ class _Hops:
                 raise
             raise _redirect_refused(exc.message.removeprefix("refused: "), reason_code=exc.code) from exc
 
-    def redirect(self, response: httpx.Response) -> str | None:
+    def redirect(self, response: httpx2.Response) -> str | None:
         """The next URL when ``response`` is a redirect with a Location, else None."""
         if not response.has_redirect_location:
             return None
@@ -437,12 +641,12 @@ class _Hops:
             raise _redirect_refused(f"more than {MAX_REDIRECTS} redirects (the last one from {self.host})")
         try:
             return str(response.url.join(response.headers["location"]))
-        except httpx.InvalidURL:
+        except httpx2.InvalidURL:
             raise _redirect_refused(f"{self.host} redirected to an invalid URL") from None
 
     def follow(self, url: str) -> None:
         """Move to ``url``; credentials for the old origin are not sent to a new one."""
-        old, new = httpx.URL(self.url), httpx.URL(url)
+        old, new = httpx2.URL(self.url), httpx2.URL(url)
         if (old.scheme, old.host, old.port) != (new.scheme, new.host, new.port):
             for name in _CREDENTIAL_HEADERS:
                 self.headers.pop(name, None)
@@ -455,8 +659,8 @@ def _redirect_refused(reason: str, *, reason_code: str | None = None) -> Invalid
     return InvalidInput(f"refused a redirect: {reason}", code="url_redirect_refused", details=details)
 
 
-def _failure_reason(exc: httpx.TransportError) -> str:
-    # httpcore's pool re-raises "from None", so the SSL error hangs on __context__, not __cause__. Bounded walk.
+def _failure_reason(exc: httpx2.TransportError) -> str:
+    # httpcore2's pool re-raises "from None", so the SSL error hangs on __context__, not __cause__. Bounded walk.
     cause: BaseException | None = exc
     for _ in range(10):
         if cause is None:
@@ -464,37 +668,39 @@ def _failure_reason(exc: httpx.TransportError) -> str:
         if isinstance(cause, ssl.SSLCertVerificationError):
             return "the TLS certificate could not be verified"
         cause = cause.__cause__ or cause.__context__
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, httpx2.ConnectError):
         return "could not connect"
-    if isinstance(exc, httpx.NetworkError):
+    if isinstance(exc, httpx2.NetworkError):
         return "the connection broke"
-    if isinstance(exc, httpx.ProtocolError):
+    if isinstance(exc, httpx2.ProtocolError):
         return "the server did not speak HTTP correctly"
     return f"transport error ({type(exc).__name__})"
 
 
 @contextlib.contextmanager
-def _upstream_errors(hops: _Hops, timeout: float) -> Iterator[None]:
-    """httpx exceptions as mcpbridge errors naming the host (never the URL: its query may hold a secret)."""
+def _upstream_errors(hops: _Hops, timeout: float, max_bytes: int) -> Iterator[None]:
+    """httpx2 exceptions as mcpbridge errors naming the host (never the URL: its query may hold a secret)."""
     try:
         yield
-    except httpx.TimeoutException as exc:
+    except AnswerTooLarge as exc:
+        raise _too_large(hops, max_bytes) from exc
+    except httpx2.TimeoutException as exc:
         raise _timed_out(hops, timeout) from exc
-    except httpx.UnsupportedProtocol as exc:
+    except httpx2.UnsupportedProtocol as exc:
         raise InvalidInput(f"refused: {hops.host} cannot be fetched (unsupported URL)", code="url_invalid") from exc
-    except httpx.RemoteProtocolError as exc:
-        # httpx reads a redirect's Location itself (to offer response.next_request) before we see the response: a
+    except httpx2.RemoteProtocolError as exc:
+        # httpx2 reads a redirect's Location itself (to offer response.next_request) before we see the response: a
         # Location it cannot parse ("http://0177.0.0.1/") is a refused redirect, not a server speaking bad HTTP.
-        if isinstance(exc.__context__, httpx.InvalidURL):
+        if isinstance(exc.__context__, httpx2.InvalidURL):
             raise _redirect_refused(f"{hops.host} redirected to an invalid URL") from exc
         raise _fetch_failed(hops, exc) from exc
-    except httpx.TransportError as exc:
+    except httpx2.TransportError as exc:
         raise _fetch_failed(hops, exc) from exc
-    except httpx.InvalidURL as exc:
+    except httpx2.InvalidURL as exc:
         raise InvalidInput(f"refused: the URL for {hops.host} is not valid", code="url_invalid") from exc
 
 
-def _fetch_failed(hops: _Hops, exc: httpx.TransportError) -> UpstreamError:
+def _fetch_failed(hops: _Hops, exc: httpx2.TransportError) -> UpstreamError:
     return UpstreamError(
         f"fetching from {hops.host} failed: {_failure_reason(exc)}",
         code="url_fetch_failed",
@@ -518,20 +724,16 @@ def _too_large(hops: _Hops, max_bytes: int) -> PayloadTooLarge:
     )
 
 
-def _check_response(response: httpx.Response, hops: _Hops, max_bytes: int) -> None:
-    """Refuse a non-2xx status, or a body that announces itself as too large before a byte of it is read."""
+def _check_status(response: httpx2.Response, hops: _Hops) -> None:
     if not response.is_success:
         raise UpstreamError(
             f"fetching from {hops.host} failed: HTTP {response.status_code}",
             code="url_fetch_failed",
             details={"status": response.status_code},
         )
-    length = response.headers.get("content-length", "").strip()
-    if length.isdigit() and int(length) > max_bytes:
-        raise _too_large(hops, max_bytes)
 
 
-def _fetched(response: httpx.Response, content: bytes) -> Fetched:
+def _fetched(response: httpx2.Response, content: bytes) -> Fetched:
     return Fetched(
         final_url=str(response.url),
         status=response.status_code,
@@ -573,33 +775,21 @@ def fetch(
     """
     _checked_arguments(timeout, max_bytes)
     hops = _Hops(url, headers, accept)
-    token = _DEADLINE.set(time.monotonic() + timeout)
-    try:
-        with guarded_client(policy, timeout=timeout, ssl_context=ssl_context) as client:
-            for _ in range(MAX_REDIRECTS + 1):
-                _start_hop(policy, hops)
-                with (
-                    hops.refusals(),
-                    _upstream_errors(hops, timeout),
-                    client.stream("GET", hops.url, headers=hops.headers) as response,
-                ):
-                    location = hops.redirect(response)
-                    if location is None:
-                        _check_response(response, hops, max_bytes)
-                        return _fetched(response, _read_body(response.iter_bytes(), hops, max_bytes))
-                hops.follow(location)
-    finally:
-        _DEADLINE.reset(token)
+    client = guarded_client(policy, timeout=timeout, ssl_context=ssl_context, max_answer_bytes=max_bytes)
+    with overall_deadline(timeout), client:
+        for _ in range(MAX_REDIRECTS + 1):
+            _start_hop(policy, hops)
+            with (
+                hops.refusals(),
+                _upstream_errors(hops, timeout, max_bytes),
+                client.stream("GET", hops.url, headers=hops.headers) as response,
+            ):
+                location = hops.redirect(response)
+                if location is None:
+                    _check_status(response, hops)
+                    return _fetched(response, response.read())
+            hops.follow(location)
     raise AssertionError("unreachable: the last hop either returns or refuses the redirect")  # pragma: no cover
-
-
-def _read_body(chunks: Iterable[bytes], hops: _Hops, max_bytes: int) -> bytes:
-    body = bytearray()
-    for chunk in chunks:
-        body += chunk
-        if len(body) > max_bytes:
-            raise _too_large(hops, max_bytes)
-    return bytes(body)
 
 
 async def fetch_async(
@@ -612,11 +802,13 @@ async def fetch_async(
     accept: str | None = None,
     ssl_context: ssl.SSLContext | None = None,
 ) -> Fetched:
-    """The async twin of :func:`fetch` (same limits, same errors); runs on asyncio or trio via anyio."""
+    """The async twin of :func:`fetch` (same limits, same errors); runs on asyncio via anyio."""
     _checked_arguments(timeout, max_bytes)
     hops = _Hops(url, headers, accept)
     # The client lives outside the deadline's cancel scope so that closing its connections is never cancelled.
-    async with guarded_async_client(policy, timeout=timeout, ssl_context=ssl_context) as client:
+    async with guarded_async_client(
+        policy, timeout=timeout, ssl_context=ssl_context, max_answer_bytes=max_bytes
+    ) as client:
         try:
             with anyio.fail_after(timeout):
                 return await _fetch_hops_async(client, policy, hops, timeout, max_bytes)
@@ -625,20 +817,15 @@ async def fetch_async(
 
 
 async def _fetch_hops_async(
-    client: httpx.AsyncClient, policy: EgressPolicy, hops: _Hops, timeout: float, max_bytes: int
+    client: httpx2.AsyncClient, policy: EgressPolicy, hops: _Hops, timeout: float, max_bytes: int
 ) -> Fetched:
     for _ in range(MAX_REDIRECTS + 1):
         _start_hop(policy, hops)
-        with hops.refusals(), _upstream_errors(hops, timeout):
+        with hops.refusals(), _upstream_errors(hops, timeout, max_bytes):
             async with client.stream("GET", hops.url, headers=hops.headers) as response:
                 location = hops.redirect(response)
                 if location is None:
-                    _check_response(response, hops, max_bytes)
-                    body = bytearray()
-                    async for chunk in response.aiter_bytes():
-                        body += chunk
-                        if len(body) > max_bytes:
-                            raise _too_large(hops, max_bytes)
-                    return _fetched(response, bytes(body))
+                    _check_status(response, hops)
+                    return _fetched(response, await response.aread())
         hops.follow(location)
     raise AssertionError("unreachable: the last hop either returns or refuses the redirect")  # pragma: no cover

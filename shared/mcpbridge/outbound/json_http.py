@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 
 from mcpbridge.errors import InvalidInput, UpstreamError
-from mcpbridge.outbound.http import guarded_async_client
+from mcpbridge.outbound.http import AnswerTooLarge, guarded_async_client
 from mcpbridge.outbound.policy import EgressPolicy, Target
 
 MAX_ANSWER_BYTES = 256 * 1024
@@ -51,7 +51,7 @@ class Answer:
     """An HTTP answer: status, headers and the body parsed as JSON (None when it is not JSON)."""
 
     status: int
-    headers: httpx.Headers
+    headers: httpx2.Headers
     body: Any
 
     @property
@@ -63,22 +63,28 @@ class Answer:
 
 
 @contextlib.contextmanager
-def _failures(host: str, what: str, timeout: float) -> Iterator[None]:
+def _failures(host: str, what: str, timeout: float, max_bytes: int) -> Iterator[None]:
     try:
         yield
+    except AnswerTooLarge as exc:
+        raise UpstreamError(
+            f"the {what} at {host} answered with more than {max_bytes} bytes",
+            code="oauth_answer_too_large",
+            details={"what": what, "max_bytes": max_bytes},
+        ) from exc
     except TimeoutError as exc:
         raise UpstreamError(
             f"the {what} at {host} did not answer within {timeout:g} s",
             code="oauth_server_timeout",
             details={"what": what},
         ) from exc
-    except httpx.TimeoutException as exc:
+    except httpx2.TimeoutException as exc:
         raise UpstreamError(
             f"the {what} at {host} did not answer within {timeout:g} s",
             code="oauth_server_timeout",
             details={"what": what},
         ) from exc
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         raise UpstreamError(
             f"could not reach the {what} at {host} ({type(exc).__name__})",
             code="oauth_server_unreachable",
@@ -107,21 +113,15 @@ async def request(
     """
     target = require_https(policy, url, what)
     sent = {"accept": "application/json", **(headers or {})}
-    async with guarded_async_client(policy, timeout=timeout, ssl_context=ssl_context) as http:
-        with _failures(target.host, what, timeout), anyio.fail_after(timeout):
+    http = guarded_async_client(policy, timeout=timeout, ssl_context=ssl_context, max_answer_bytes=max_bytes)
+    async with http:
+        with _failures(target.host, what, timeout, max_bytes), anyio.fail_after(timeout):
             async with http.stream(method, url, data=form, json=json_body, headers=sent) as response:
-                raw = bytearray()
-                async for chunk in response.aiter_bytes():
-                    raw += chunk
-                    if len(raw) > max_bytes:
-                        raise UpstreamError(
-                            f"the {what} at {target.host} answered with more than {max_bytes} bytes",
-                            code="oauth_answer_too_large",
-                        )
+                raw = await response.aread()
     body: Any = None
     if raw:
         try:
-            body = json.loads(bytes(raw))
+            body = json.loads(raw)
         except ValueError:
             body = None
     return Answer(status=response.status_code, headers=response.headers, body=body)

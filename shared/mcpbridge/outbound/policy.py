@@ -43,6 +43,8 @@ Resolver = Callable[[str, int], list[str]]
 """``resolver(host, port) -> ["203.0.113.7", "2001:db8::7", ...]``; raises OSError when the name does not resolve."""
 
 MAX_URL_LENGTH = 8192
+DEFAULT_MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""The most an external MCP server's answer (one event, for an event stream) may take unless configured otherwise."""
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 # Whitespace, control characters and backslashes are where URL parsers disagree (WHATWG reads "\" as "/"): refusing
@@ -370,6 +372,9 @@ class _WithAllowlist(Protocol):
     @property
     def ssrf_allowlist(self) -> Sequence[str]: ...
 
+    @property
+    def upstream_max_answer_bytes(self) -> int: ...
+
 
 class EgressPolicy:
     """The rules for outbound requests: which URLs are acceptable and which resolved addresses may be reached.
@@ -379,7 +384,8 @@ class EgressPolicy:
     allowlisted hostname may resolve to anything; an allowlisted address may be reached whatever name led to it, on
     the ports its entry allows. ``require_https`` refuses plain http except to allowlisted hosts (on an allowed
     port). ``resolver`` defaults to the operating system's. Invalid allowlist entries raise ValueError here, so a
-    bad configuration fails at start-up.
+    bad configuration fails at start-up. ``max_answer_bytes`` is how much of an external MCP server's answer may be
+    read (see :mod:`mcpbridge.outbound.http`).
     """
 
     def __init__(
@@ -388,15 +394,23 @@ class EgressPolicy:
         *,
         require_https: bool = False,
         resolver: Resolver | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
+        if max_answer_bytes < 1:
+            raise ValueError("max_answer_bytes must be positive")
         self._allowlist = allowlist if isinstance(allowlist, Allowlist) else Allowlist(allowlist)
         self.require_https = require_https
         self._resolver: Resolver = resolver or system_resolver
+        self.max_answer_bytes = max_answer_bytes
 
     @classmethod
     def from_settings(cls, settings: _WithAllowlist, *, require_https: bool = False) -> EgressPolicy:
-        """The policy configured by ``MCPBRIDGE_SSRF_ALLOWLIST``."""
-        return cls(settings.ssrf_allowlist, require_https=require_https)
+        """The policy configured by ``MCPBRIDGE_SSRF_ALLOWLIST`` and ``MCPBRIDGE_UPSTREAM_MAX_ANSWER_BYTES``."""
+        return cls(
+            settings.ssrf_allowlist,
+            require_https=require_https,
+            max_answer_bytes=settings.upstream_max_answer_bytes,
+        )
 
     def __repr__(self) -> str:
         return f"EgressPolicy(allowlist={self._allowlist.entries()!r}, require_https={self.require_https!r})"

@@ -1,20 +1,23 @@
-"""TCP (and TLS) connections on the running asyncio loop's own transports, behind httpcore2's network-stream seam.
+"""TCP (and TLS) connections on the running asyncio loop's own transports, behind httpcore2's network-backend seam.
 
 httpcore2's ``AnyIOBackend`` reads and writes through anyio's socket streams, which enter cancel scopes and probe
 the socket on every call; on the outbound hot path (an agent's tool call, one request and its answer on a pooled
 connection) that was a sixth of the client's CPU. :class:`AsyncioBackend` opens connections with
 ``loop.create_connection`` and :class:`WireStream` reads from the protocol's own buffer: a read that finds data
 returns at once, one that waits does so on a future, its timeout a timer on the loop (no task cancellation).
+httpcore2's connection pool (``network_backend=``) runs HTTP/1.1 over it.
 
 The same contract as httpcore2's streams: ``read`` returns ``b""`` at the end of the stream and raises
 ``ReadTimeout`` / ``ReadError``; ``write`` raises ``WriteTimeout`` / ``WriteError``; ``connect_tcp`` raises
-``ConnectTimeout`` / ``ConnectError``. Connections go only where they are told: :class:`~mcpbridge.outbound.http2.
-PinnedAsyncBackend2` hands this backend the addresses its policy approved.
+``ConnectTimeout`` / ``ConnectError``; ``get_extra_info("is_readable")`` is true for an idle connection the server
+closed or sent something on unasked, which the pool then closes instead of reusing. Connections go only where they
+are told: :class:`~mcpbridge.outbound.http.PinnedAsyncBackend` hands this backend the addresses its policy approved.
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
 import ssl
 from collections.abc import Iterable
 from typing import Any, cast
@@ -25,6 +28,10 @@ __all__ = ["AsyncioBackend", "WireStream"]
 
 _PAUSE_READING_BYTES = 1024 * 1024
 """Stop reading from the socket while this much is buffered and unread (the kernel's buffers push back)."""
+
+
+CLOSE_WAIT = 0.5
+"""How long closing a connection waits for its socket to close (a TLS peer's reply) before aborting it."""
 
 
 class _Expired(Exception):
@@ -40,6 +47,7 @@ class _Wire(asyncio.Protocol):
         self.buffer = bytearray()
         self.eof = False
         self.lost: Exception | None = None
+        self.closed = False
         self.reading_paused = False
         self.writing_paused = False
         self._waiter: asyncio.Future[None] | None = None
@@ -63,6 +71,7 @@ class _Wire(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.eof = True
+        self.closed = True
         self.lost = exc
         self._wake()
 
@@ -141,13 +150,26 @@ class WireStream(httpcore2.AsyncNetworkStream):
                 raise httpcore2.WriteTimeout("the server took nothing within the write timeout") from None
 
     async def aclose(self) -> None:
-        transport = self._wire.transport
+        """Close, and wait (at most :data:`CLOSE_WAIT` seconds) until the socket is: a TLS close waits for the
+        peer's reply, and a loop that ends first would leave the socket open. A peer that stopped reading, or one
+        that does not reply in time, gets the connection aborted."""
+        wire = self._wire
+        transport = wire.transport
         if transport is None:
             return
         if transport.get_write_buffer_size():  # a peer that stopped reading would hold a graceful close open
             transport.abort()
         else:
             transport.close()
+        ends = wire.loop.time() + CLOSE_WAIT
+        try:
+            while not wire.closed and (left := ends - wire.loop.time()) > 0:
+                await wire.wait(left)
+        except _Expired:
+            pass
+        finally:
+            if not wire.closed:
+                transport.abort()
 
     async def start_tls(
         self,
@@ -176,13 +198,26 @@ class WireStream(httpcore2.AsyncNetworkStream):
     def get_extra_info(self, info: str) -> Any:
         wire = self._wire
         if info == "is_readable":  # an idle connection the server closed, or that it sent something unasked
-            return bool(wire.buffer) or wire.eof
+            return bool(wire.buffer) or wire.eof or _socket_readable(wire.transport)
         if wire.transport is None:
             return None
         name = {"client_addr": "sockname", "server_addr": "peername"}.get(info, info)
         if name in ("ssl_object", "socket", "sockname", "peername"):
             return wire.transport.get_extra_info(name)
         return None
+
+
+def _socket_readable(transport: asyncio.Transport | None) -> bool:
+    """Whether the kernel holds bytes (or the end) of the connection that the loop has not handed on yet: a server
+    that closed an idle connection a moment ago, before the loop's next turn, must not be sent a request."""
+    sock = None if transport is None else transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):  # closed under us
+        return True
+    return bool(readable)
 
 
 class AsyncioBackend(httpcore2.AsyncNetworkBackend):
