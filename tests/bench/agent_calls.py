@@ -1,6 +1,7 @@
 """Agent tool calls through mcpbridge against direct calls to the same upstream, interleaved in one run.
 
-    python tests/bench/agent_calls.py [--rounds 3] [--calls 200] [--workers 1,8] [--serve-workers 1] [--json]
+    python tests/bench/agent_calls.py [--rounds 3] [--calls 200] [--workers 1,8] [--serve-workers 1]
+        [--against SRC_DIR] [--json]
 
 The upstream is npm ``@modelcontextprotocol/server-everything`` (Streamable HTTP) on 127.0.0.1, its ``echo`` tool.
 For each worker count:
@@ -15,7 +16,11 @@ Each (round, workers) cell runs direct then mcpbridge, or the reverse (alternati
 machine affects both alike. Reported per worker count: calls/s of each (summed over the rounds), p50/p95 latency in
 ms, serve's CPU ms per call (user + system of serve and its processes, from ``/proc``: where a 2-core machine bounds
 the 8-worker figure), and
-mcpbridge's throughput as a ratio of direct's: the number to quote. For notes, never for assertions.
+mcpbridge's throughput as a ratio of direct's: the number to quote. With ``--against SRC_DIR`` (another checkout of
+the repository, e.g. a ``git worktree`` of an older commit), a second ``serve`` runs that checkout's code
+(``PYTHONPATH=SRC_DIR/shared``, same interpreter and packages) beside this one, interleaved with the others as
+``baseline``, and the report adds this tree's throughput as a ratio of the baseline's. For notes, never for
+assertions.
 """
 
 from __future__ import annotations
@@ -133,11 +138,16 @@ async def hub_caller(base: str, key: str, tool_ref: str) -> AsyncIterator[Any]:
         yield call
 
 
-def start_mcpbridge(stack: ExitStack, workdir: Path, upstream: str, workers: int = 1) -> tuple[str, str, str, int]:
-    """serve on a fresh data directory with the upstream registered; (base URL, key, the echo tool's tool_ref,
-    serve's process id)."""
+def start_mcpbridge(
+    stack: ExitStack, workdir: Path, upstream: str, workers: int = 1, source: Path | None = None
+) -> tuple[str, str, str, int]:
+    """serve on a fresh data directory with the upstream registered (the code of ``source``, a checkout, when
+    given); (base URL, key, the echo tool's tool_ref, serve's process id)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPBRIDGE_")}
     env.update({"MCPBRIDGE_LOG_LEVEL": "WARNING", "MCPBRIDGE_SSRF_ALLOWLIST": "127.0.0.1"})
+    if source is not None:
+        env["PYTHONPATH"] = str(source.resolve() / "shared")
+        workdir.mkdir(parents=True, exist_ok=True)
     data = workdir / "data"
     init = subprocess.run(
         [sys.executable, "-m", "mcpbridge.cli", "init", "--json", "--data-dir", str(data)],
@@ -172,23 +182,27 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         upstream = Everything("streamableHttp", workdir)
         upstream.start()
         stack.callback(upstream.kill)
-        base, key, tool_ref, serve_pid = start_mcpbridge(stack, workdir, upstream.url, args.serve_workers)
+        hubs = {"mcpbridge": start_mcpbridge(stack, workdir, upstream.url, args.serve_workers)}
+        if args.against is not None:
+            hubs["baseline"] = start_mcpbridge(
+                stack, workdir / "baseline", upstream.url, args.serve_workers, args.against
+            )
+        names = ["direct", *hubs]
         for round_ in range(args.rounds):
             for workers in levels:
-                targets = [
-                    ("direct", lambda: direct_caller(upstream.url)),
-                    ("mcpbridge", lambda: hub_caller(base, key, tool_ref)),
-                ]
-                if round_ % 2:
-                    targets.reverse()
-                for name, make in targets:
-                    pid = serve_pid if name == "mcpbridge" else None
-                    run = asyncio.run(spread(workers, args.calls, make, pid))
+                order = names if round_ % 2 == 0 else names[::-1]
+                for name in order:
+                    if name == "direct":
+                        run = asyncio.run(spread(workers, args.calls, lambda: direct_caller(upstream.url)))
+                    else:
+                        base, key, tool_ref, pid = hubs[name]
+                        make = lambda b=base, k=key, t=tool_ref: hub_caller(b, k, t)  # noqa: E731
+                        run = asyncio.run(spread(workers, args.calls, make, pid))
                     totals.setdefault((name, workers), Run()).add(run)
     cells = []
     for workers in levels:
         row: dict[str, Any] = {"workers": workers}
-        for name in ("direct", "mcpbridge"):
+        for name in names:
             run = totals[(name, workers)]
             ordered = sorted(run.latencies)
             row[name] = {
@@ -199,6 +213,10 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         ours = totals[("mcpbridge", workers)]
         row["mcpbridge"]["serve_cpu_ms"] = ours.serve_cpu_seconds / len(ours.latencies) * 1000
         row["ratio"] = row["mcpbridge"]["calls_per_s"] / row["direct"]["calls_per_s"]
+        if "baseline" in row:
+            theirs = totals[("baseline", workers)]
+            row["baseline"]["serve_cpu_ms"] = theirs.serve_cpu_seconds / len(theirs.latencies) * 1000
+            row["vs_baseline"] = row["mcpbridge"]["calls_per_s"] / row["baseline"]["calls_per_s"]
         cells.append(row)
     return {
         "python": sys.version.split()[0],
@@ -215,6 +233,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help=f"measured calls per run (after {WARMUP} warm-up)")
     parser.add_argument("--workers", default="1,8", help="concurrent workers, comma-separated")
     parser.add_argument("--serve-workers", type=int, default=1, help="serve's --workers (processes)")
+    parser.add_argument("--against", type=Path, help="another checkout, run as a second serve (the baseline)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -237,6 +256,13 @@ def main() -> None:
             f"{ours['p50_ms']:>9.2f} {direct['p95_ms']:>10.2f} {ours['p95_ms']:>9.2f} {ours['serve_cpu_ms']:>9.2f} "
             f"{row['ratio']:>8.2f}"
         )
+        if "baseline" in row:
+            base = row["baseline"]
+            print(
+                f"{'':>7} baseline {base['calls_per_s']:>9.0f}/s p50 {base['p50_ms']:.2f} ms "
+                f"p95 {base['p95_ms']:.2f} ms serve cpu {base['serve_cpu_ms']:.2f} ms/call; "
+                f"this tree x baseline {row['vs_baseline']:.2f}"
+            )
 
 
 if __name__ == "__main__":
