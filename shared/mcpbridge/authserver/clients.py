@@ -204,6 +204,8 @@ def clean_name(value: object, fallback: str = "") -> str:
         return fallback
     if not isinstance(value, str):
         raise InvalidInput("client_name must be a string", code="invalid_client_metadata")
+    if any(not c.isspace() and (ord(c) < 32 or 127 <= ord(c) < 160) for c in value):
+        raise InvalidInput("client_name may not hold control characters", code="invalid_client_metadata")
     cleaned = " ".join(value.split())[:MAX_NAME_LENGTH]
     return cleaned or fallback
 

@@ -206,7 +206,7 @@ class Tokens:
     def _again(self, used: Item, key: Key, client_id: str, now: int) -> Rotation:
         """A used refresh token presented again: the pair it was rotated into, for the same client within the
         grace (a retry, or two requests that met a 401 together); otherwise a replay."""
-        fresh = now - int(used.get("used_at") or 0) <= self.grace_seconds
+        fresh = self.grace_seconds > 0 and now - int(used.get("used_at") or 0) <= self.grace_seconds
         if fresh and used.get("client_id") == client_id:
             opened = open_secret_or_none(
                 self._box, used.get("successor"), _successor_context(str(used["workspace_id"]), key)
