@@ -67,11 +67,13 @@ SCOPE_TITLES = {
 class AuthorizeError(Exception):
     """A failure shown as a page: the client or its redirect URI is not trusted, or the browser's request is not."""
 
-    def __init__(self, status: int, title: str, detail: str) -> None:
+    def __init__(self, status: int, title: str, detail: str, *, retry_after: int | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.title = title
         self.detail = detail
+        self.retry_after = retry_after
+        """Seconds to wait before trying again (a 429)."""
 
 
 @dataclass(frozen=True)
@@ -298,7 +300,8 @@ class ConsentFlow:
         try:
             self._throttles.sign_in(client_address)
         except RateLimited as exc:
-            raise AuthorizeError(429, "Too many attempts", exc.message) from None
+            wait = int(exc.details.get("retry_after_seconds", 60))
+            raise AuthorizeError(429, "Too many attempts", exc.message, retry_after=wait) from None
         principal = self._key_holder(issuer, pending, api_key.strip())
         user = self._store.get(user_key(principal.workspace_id, principal.user_id))
         if user is None:
@@ -330,7 +333,7 @@ class ConsentFlow:
         if int(wrong.get("wrong_keys") or 0) >= MAX_WRONG_KEYS:
             self._take(pending)
             log.warning("a consent request on endpoint %s was used up by wrong API keys", issuer.endpoint.id)
-            raise AuthorizeError(429, "Too many wrong keys", "Start again from the application.")
+            raise AuthorizeError(429, "Too many wrong keys", "Start again from the application.", retry_after=1)
         raise Unauthenticated("that API key is not valid here", code="invalid_api_key")
 
     def _grantable(self, issuer: Issuer, pending: _Pending, signed_in: SignedIn, key_scope: Scope) -> tuple[str, ...]:

@@ -262,7 +262,7 @@ async def decide(endpoint_id: str, request: Request, service: ServiceDep) -> Res
             client_address=client_address(request),
         )
     except AuthorizeError as failed:
-        headers = {"Retry-After": "60"} if failed.status == 429 else None
+        headers = {"Retry-After": str(failed.retry_after or 60)} if failed.status == 429 else None
         return error_response(failed.status, failed.title, failed.detail, headers=headers)
     return _browser(outcome, issuer, request, await _provider_origin(service))
 
