@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.agent.tool_resolution import ToolResolution
     from mcpbridge.authserver.access import OAuthAccess
+    from mcpbridge.authserver.grant_reviews import GrantReviews
     from mcpbridge.authserver.grants import Grants
     from mcpbridge.authserver.service import AuthorizationService
     from mcpbridge.authserver.tokens import Tokens
@@ -468,6 +469,13 @@ class Container:
         return Grants(self.store, self.clock)
 
     @cached_property
+    def oauth_grant_reviews(self) -> GrantReviews:
+        """Grants as the REST API lists and revokes them, within the caller's authority."""
+        from mcpbridge.authserver.grant_reviews import GrantReviews
+
+        return GrantReviews(self.oauth_grants, self.users, self.endpoints)
+
+    @cached_property
     def oauth_tokens(self) -> Tokens:
         from mcpbridge.authserver.tokens import Tokens
 
@@ -475,8 +483,10 @@ class Container:
         return Tokens(
             self.store,
             self.clock,
+            self.secrets,
             access_seconds=settings.oauth_access_token_seconds,
             refresh_seconds=settings.oauth_refresh_token_seconds,
+            grace_seconds=settings.oauth_refresh_grace_seconds,
         )
 
     @cached_property
@@ -484,7 +494,7 @@ class Container:
         """What an OAuth access token opens on /mcp/<ep> (the MCP endpoint's request path: no Authlib)."""
         from mcpbridge.authserver.access import OAuthAccess
 
-        return OAuthAccess(self.store, self.endpoints, self.oauth_grants, self.oauth_tokens)
+        return OAuthAccess(self.endpoints, self.oauth_grants, self.oauth_tokens)
 
     @cached_property
     def authorization(self) -> AuthorizationService:
@@ -494,6 +504,7 @@ class Container:
         from mcpbridge.authserver.clients import Clients
         from mcpbridge.authserver.oidc import OidcSettings, OidcSignIn
         from mcpbridge.authserver.service import AuthorizationService
+        from mcpbridge.authserver.throttles import Throttles
         from mcpbridge.identity.sign_in import SignInIdentities
 
         settings = self.settings
@@ -531,6 +542,12 @@ class Container:
             tokens=self.oauth_tokens,
             oidc=oidc,
             identities=SignInIdentities(self.store, self.clock, self.users),
+            throttles=Throttles(
+                self.rate_limiter,
+                registrations_per_minute=settings.oauth_registrations_per_minute,
+                sign_ins_per_minute=settings.oauth_sign_ins_per_minute,
+                max_unused_clients=settings.oauth_max_unused_clients,
+            ),
         )
 
     @cached_property

@@ -66,7 +66,19 @@ class Settings(BaseSettings):
     oauth_access_token_seconds: int = Field(default=3600, ge=60, le=86400)
     """Lifetime of the OAuth access tokens issued for published endpoints."""
     oauth_refresh_token_seconds: int = Field(default=30 * 86400, ge=3600, le=365 * 86400)
-    """Lifetime of a refresh token (each refresh hands out a new one and uses the old one up)."""
+    """How long a sign-in's refresh tokens last, counted from the sign-in: each refresh hands out a new one and uses
+    the old one up, never extending that end (then the person signs in again)."""
+    oauth_refresh_grace_seconds: int = Field(default=10, ge=0, le=120)
+    """How long a refresh token just rotated, presented again by the same client (a retry, two requests that met a
+    401 together), gets the same new pair rather than counting as a replay that revokes the grant (0: never)."""
+    oauth_registrations_per_minute: int = Field(default=20, ge=0, le=6000)
+    """Dynamic client registrations an endpoint accepts a minute, and as many from one client address (0: no limit)."""
+    oauth_max_unused_clients: int = Field(default=200, ge=1, le=100_000)
+    """Clients registered at one endpoint that no sign-in has used yet (each forgotten a day after registering)
+    beyond which its dynamic registration is refused (429) until some are used or forgotten."""
+    oauth_sign_ins_per_minute: int = Field(default=10, ge=0, le=6000)
+    """API keys one client address may type into consent pages a minute (0: no limit); a pending sign-in is used up
+    after 5 wrong ones anyway."""
     oidc_issuer: str = ""
     """The OpenID Connect provider people sign in with before approving a client (Cognito, Entra ID, Okta, Google,
     Keycloak...: its issuer URL). Empty: people sign in with their own mcpbridge API key instead."""

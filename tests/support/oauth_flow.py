@@ -31,6 +31,8 @@ from tests.support.live_server import live_server
 from tests.support.moto_atomic import atomic_dynamodb
 
 REDIRECT_URI = "http://127.0.0.1:4999/callback"
+TEST_THROTTLES = {"oauth_registrations_per_minute": 5000, "oauth_sign_ins_per_minute": 5000}
+"""Every test signs in from 127.0.0.1: the per-address counts are raised (not turned off) unless a test sets them."""
 _OPEN: list[httpx.Client] = []
 
 
@@ -80,9 +82,19 @@ class Hub:
 
 
 @contextlib.contextmanager
-def hub_on(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **settings: Any) -> Iterator[Hub]:
+def hub_on(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, clock: Any = None, **settings: Any
+) -> Iterator[Hub]:
+    """The combined app on ``backend``, served on 127.0.0.1; ``clock`` (e.g. a ``FakeClock``) replaces the system's
+    for the store's expiry and every lifetime."""
+    overrides = {"clock": clock} if clock is not None else {}
     with container_on(
-        backend, tmp_path, monkeypatch, settings={"jobs": "inline", **settings}, embedder=HashingEmbedder(32)
+        backend,
+        tmp_path,
+        monkeypatch,
+        settings={"jobs": "inline", **TEST_THROTTLES, **settings},
+        embedder=HashingEmbedder(32),
+        **overrides,
     ) as container:
         key = container.identity.initialize().api_key
         assert key is not None
@@ -113,7 +125,7 @@ def lambda_hub(monkeypatch: pytest.MonkeyPatch, **settings: str) -> Iterator[Hub
             "MCPBRIDGE_BUCKET_NAME": resources.bucket_name,
             "MCPBRIDGE_EMBEDDING_PROVIDER": "none",
             "MCPBRIDGE_REQUEST_BUDGET_SECONDS": "20",
-            **{f"MCPBRIDGE_{name.upper()}": value for name, value in settings.items()},
+            **{f"MCPBRIDGE_{name.upper()}": str(value) for name, value in {**TEST_THROTTLES, **settings}.items()},
         }
         for name, value in environment.items():
             monkeypatch.setenv(name, value)

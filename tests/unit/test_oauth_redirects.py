@@ -112,3 +112,13 @@ def test_access_log_filter_blanks_the_callback_query() -> None:
     )
     RedactCallbackQueries().filter(other)
     assert other.getMessage() == "a GET /api/v1/x?q=1"
+
+
+def test_a_host_with_a_trailing_dot_is_not_the_configured_origin() -> None:
+    # ``localhost.`` is a fully qualified name a resolver may answer otherwise than ``localhost``.
+    origins = allowed_origins(["http://localhost:3000", "https://app.example"])
+    assert validate_frontend_redirect("http://localhost:3000/x", origins) == "http://localhost:3000/x"
+    for value in ("http://localhost.:3000/x", "https://app.example./settings"):
+        with pytest.raises(InvalidInput) as refused:
+            validate_frontend_redirect(value, origins)
+        assert refused.value.code == "invalid_frontend_redirect"

@@ -1,8 +1,9 @@
 """What an OAuth access token opens on ``/mcp/<ep>``, decided on every request from the store (nothing cached).
 
 The token must be one this server issued for *this* endpoint (its audience: a token of endpoint A is refused at B,
-whatever workspace either is in), unexpired, of a grant that still stands, for a user who is active, on an endpoint
-that accepts OAuth, is enabled, and whose workspace is active. The call then runs as that user, with
+whatever workspace either is in), unexpired, of a grant that still stands on what it was made from (the API key or
+identity signed in with, an active user: ``Grants.standing``), on an endpoint that accepts OAuth, is enabled, and
+whose workspace is active. The call then runs as that user, with
 
     tools     = the endpoint's tools whose group is in: the token's scopes, the user's capabilities and (after a
                 sign-in with an API key) that key's capabilities;
@@ -21,8 +22,7 @@ from mcpbridge.authserver.tokens import Tokens
 from mcpbridge.domain.identity import Scope
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Forbidden, Unauthenticated
-from mcpbridge.identity.records import access_of, status_of, user_key
-from mcpbridge.ports import Store
+from mcpbridge.identity.records import access_of
 from mcpbridge.publishing.endpoints import Endpoint, EndpointService
 from mcpbridge.publishing.offered_tools import BY_NAME
 
@@ -40,15 +40,15 @@ class OAuthCaller:
 
 
 class OAuthAccess:
-    def __init__(self, store: Store, endpoints: EndpointService, grants: Grants, tokens: Tokens) -> None:
-        self._store = store
+    def __init__(self, endpoints: EndpointService, grants: Grants, tokens: Tokens) -> None:
         self._endpoints = endpoints
         self._grants = grants
         self._tokens = tokens
 
     def authenticate(self, endpoint_id: str, token: str) -> OAuthCaller:
-        """Raises ``Unauthenticated`` (``invalid_token``: unknown, expired, revoked, for another endpoint;
-        ``oauth_not_accepted``) or ``Forbidden`` (``endpoint_disabled``, ``workspace_inactive``, ``user_inactive``)."""
+        """Raises ``Unauthenticated`` (``invalid_token``: unknown, expired, revoked, for another endpoint, of a grant
+        whose key or identity is gone; ``oauth_not_accepted``) or ``Forbidden`` (``endpoint_disabled``,
+        ``workspace_inactive``, ``user_inactive``)."""
         endpoint = self._endpoints.find(endpoint_id)
         if endpoint is None:
             raise _invalid()
@@ -65,11 +65,14 @@ class OAuthAccess:
         )
         if grant is None:
             raise _invalid()
-        user = self._store.get(user_key(endpoint.workspace_id, grant.user_id))
-        if user is None or status_of(user) != "active":
-            raise Forbidden("the user of this token is disabled or was deleted", code="user_inactive")
+        standing = self._grants.standing(grant)
+        if standing.verdict == "gone":
+            self._grants.revoke(grant, why=standing.why)
+            raise _invalid()
+        if standing.user is None:
+            raise Forbidden(f"this token's grant is suspended: {standing.why}", code=standing.code)
         allowed = Scope(capabilities=frozenset(item.get("scopes") or ()))
-        return authority(endpoint, grant, access_of(user), allowed)
+        return authority(endpoint, grant, access_of(standing.user), allowed)
 
 
 def authority(endpoint: Endpoint, grant: Grant, user_access: Scope, token_scope: Scope) -> OAuthCaller:

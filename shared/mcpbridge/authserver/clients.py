@@ -9,11 +9,19 @@ Two kinds, both public unless a registration says otherwise:
 * **Registered clients** (RFC 7591, :mod:`.server`): registered at one endpoint's issuer and unknown at every other;
   their secret, if they asked for one, is kept as a digest.
 
-Redirect URIs (both kinds): absolute, no fragment, no user info; ``https``; ``http`` to a loopback host only; or a
-private-use scheme of a native app (``cursor://...``), never one a browser would run or read locally. At the
+Redirect URIs (both kinds): absolute, no fragment, no user info, only the characters a URI may hold (RFC 3986: no
+space, control character, quote, backslash or non-ASCII character, raw or as the IDNA of a host); ``https``;
+``http`` to a loopback address only (``127.0.0.1``, ``[::1]``, ``localhost``: never ``localhost.`` or another
+name); or a private-use scheme of a native app (``cursor://...``), never one a browser or the system keeps for
+itself (``javascript:``, ``data:``, ``file:``, ``chrome:``, ``chrome-extension:``, ``about:``...). At the
 authorization endpoint a redirect URI must equal a registered one, except that a loopback ``http`` one may use any
 port (RFC 8252 7.3). A request whose client or redirect URI fails never redirects anywhere.
+
+A registered client no sign-in has used yet is forgotten a day after it registered (:data:`UNUSED_CLIENT_TTL_SECONDS`)
+and counted per endpoint (gsi2 ``OACLIENTUNUSED#<ep>``), so registration cannot fill the store; its first token
+makes it a client in use, kept :data:`~.records.CLIENT_TTL_SECONDS` from its last use.
 """
+# Over 400 lines: both kinds of client share the redirect URI rules, the lookup and the registration records.
 
 from __future__ import annotations
 
@@ -50,11 +58,21 @@ DOCUMENT_MAX_BYTES = 64 * 1024
 DOCUMENT_TIMEOUT_SECONDS = 5.0
 DOCUMENT_TTL_SECONDS = (60, 3600, 86400)
 """Shortest, default and longest time a fetched metadata document is trusted."""
+UNUSED_CLIENT_TTL_SECONDS = 86400
 _LOOPBACK_NAMES = frozenset({"localhost"})
 _REFUSED_SCHEMES = frozenset(
-    {"javascript", "data", "file", "vbscript", "about", "blob", "filesystem", "view-source", "ws", "wss", "ftp"}
-)
+    {
+        "javascript", "data", "file", "vbscript", "about", "blob", "filesystem", "view-source", "ws", "wss", "ftp",
+        "jar", "resource", "intent", "content", "devtools", "mailto", "tel", "sms", "urn",
+    }
+)  # fmt: skip
+_REFUSED_SCHEME_PREFIXES = (
+    "chrome", "edge", "brave", "opera", "vivaldi", "moz-", "safari-", "ms-", "webkit", "android-", "web+", "x-apple-",
+)  # fmt: skip
+"""Schemes of browsers' own pages and extensions, and of the system's (``chrome://``, ``moz-extension://``...)."""
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
+_URI_CHARACTERS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
+"""What RFC 3986 lets a URI hold; anything else (space, CR LF, quote, backslash, non-ASCII) is refused, not cleaned."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +134,8 @@ def check_redirect_uri(uri: object) -> str:
     """``uri`` if it may be registered as a redirect URI, else InvalidInput saying why."""
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
         raise _bad_redirect("a redirect URI must be a non-empty string of at most 2000 characters")
+    if not _URI_CHARACTERS.fullmatch(uri):
+        raise _bad_redirect("a redirect URI may hold only the characters of a URI (no space, control or quote)")
     try:
         parts = urlsplit(uri)
         port = parts.port
@@ -132,7 +152,7 @@ def check_redirect_uri(uri: object) -> str:
     elif scheme == "http":
         if not is_loopback(parts.hostname):
             raise _bad_redirect("plain http redirect URIs are allowed to a loopback address only")
-    elif scheme in _REFUSED_SCHEMES:
+    elif scheme in _REFUSED_SCHEMES or scheme.startswith(_REFUSED_SCHEME_PREFIXES):
         raise _bad_redirect(f"the {scheme} scheme cannot be a redirect URI")
     del port
     return uri
@@ -184,6 +204,8 @@ def clean_name(value: object, fallback: str = "") -> str:
         return fallback
     if not isinstance(value, str):
         raise InvalidInput("client_name must be a string", code="invalid_client_metadata")
+    if any(not c.isspace() and (ord(c) < 32 or 127 <= ord(c) < 160) for c in value):
+        raise InvalidInput("client_name may not hold control characters", code="invalid_client_metadata")
     cleaned = " ".join(value.split())[:MAX_NAME_LENGTH]
     return cleaned or fallback
 
@@ -235,6 +257,11 @@ class Clients:
     async def resolve(self, workspace_id: str, client_id: str) -> None:
         """Make a metadata-document client known to :meth:`find` (fetching its document unless cached); nothing for
         other client ids. Raises InvalidInput ``invalid_client_metadata`` for a document that cannot be used."""
+        if client_id.lower().startswith("http://"):
+            raise InvalidInput(
+                "a client ID metadata document is fetched over https only: this client_id is a plain http URL",
+                code="invalid_client_metadata",
+            )
         if not is_metadata_document_url(client_id):
             return
         key = metadata_document_key(workspace_id, client_id)
@@ -275,19 +302,26 @@ class Clients:
         return document, _max_age(answer.headers.get("cache-control", ""))
 
     def touch_registered(self, workspace_id: str, client: Client) -> None:
-        """Keep a registered client that a grant still uses from expiring (written at most once a day)."""
+        """Keep a registered client that a grant uses from expiring (written at most once a day); its first use
+        takes it out of the unused ones."""
         if client.kind != "registered":
             return
         now = int(self._clock.now())
         item = self._store.get(registered_client_key(workspace_id, client.client_id))
         if item is None or int(item.get("expires_at", 0)) > now + CLIENT_TTL_SECONDS - 86400:
             return
-        self._store.put({**item, "expires_at": now + CLIENT_TTL_SECONDS})
+        kept = {name: value for name, value in item.items() if name not in ("gsi2pk", "gsi2sk")}
+        self._store.put({**kept, "expires_at": now + CLIENT_TTL_SECONDS})
+
+    def unused_registrations(self, endpoint_id: str, bound: int) -> int:
+        """How many clients registered at the endpoint no sign-in has used yet (counted up to ``bound``)."""
+        page = self._store.query(unused_partition(endpoint_id), index="gsi2", limit=max(1, bound))
+        return len(page.items)
 
 
 def is_metadata_document_url(client_id: str) -> bool:
     """An https URL with a path (a metadata-document client id), as opposed to an id this server registered."""
-    if not client_id.startswith(("https://", "http://")):
+    if not client_id.startswith("https://"):
         return False
     try:
         parts = urlsplit(client_id)
@@ -364,8 +398,15 @@ def registered_client_item(workspace_id: str, client: Client, now: int) -> dict[
         "client_uri": client.client_uri,
         "secret_sha256": client.secret_sha256,
         "created_at": now,
-        "expires_at": now + CLIENT_TTL_SECONDS,
+        "expires_at": now + UNUSED_CLIENT_TTL_SECONDS,
+        "gsi2pk": unused_partition(str(client.endpoint_id)),
+        "gsi2sk": client.client_id,
     }
+
+
+def unused_partition(endpoint_id: str) -> str:
+    """gsi2 partition of the clients registered at an endpoint that no sign-in used yet."""
+    return f"OACLIENTUNUSED#{endpoint_id}"
 
 
 def unique(values: Sequence[str]) -> list[str]:

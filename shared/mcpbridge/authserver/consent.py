@@ -32,7 +32,7 @@ from typing import Any
 from authlib.oauth2.rfc6749.errors import OAuth2Error
 
 from mcpbridge.authserver.clients import Client, Clients
-from mcpbridge.authserver.grants import Grants, SignIn
+from mcpbridge.authserver.grants import Grants, Origin, SignIn
 from mcpbridge.authserver.metadata import Issuer
 from mcpbridge.authserver.records import REQUEST_TTL_SECONDS, WRITE_SCOPES, digest, request_key
 from mcpbridge.authserver.server import (
@@ -42,10 +42,11 @@ from mcpbridge.authserver.server import (
     OAuthHttpRequest,
     with_iss,
 )
-from mcpbridge.domain.identity import CAPABILITIES, Scope
+from mcpbridge.authserver.throttles import MAX_WRONG_KEYS, Throttles
+from mcpbridge.domain.identity import CAPABILITIES, Principal, Scope
 from mcpbridge.domain.items import Condition, Item, Key, Update
 from mcpbridge.domain.secrets import SecretContext
-from mcpbridge.errors import Forbidden, InvalidInput, MCPBridgeError, Unauthenticated
+from mcpbridge.errors import ConditionFailed, Forbidden, InvalidInput, MCPBridgeError, RateLimited, Unauthenticated
 from mcpbridge.identity.accounts import Accounts
 from mcpbridge.identity.records import access_of, status_of, user_key
 from mcpbridge.ports import Clock, SecretBox, Store
@@ -66,11 +67,13 @@ SCOPE_TITLES = {
 class AuthorizeError(Exception):
     """A failure shown as a page: the client or its redirect URI is not trusted, or the browser's request is not."""
 
-    def __init__(self, status: int, title: str, detail: str) -> None:
+    def __init__(self, status: int, title: str, detail: str, *, retry_after: int | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.title = title
         self.detail = detail
+        self.retry_after = retry_after
+        """Seconds to wait before trying again (a 429)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ class SignedIn:
     user_id: str
     label: str
     method: SignIn
+    identity: str | None = None
+    """For a sign-in with the identity provider: the sort key of the identity linked to the user."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,7 @@ class ConsentFlow:
         grants: Grants,
         accounts: Accounts,
         servers: ServerFactory,
+        throttles: Throttles,
         sign_in_with: SignIn,
         provider_name: str = "",
     ) -> None:
@@ -144,6 +150,7 @@ class ConsentFlow:
         self._grants = grants
         self._accounts = accounts
         self._servers = servers
+        self._throttles = throttles
         self.sign_in_with: SignIn = sign_in_with
         self.provider_name = provider_name
 
@@ -164,6 +171,10 @@ class ConsentFlow:
             grant = server.get_consent_grant(request=oauth_request, end_user=None)
         except OAuth2Error as error:
             return self._error_redirect(issuer, error, error.redirect_uri, oauth_request.payload.state)
+        except ValueError:  # Authlib's own error text would quote a parameter holding '"' or '\\'
+            raise AuthorizeError(
+                400, "Invalid authorization request", "A parameter of this request holds characters it may not hold."
+            ) from None
         try:
             server.check_resource(oauth_request)
         except InvalidTargetError as error:
@@ -220,7 +231,14 @@ class ConsentFlow:
             raise AuthorizeError(400, "Sign-in failed", "This browser did not start this sign-in: start again.")
         self._store.update(
             request_key_of(workspace_id, request_sk),
-            Update(set={"user_id": signed_in.user_id, "user_label": signed_in.label, "signed_in_with": "oidc"}),
+            Update(
+                set={
+                    "user_id": signed_in.user_id,
+                    "user_label": signed_in.label,
+                    "signed_in_with": "oidc",
+                    "identity": signed_in.identity,
+                }
+            ),
             condition=Condition.exists("request_pending"),
         )
 
@@ -239,6 +257,7 @@ class ConsentFlow:
         csrf: str,
         approve: bool,
         api_key: str | None = None,
+        client_address: str = "unknown",
     ) -> Redirect | ConsentPage:
         """The client's redirect (a code, or ``access_denied``), or the page again with what went wrong."""
         pending = self._pending(issuer, handle, cookie_value, csrf)
@@ -250,8 +269,8 @@ class ConsentFlow:
             self._take(pending)
             return self._authorization_response(issuer, pending, None)
         try:
-            signed_in, key_scope = self._who(issuer, pending, api_key)
-            scopes = self._grantable(issuer, pending, signed_in, key_scope)
+            signed_in, origin = self._who(issuer, pending, api_key, client_address)
+            scopes = self._grantable(issuer, pending, signed_in, origin.key_scope)
         except MCPBridgeError as exc:
             return self._page(issuer, pending, error=exc.message)
         self._take(pending)
@@ -262,25 +281,28 @@ class ConsentFlow:
             client_id=str(pending.item["client_id"]),
             client_name=str(pending.item.get("client_name") or ""),
             scopes=scopes,
-            signed_in_with=signed_in.method,
-            key_scope=key_scope,
+            origin=origin,
         )
         return self._authorization_response(issuer, pending, Approval(grant))
 
-    def _who(self, issuer: Issuer, pending: _Pending, api_key: str | None) -> tuple[SignedIn, Scope]:
+    def _who(
+        self, issuer: Issuer, pending: _Pending, api_key: str | None, client_address: str
+    ) -> tuple[SignedIn, Origin]:
         item = pending.item
         if self.sign_in_with == "oidc":
             if not item.get("user_id"):
                 raise Unauthenticated("sign in first", code="sign_in_required")
-            return SignedIn(str(item["user_id"]), str(item.get("user_label") or ""), "oidc"), Scope()
+            identity = str(item.get("identity") or "") or None
+            signed_in = SignedIn(str(item["user_id"]), str(item.get("user_label") or ""), "oidc", identity)
+            return signed_in, Origin("oidc", identity=identity)
         if not api_key or not api_key.strip():
             raise Unauthenticated("enter your mcpbridge API key to sign in", code="sign_in_required")
         try:
-            principal = self._accounts.authenticate(api_key.strip())
-        except (Unauthenticated, Forbidden):
-            raise Unauthenticated("that API key is not valid here", code="invalid_api_key") from None
-        if principal.workspace_id != issuer.endpoint.workspace_id:
-            raise Unauthenticated("that API key is not valid here", code="invalid_api_key")
+            self._throttles.sign_in(client_address)
+        except RateLimited as exc:
+            wait = int(exc.details.get("retry_after_seconds", 60))
+            raise AuthorizeError(429, "Too many attempts", exc.message, retry_after=wait) from None
+        principal = self._key_holder(issuer, pending, api_key.strip())
         user = self._store.get(user_key(principal.workspace_id, principal.user_id))
         if user is None:
             raise Forbidden("that API key has no user who could approve this", code="user_unknown")
@@ -289,7 +311,30 @@ class ConsentFlow:
         if not principal.is_admin:  # a viewer key changes nothing through the REST API: nor through a client
             every = scope.capabilities if scope.capabilities is not None else frozenset(CAPABILITIES)
             scope = Scope(capabilities=frozenset(every - WRITE_SCOPES), knowledge_base_ids=scope.knowledge_base_ids)
-        return SignedIn(principal.user_id, label, "api_key"), scope
+        return SignedIn(principal.user_id, label, "api_key"), Origin("api_key", principal.api_key_id, key_scope=scope)
+
+    def _key_holder(self, issuer: Issuer, pending: _Pending, api_key: str) -> Principal:
+        """Who the key belongs to, if it is valid in the endpoint's workspace; a wrong key counts against the
+        pending request, which the last one allowed uses up (AuthorizeError 429)."""
+        try:
+            principal = self._accounts.authenticate(api_key)
+            if principal.workspace_id == issuer.endpoint.workspace_id:
+                return principal
+        except (Unauthenticated, Forbidden):
+            pass
+        try:
+            wrong = self._store.update(
+                Key(str(pending.item["pk"]), str(pending.item["sk"])),
+                Update(add={"wrong_keys": 1}),
+                condition=Condition.exists("request_pending"),
+            )
+        except ConditionFailed:
+            raise _expired() from None
+        if int(wrong.get("wrong_keys") or 0) >= MAX_WRONG_KEYS:
+            self._take(pending)
+            log.warning("a consent request on endpoint %s was used up by wrong API keys", issuer.endpoint.id)
+            raise AuthorizeError(429, "Too many wrong keys", "Start again from the application.", retry_after=1)
+        raise Unauthenticated("that API key is not valid here", code="invalid_api_key")
 
     def _grantable(self, issuer: Issuer, pending: _Pending, signed_in: SignedIn, key_scope: Scope) -> tuple[str, ...]:
         user = self._store.get(user_key(issuer.endpoint.workspace_id, signed_in.user_id))
@@ -307,7 +352,10 @@ class ConsentFlow:
         oauth_request = server.create_oauth2_request(request)
         try:
             grant = server.get_consent_grant(request=oauth_request, end_user=approval)
-        except OAuth2Error:  # the client changed since (its registration or redirect URIs): nowhere safe to go
+        except (
+            OAuth2Error,
+            ValueError,
+        ):  # the client changed since (its registration or redirect URIs): nowhere safe to go
             raise AuthorizeError(
                 400, "Invalid authorization request", "The application's registration changed; start again."
             ) from None

@@ -1,13 +1,22 @@
 """Grants: a user's consent to one client on one endpoint, and everything revoking one takes with it.
 
 A grant holds the scopes the user approved and, when the user signed in with an API key rather than the operator's
-identity provider, that key's scope: tokens of the grant never reach beyond it. Approving the same client again
-updates the grant in place (same generation: the client's other sessions keep working); revoking it deletes the
-grant and its tokens, and every token of it is refused from the next request on (the grant is read on each), even if
-the user approves the client again later (a new grant has a new generation).
+identity provider, that key's scope: tokens of the grant never reach beyond it. Approving the same client again with
+the same key (or identity) updates the grant in place (same generation: the client's other sessions keep working);
+approving it with another one, or revoking it, replaces or deletes the grant and its tokens, and every token of it is
+refused from the next request on (the grant is read on each), even if the user approves the client again later (a
+new grant has a new generation).
 
-Admins list and revoke a user's grants (all of them, per endpoint, per client) with ``manage_users``; a user lists
-and revokes their own.
+A grant follows what it was made from, read on every use of its tokens (:meth:`Grants.standing`), whatever route
+changed it: the API key signed in with (or the identity provider's subject, linked to the user), the user and the
+workspace. A revoked key, a deleted user or identity link, a workspace deleted or being deleted: the grant is gone
+(revoked on the spot). A disabled user or workspace: the grant is suspended (its tokens refused, nothing deleted) as
+that user's API keys are. A grant stored before grants recorded their key or identity has nothing to follow: it is
+gone, and the person signs in again.
+
+Admins list and revoke a user's grants (all of them, per endpoint, per client) with ``manage_users``, on the
+endpoints within their key's scope, and never those of a user holding a key broader than theirs; a user lists and
+revokes their own, on the endpoints within their key's scope (:mod:`.grant_reviews`).
 """
 
 from __future__ import annotations
@@ -16,14 +25,14 @@ import builtins
 import logging
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcpbridge.authserver.records import grant_key, grant_prefix, grant_tokens_partition
-from mcpbridge.domain.identity import Principal, Scope, scope_of, timestamp
+from mcpbridge.domain.identity import Scope, scope_of, timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import Item, Key
-from mcpbridge.errors import Forbidden, NotFound
+from mcpbridge.identity.records import api_key_key, status_of, user_key, workspace_key
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
 
@@ -49,10 +58,33 @@ class Grant:
     created_at: str
     updated_at: str
     last_used_at: str | None = None
+    api_key_id: str | None = None
+    """The API key the user signed in with (``api_key``); None for grants stored before grants recorded it."""
+    identity: str | None = None
+    """The sort key of the identity provider's subject linked to the user (``oidc``: ``USERSUB#<digest>``)."""
 
     @property
     def key(self) -> Key:
         return grant_key(self.workspace_id, self.user_id, self.endpoint_id, self.client_id)
+
+    @property
+    def origin(self) -> str | None:
+        """What the grant was made from: its key or its identity (None: not recorded)."""
+        return self.api_key_id if self.signed_in_with == "api_key" else self.identity
+
+
+Verdict = Literal["stands", "suspended", "gone"]
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Whether a grant's origin still holds: ``stands`` (``user`` is the user's item), ``suspended`` (refused until
+    re-enabled: ``code`` says why, as an API key would be refused) or ``gone`` (for good: revoke it)."""
+
+    verdict: Verdict
+    why: str = ""
+    code: str = ""
+    user: Item | None = None
 
 
 def grant_of(item: Item) -> Grant:
@@ -70,7 +102,23 @@ def grant_of(item: Item) -> Grant:
         created_at=item["created_at"],
         updated_at=item.get("updated_at") or item["created_at"],
         last_used_at=item.get("last_used_at"),
+        api_key_id=item.get("api_key_id") or None,
+        identity=item.get("identity") or None,
     )
+
+
+@dataclass(frozen=True)
+class Origin:
+    """What a consent is made from: the sign-in method, and the key (or identity link) and its scope."""
+
+    signed_in_with: SignIn
+    api_key_id: str | None = None
+    identity: str | None = None
+    key_scope: Scope = field(default_factory=Scope)
+
+    @property
+    def id(self) -> str | None:
+        return self.api_key_id if self.signed_in_with == "api_key" else self.identity
 
 
 class Grants:
@@ -91,13 +139,17 @@ class Grants:
         client_id: str,
         client_name: str,
         scopes: Iterable[str],
-        signed_in_with: SignIn,
-        key_scope: Scope,
+        origin: Origin,
     ) -> Grant:
-        """Record the user's consent (a new grant, or the existing one with these scopes and key scope)."""
+        """Record the user's consent: the existing grant with these scopes when it was made from the same key or
+        identity, else a new grant (the one it replaces is revoked with its tokens)."""
         key = grant_key(workspace_id, user_id, endpoint_id, client_id)
         now = timestamp(self._clock.now())
         current = self._store.get(key)
+        if current is not None and (origin.id is None or grant_of(current).origin != origin.id):
+            self.revoke(grant_of(current), why="approved again with another key or identity")
+            current = None
+        scope = origin.key_scope
         item: dict[str, Any] = {
             **key.as_dict(),
             "id": current["id"] if current else new_id(ID_PREFIX),
@@ -109,11 +161,11 @@ class Grants:
             "client_id": client_id,
             "client_name": client_name,
             "scopes": sorted(set(scopes)),
-            "signed_in_with": signed_in_with,
-            "key_capabilities": None if key_scope.capabilities is None else sorted(key_scope.capabilities),
-            "key_knowledge_base_ids": None
-            if key_scope.knowledge_base_ids is None
-            else sorted(key_scope.knowledge_base_ids),
+            "signed_in_with": origin.signed_in_with,
+            "api_key_id": origin.api_key_id,
+            "identity": origin.identity,
+            "key_capabilities": None if scope.capabilities is None else sorted(scope.capabilities),
+            "key_knowledge_base_ids": None if scope.knowledge_base_ids is None else sorted(scope.knowledge_base_ids),
             "updated_at": now,
         }
         self._store.put(item)
@@ -127,6 +179,35 @@ class Grants:
         if item is None or item.get("generation") != generation:
             return None
         return grant_of(item)
+
+    def standing(self, grant: Grant) -> Standing:
+        """Whether what the grant was made from still holds, read now (nothing cached): the workspace, the user,
+        and the API key signed in with or the identity linked to the user."""
+        workspace = self._store.get(workspace_key(grant.workspace_id))
+        if workspace is None or workspace.get("status") == "deleting":
+            return Standing("gone", "its workspace was deleted")
+        if workspace.get("status") != "active":
+            return Standing("suspended", "its workspace is not active", "workspace_inactive")
+        user = self._store.get(user_key(grant.workspace_id, grant.user_id))
+        if user is None or status_of(user) == "deleting":
+            return Standing("gone", "its user was deleted")
+        if status_of(user) != "active":
+            return Standing("suspended", "its user is disabled", "user_inactive")
+        gone = self._origin_gone(grant)
+        return Standing("gone", gone) if gone else Standing("stands", user=user)
+
+    def _origin_gone(self, grant: Grant) -> str | None:
+        if grant.origin is None:
+            return "it was approved before grants recorded the key or identity they were made with"
+        if grant.signed_in_with == "api_key":
+            key = self._store.get(api_key_key(grant.workspace_id, grant.origin))
+            if key is None or key.get("revoked_at") or key.get("user_id") != grant.user_id:
+                return "the API key it was approved with was revoked"
+            return None
+        link = self._store.get(Key(f"WS#{grant.workspace_id}", grant.origin))
+        if link is None or link.get("user_id") != grant.user_id:
+            return "the sign-in identity it was approved with is no longer its user's"
+        return None
 
     def revoke(self, grant: Grant, *, why: str) -> None:
         """Delete the grant, then its tokens (which the deletion already made useless)."""
@@ -142,7 +223,7 @@ class Grants:
             self.revoke(grant, why="the user was deleted")
         return len(found)
 
-    # ------------------------------------------------------------------------------------------ review
+    # ------------------------------------------------------------------------------------------ lookups
 
     def of_user(
         self, workspace_id: str, user_id: str, *, endpoint_id: str | None = None, client_id: str | None = None
@@ -155,49 +236,7 @@ class Grants:
             if (endpoint_id is None or g.endpoint_id == endpoint_id) and (client_id is None or g.client_id == client_id)
         ]
 
-    def list(
-        self,
-        principal: Principal,
-        user_id: str,
-        *,
-        endpoint_id: str | None = None,
-        client_id: str | None = None,
-    ) -> builtins.list[Grant]:
-        """A user's grants: the caller's own, or (``manage_users``) any user's of the workspace."""
-        _require_reviewer(principal, user_id)
-        return self.of_user(principal.workspace_id, user_id, endpoint_id=endpoint_id, client_id=client_id)
-
-    def of_endpoint(self, principal: Principal, endpoint_id: str) -> builtins.list[Grant]:
-        """Every user's grants on one endpoint (admins with ``manage_users``)."""
-        _require_reviewer(principal, None)
-        items = every_item(self._store, f"WS#{principal.workspace_id}", sk_prefix=grant_prefix())
+    def of_endpoint(self, workspace_id: str, endpoint_id: str) -> builtins.list[Grant]:
+        """Every user's grants on one endpoint."""
+        items = every_item(self._store, f"WS#{workspace_id}", sk_prefix=grant_prefix())
         return [g for g in (grant_of(item) for item in items) if g.endpoint_id == endpoint_id]
-
-    def revoke_matching(
-        self,
-        principal: Principal,
-        user_id: str,
-        *,
-        grant_id: str | None = None,
-        endpoint_id: str | None = None,
-        client_id: str | None = None,
-    ) -> builtins.list[Grant]:
-        """Revoke one grant (``grant_id``), or every grant of the user matching the filters; the revoked ones.
-        404 ``grant_not_found`` when a named grant does not exist."""
-        found = self.list(principal, user_id, endpoint_id=endpoint_id, client_id=client_id)
-        if grant_id is not None:
-            found = [g for g in found if g.id == grant_id]
-            if not found:
-                raise NotFound("no such grant for this user", code="grant_not_found")
-        for grant in found:
-            self.revoke(grant, why=f"revoked by user {principal.user_id}")
-        return found
-
-
-def _require_reviewer(principal: Principal, user_id: str | None) -> None:
-    if user_id is not None and user_id == principal.user_id:
-        return
-    if not principal.is_admin:
-        raise Forbidden("this needs an admin API key", code="admin_required")
-    if not principal.scope.allows("manage_users"):
-        raise Forbidden("this API key lacks the manage_users capability", code="capability_missing")

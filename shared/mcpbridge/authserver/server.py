@@ -6,8 +6,9 @@
 * ``rfc6749.grants.AuthorizationCodeGrant`` with ``rfc7636.CodeChallenge``, narrowed to S256 and required of every
   client (OAuth 2.1): a missing or ``plain`` challenge is refused at the authorization endpoint, a missing or wrong
   verifier at the token endpoint; a ``code_verifier`` without a challenge is refused by Authlib itself.
-* ``rfc6749.grants.RefreshTokenGrant``, rotating (``INCLUDE_NEW_REFRESH_TOKEN``): every refresh returns a new refresh
-  token and uses the old one up.
+* ``rfc6749.grants.RefreshTokenGrant``, rotating: every refresh returns a new refresh token and uses the old one up
+  in one transaction with storing the new pair, a retry by the same client within a few seconds gets the same pair
+  (:meth:`Tokens.rotate`).
 * ``rfc7009.RevocationEndpoint``; ``rfc7591.ClientRegistrationEndpoint`` with its ``ClientMetadataClaims`` (then the
   redirect URI rules of :mod:`.clients`); ``rfc9207.IssuerParameter`` (``iss`` on every authorization response).
 
@@ -24,14 +25,20 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from authlib.common.urls import add_params_to_uri
 from authlib.oauth2 import rfc6749
 from authlib.oauth2.rfc6749 import grants
-from authlib.oauth2.rfc6749.errors import InvalidGrantError, InvalidRequestError, InvalidScopeError, OAuth2Error
+from authlib.oauth2.rfc6749.errors import (
+    InvalidGrantError,
+    InvalidRequestError,
+    InvalidScopeError,
+    OAuth2Error,
+    UnauthorizedClientError,
+)
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
 from authlib.oauth2.rfc7591.errors import InvalidClientMetadataError, InvalidRedirectURIError
@@ -50,11 +57,12 @@ from mcpbridge.authserver.clients import (
 from mcpbridge.authserver.grants import Grant, Grants
 from mcpbridge.authserver.metadata import Issuer
 from mcpbridge.authserver.records import AUTH_METHODS, IGNORED_SCOPES
+from mcpbridge.authserver.throttles import Throttles
 from mcpbridge.authserver.tokens import Tokens
 from mcpbridge.domain import credentials
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import Item, Key
-from mcpbridge.errors import InvalidInput
+from mcpbridge.errors import InvalidInput, RateLimited
 from mcpbridge.ports import Clock, Store
 
 log = logging.getLogger("mcpbridge.authserver")
@@ -74,6 +82,8 @@ class OAuthHttpRequest:
     query: Sequence[tuple[str, str]] = ()
     form: Sequence[tuple[str, str]] = ()
     json: Any = None
+    client_address: str = "unknown"
+    """Whom the request counts against (``throttles.address_of`` the peer)."""
 
 
 @dataclass
@@ -235,7 +245,7 @@ class EndpointAuthorizationServer(rfc6749.AuthorizationServer):  # type: ignore[
         clients: Clients,
         grants: Grants,
         tokens: Tokens,
-        user_active: Callable[[str, str], bool],
+        throttles: Throttles,
     ) -> None:
         super().__init__(scopes_supported=[*issuer.scopes, *sorted(IGNORED_SCOPES)])
         self.issuer = issuer
@@ -244,7 +254,7 @@ class EndpointAuthorizationServer(rfc6749.AuthorizationServer):  # type: ignore[
         self.clients = clients
         self.grants = grants
         self.tokens = tokens
-        self.user_active = user_active
+        self.throttles = throttles
         self.register_token_generator("default", self._generate_token)
         self.register_grant(_AuthorizationCodeGrant, [_S256Required()])
         self.register_grant(_RefreshTokenGrant)
@@ -304,13 +314,17 @@ class EndpointAuthorizationServer(rfc6749.AuthorizationServer):  # type: ignore[
             self.grants.revoke(grant, why=why)
 
     def approval_of(self, item: Item) -> Approval | None:
-        """The live grant a code or refresh token came from, for a user who is still active."""
+        """The live grant a code or refresh token came from, on an enabled endpoint, while what the grant was made
+        from stands (a grant whose origin is gone is revoked here)."""
         grant = self.grants.live(
             self.workspace_id, item["user_id"], item["endpoint_id"], item["client_id"], item["generation"]
         )
-        if grant is None or not self.user_active(grant.workspace_id, grant.user_id):
+        if grant is None or not self.issuer.endpoint.enabled:
             return None
-        return Approval(grant)
+        standing = self.grants.standing(grant)
+        if standing.verdict == "gone":
+            self.grants.revoke(grant, why=standing.why)
+        return Approval(grant) if standing.verdict == "stands" else None
 
     def _generate_token(
         self,
@@ -330,9 +344,19 @@ class EndpointAuthorizationServer(rfc6749.AuthorizationServer):  # type: ignore[
     # the flows the edge calls ----------------------------------------------------------------------------
 
     def registration(self, request: OAuthHttpRequest) -> Reply:
+        """RFC 7591, counted per endpoint and per client address before anything is read (:mod:`.throttles`)."""
         endpoint = _Registration(self)
         try:
+            self.throttles.registration(self.issuer.endpoint.id, request.client_address)
+            bound = self.throttles.max_unused_clients
+            if self.clients.unused_registrations(self.issuer.endpoint.id, bound) >= bound:
+                raise RateLimited(
+                    "too many clients registered at this endpoint have not signed anyone in yet: retry later",
+                    details={"retry_after_seconds": 3600},
+                )
             status, body, headers = endpoint.create_registration_response(self.create_json_request(request))
+        except RateLimited as limited:
+            return _busy(limited)
         except OAuth2Error as error:
             return self.handle_error_response(request, error)  # type: ignore[no-any-return]
         shown = {name: value for name, value in body.items() if value is not None}
@@ -346,6 +370,13 @@ class EndpointAuthorizationServer(rfc6749.AuthorizationServer):  # type: ignore[
 
     def revocation(self, request: OAuthHttpRequest) -> Reply:
         return self.create_endpoint_response(_Revocation.ENDPOINT_NAME, request)  # type: ignore[no-any-return]
+
+
+def _busy(limited: RateLimited) -> Reply:
+    """429 with the wait (RFC 6585); ``temporarily_unavailable`` as RFC 6749 names a server that cannot serve now."""
+    wait = str(limited.details.get("retry_after_seconds", 60))
+    body = {"error": "temporarily_unavailable", "error_description": _ascii(limited.message)}
+    return Reply(429, body, [("Retry-After", wait)])
 
 
 def with_iss(location: str, issuer: str) -> str:
@@ -421,33 +452,51 @@ class _AuthorizationCodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[mi
 
 
 class _RefreshTokenGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
+    """Rotating refresh tokens (:meth:`Tokens.rotate`): the origin of the grant is checked before the token is used
+    up, so a refresh refused while the user or workspace is disabled leaves the token to a refresh after."""
+
     TOKEN_ENDPOINT_AUTH_METHODS = _CLIENT_AUTH
     INCLUDE_NEW_REFRESH_TOKEN = True
     server: EndpointAuthorizationServer
 
     def validate_token_request(self) -> None:
         self.server.check_resource(self.request)
-        super().validate_token_request()
+        client: Client = self.authenticate_token_endpoint_client()
+        if not client.check_grant_type(self.GRANT_TYPE):
+            raise UnauthorizedClientError("this client did not register the refresh_token grant type")
+        self.request.client = client
+        presented = self.request.form.get("refresh_token")
+        if not presented:
+            raise InvalidRequestError("Missing 'refresh_token' in request.")
+        item = self.server.tokens.refresh_token(self.server.workspace_id, presented)
+        if item is None or item.get("endpoint_id") != self.server.issuer.endpoint.id:
+            raise InvalidGrantError("the refresh token is not valid here")
+        if item.get("client_id") != client.client_id:
+            self.server.revoke_grant_of(item, why="one of its refresh tokens was presented by another client")
+            raise InvalidGrantError("the refresh token is not valid here")
+        token = StoredToken(item, refresh=True)
+        self._validate_token_scope(token)
+        self.request.refresh_token = token
 
-    def authenticate_refresh_token(self, refresh_token: str) -> StoredToken | None:
-        taken = self.server.tokens.take_refresh(self.server.workspace_id, refresh_token)
-        if taken.item is None:
-            return None
-        if taken.replayed:
-            self.server.revoke_grant_of(taken.item, why="one of its refresh tokens was used twice")
-            return None
-        if taken.item.get("endpoint_id") != self.server.issuer.endpoint.id:
-            return None
-        return StoredToken(taken.item, refresh=True)
+    def create_token_response(self) -> tuple[int, dict[str, Any], list[tuple[str, str]]]:
+        token: StoredToken = self.request.refresh_token
+        client: Client = self.request.client
+        approval = self.authenticate_user(token)
+        requested = self.request.payload.scope or token.get_scope()
+        scopes = tuple(s for s in requested.split() if s in self.server.issuer.scopes)
+        rotation = self.server.tokens.rotate(token.item, approval.grant, scopes, client_id=client.client_id)
+        if rotation.replayed:
+            self.server.revoke_grant_of(token.item, why="one of its refresh tokens was used twice")
+        if rotation.issued is None:
+            raise InvalidGrantError("the refresh token was used already")
+        self.server.clients.touch_registered(self.server.workspace_id, client)
+        return 200, rotation.issued.response(), self.TOKEN_RESPONSE_HEADER
 
     def authenticate_user(self, refresh_token: StoredToken) -> Approval:
         approval = self.server.approval_of(refresh_token.item)
         if approval is None:
             raise InvalidGrantError("the grant of this refresh token was revoked, or its user is not active")
         return approval
-
-    def revoke_old_credential(self, refresh_token: StoredToken) -> None:
-        """Nothing: taking the refresh token used it up."""
 
 
 class _Revocation(RevocationEndpoint):  # type: ignore[misc]

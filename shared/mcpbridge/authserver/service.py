@@ -10,10 +10,11 @@ from mcpbridge.authserver.grants import Grants
 from mcpbridge.authserver.metadata import Issuer, issuer_url
 from mcpbridge.authserver.oidc import OidcSignIn
 from mcpbridge.authserver.server import EndpointAuthorizationServer
+from mcpbridge.authserver.throttles import Throttles
 from mcpbridge.authserver.tokens import Tokens
 from mcpbridge.errors import MCPBridgeError, NotFound
 from mcpbridge.identity.accounts import Accounts
-from mcpbridge.identity.records import status_of, user_key
+from mcpbridge.identity.records import user_subject_key
 from mcpbridge.identity.sign_in import SignInIdentities
 from mcpbridge.ports import Clock, SecretBox, Store
 from mcpbridge.publishing.endpoints import EndpointService
@@ -39,6 +40,7 @@ class AuthorizationService:
         tokens: Tokens,
         oidc: OidcSignIn | None,
         identities: SignInIdentities,
+        throttles: Throttles,
     ) -> None:
         self._store = store
         self._identities = identities
@@ -48,6 +50,7 @@ class AuthorizationService:
         self.grants = grants
         self.tokens = tokens
         self.oidc = oidc
+        self.throttles = throttles
         self.consent = ConsentFlow(
             store=store,
             clock=clock,
@@ -56,6 +59,7 @@ class AuthorizationService:
             grants=grants,
             accounts=accounts,
             servers=self.server,
+            throttles=throttles,
             sign_in_with="oidc" if oidc is not None else "api_key",
             provider_name=oidc.provider_name if oidc is not None else "",
         )
@@ -124,9 +128,10 @@ class AuthorizationService:
         except MCPBridgeError as exc:
             raise AuthorizeError(403, "Sign-in refused", exc.message) from None
         label = user.email or identity.email or user.name
+        link = user_subject_key(returned.workspace_id, identity.issuer, identity.subject).sk
         try:
             self.consent.attach_user(
-                returned.workspace_id, returned.request_sk, cookie, SignedIn(user.id, label, "oidc")
+                returned.workspace_id, returned.request_sk, cookie, SignedIn(user.id, label, "oidc", link)
             )
         except MCPBridgeError:  # the pending request expired meanwhile
             raise AuthorizeError(400, "Sign-in failed", "This sign-in has expired: start again.") from None
@@ -141,9 +146,5 @@ class AuthorizationService:
             clients=self.clients,
             grants=self.grants,
             tokens=self.tokens,
-            user_active=self._user_active,
+            throttles=self.throttles,
         )
-
-    def _user_active(self, workspace_id: str, user_id: str) -> bool:
-        item = self._store.get(user_key(workspace_id, user_id))
-        return item is not None and status_of(item) == "active"

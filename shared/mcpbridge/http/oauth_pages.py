@@ -137,7 +137,9 @@ def _decision_form(page: ConsentPage, action: str, hidden: str) -> str:
     )
 
 
-def error_response(status: int, title: str, detail: str) -> HTMLResponse:
+def error_response(status: int, title: str, detail: str, *, headers: dict[str, str] | None = None) -> HTMLResponse:
     nonce = secrets.token_urlsafe(16)
     body = f"<h1>{_e(title)}</h1><p>{_e(detail)}</p>"
-    return HTMLResponse(_document(title, body, nonce), status_code=status, headers=_headers(nonce, []))
+    return HTMLResponse(
+        _document(title, body, nonce), status_code=status, headers={**_headers(nonce, []), **(headers or {})}
+    )

@@ -95,7 +95,7 @@ class Users:
         """Change a user's name, e-mail address (None clears it) or access (capabilities, knowledge base ids; None
         per part: unrestricted). The same authority rules as for disabling apply."""
         require_user_manager(principal)
-        self._require_outranks(principal, user_id)
+        self.require_outranks(principal, user_id)
         for _ in range(_ATTEMPTS):
             current = self._store.get(user_key(principal.workspace_id, user_id)) if _is_user_id(user_id) else None
             if current is None or status_of(current) == "deleting":
@@ -192,7 +192,7 @@ class Users:
         current = self.find(principal.workspace_id, user_id)
         if user_id == principal.user_id:
             raise Forbidden("a key cannot disable, enable or delete its own user", code="own_user")
-        self._require_outranks(principal, user_id)
+        self.require_outranks(principal, user_id)
         for _ in range(_ATTEMPTS):
             holder = self._counts.holder(principal.workspace_id, user_id)
             if holder.item is None:
@@ -236,7 +236,8 @@ class Users:
             ops.append(self._counts.move_workspace(workspace_id, admin_keys if counted_after else -admin_keys))
         return ops
 
-    def _require_outranks(self, principal: Principal, user_id: str) -> None:
+    def require_outranks(self, principal: Principal, user_id: str) -> None:
+        """403 ``scope_exceeded`` when the user holds an active key broader than the caller's."""
         for item in every_item(self._store, f"WS#{principal.workspace_id}", sk_prefix="APIKEY#"):
             key = api_key_of(item)
             if key.user_id == user_id and key.active and not principal.outranks_or_equals(key.role, key.scope):

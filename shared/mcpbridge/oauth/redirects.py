@@ -4,7 +4,8 @@ A ``frontend_redirect`` is accepted only when it cannot send the browser (and th
 
 * an app-relative path: starts with one ``/`` (never ``//host``), no scheme, no authority;
 * or an absolute ``http(s)`` URL whose origin (scheme, host, port) is the origin of one of ``MCPBRIDGE_FRONTEND_URLS``
-  or of ``MCPBRIDGE_PUBLIC_BASE_URL``, without userinfo.
+  or of ``MCPBRIDGE_PUBLIC_BASE_URL``, without userinfo. Hosts compare as written (case aside): ``localhost.`` is
+  another name than ``localhost``, one a resolver may answer differently, so it is not that origin.
 
 Refused anywhere in the value: backslashes, whitespace and control characters, a fragment (``#``, the result is
 appended as one), and percent-encoded slashes, backslashes, ``#`` or control characters (``%2f%2fevil.com``). Every
@@ -43,7 +44,7 @@ def origin_of(url: str) -> Origin | None:
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
         return None
-    return scheme, parts.hostname.lower().rstrip("."), port or _DEFAULT_PORTS[scheme]
+    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
 
 
 def allowed_origins(urls: Iterable[str]) -> frozenset[Origin]:

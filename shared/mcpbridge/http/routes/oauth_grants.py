@@ -9,8 +9,11 @@
     GET    /api/v1/users/{user_id}/access                       the user's e-mail address and access
     PUT    /api/v1/users/{user_id}/access                       set them
 
-Other users' grants and access need an admin key with ``manage_users``. A revoked grant's tokens are refused from the
-next request on, and approving the client again makes a new grant (the old tokens stay dead).
+Other users' grants and access need an admin key with ``manage_users``; a grant is seen and revoked only on an
+endpoint within the caller's key's scope, another user's revoked only by a key at least as broad as theirs, and a
+user or endpoint of another workspace is not found (:mod:`mcpbridge.authserver.grant_reviews`). A revoked grant's
+tokens are refused from the next request on, and approving the client again makes a new grant (the old tokens stay
+dead).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpbridge.authserver.grants import Grant, Grants
+from mcpbridge.authserver.grant_reviews import GrantReviews
+from mcpbridge.authserver.grants import Grant
 from mcpbridge.domain.identity import User
 from mcpbridge.http.auth import CurrentPrincipal, container_of
 from mcpbridge.http.fields import EndpointId, UserId
@@ -33,15 +37,15 @@ router = APIRouter(prefix="/api/v1", tags=["oauth-grants"])
 MAX_PAGE = 200
 
 
-def _grants(request: Request) -> Grants:
-    return container_of(request).oauth_grants
+def _grants(request: Request) -> GrantReviews:
+    return container_of(request).oauth_grant_reviews
 
 
 def _users(request: Request) -> Users:
     return container_of(request).users
 
 
-GrantsDep = Annotated[Grants, Depends(_grants)]
+GrantsDep = Annotated[GrantReviews, Depends(_grants)]
 GrantId = Annotated[str, Path(description="The grant's id (`oag_...`), as the grant lists give it.")]
 UsersDep = Annotated[Users, Depends(_users)]
 
@@ -163,7 +167,7 @@ def revoke_user_grants(
 ) -> RevokedGrants:
     """Revokes every grant of the user, or those on one endpoint and/or of one client: their tokens are refused from
     the next request on."""
-    revoked = grants.revoke_matching(principal, user_id, endpoint_id=endpoint_id, client_id=client_id)
+    revoked = grants.revoke(principal, user_id, endpoint_id=endpoint_id, client_id=client_id)
     return RevokedGrants(items=[GrantOut.of(g) for g in revoked])
 
 
@@ -175,7 +179,7 @@ def revoke_user_grants(
 )
 def revoke_user_grant(user_id: UserId, grant_id: GrantId, principal: CurrentPrincipal, grants: GrantsDep) -> Response:
     """Revokes one grant (one endpoint, one client): its tokens are refused from the next request on."""
-    grants.revoke_matching(principal, user_id, grant_id=grant_id)
+    grants.revoke(principal, user_id, grant_id=grant_id)
     return Response(status_code=204)
 
 
@@ -211,7 +215,7 @@ def list_my_grants(
 )
 def revoke_my_grant(grant_id: GrantId, principal: CurrentPrincipal, grants: GrantsDep) -> Response:
     """Revokes one of the caller's grants."""
-    grants.revoke_matching(principal, principal.user_id, grant_id=grant_id)
+    grants.revoke(principal, principal.user_id, grant_id=grant_id)
     return Response(status_code=204)
 
 

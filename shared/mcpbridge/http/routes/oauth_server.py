@@ -32,6 +32,7 @@ from mcpbridge.authserver.consent import AuthorizeError, ConsentPage, Redirect, 
 from mcpbridge.authserver.metadata import Issuer
 from mcpbridge.authserver.server import OAuthHttpRequest, Reply
 from mcpbridge.authserver.service import AuthorizationService
+from mcpbridge.authserver.throttles import address_of
 from mcpbridge.errors import MCPBridgeError
 from mcpbridge.http.auth import container_of
 from mcpbridge.http.oauth_pages import consent_response, error_response
@@ -144,7 +145,13 @@ def _http(
         query=parse_qsl(request.url.query, keep_blank_values=True, max_num_fields=64),
         form=list(form),
         json=json_body,
+        client_address=client_address(request),
     )
+
+
+def client_address(request: Request) -> str:
+    """Whom a request counts against: its peer (API Gateway's ``sourceIp`` on AWS, which Mangum makes the peer)."""
+    return address_of(request.client.host if request.client else None)
 
 
 def _served(handler: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable[Response]]:
@@ -246,10 +253,17 @@ async def decide(endpoint_id: str, request: Request, service: ServiceDep) -> Res
         if decision not in ("approve", "deny"):
             return error_response(400, "Request refused", "Choose Allow or Deny.")
         outcome = await service.consent.decide(
-            issuer, handle, cookie, csrf=csrf, approve=decision == "approve", api_key=form.get("api_key")
+            issuer,
+            handle,
+            cookie,
+            csrf=csrf,
+            approve=decision == "approve",
+            api_key=form.get("api_key"),
+            client_address=client_address(request),
         )
     except AuthorizeError as failed:
-        return error_response(failed.status, failed.title, failed.detail)
+        headers = {"Retry-After": str(failed.retry_after or 60)} if failed.status == 429 else None
+        return error_response(failed.status, failed.title, failed.detail, headers=headers)
     return _browser(outcome, issuer, request, await _provider_origin(service))
 
 
