@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
 .PHONY: install node-deps serve test test-fast lint format typecheck cfn-lint sam-validate check bench constraints \
-	build-CoreLayer build build-smoke smoke artifacts search-image browser
+	build build-smoke smoke artifacts search-image browser
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -76,22 +76,19 @@ bench: install
 constraints: install
 	$(PY) -m pip freeze --exclude-editable > requirements/constraints.txt
 
-# Called by `sam build` for the CoreLayer resource (BuildMethod: makefile), with ARTIFACTS_DIR set; also by
-# `make build`. The target is the template's unless LAYER_ARCH / LAYER_PYTHON / LAYER_GLIBC say otherwise.
-build-CoreLayer:
-	bash infra/build-layer.sh "$(ARTIFACTS_DIR)"
+# `sam build` (and `make build`) build the layer and the functions with infra/sam/Makefile (BuildMethod: makefile).
 
 # What `sam build` builds, by the same steps, into the same place (.aws-sam/build/<LogicalId>, template.yaml):
 # the layer and every function package for the template's architecture, with their sizes checked against
 # Lambda's 250 MB (unzipped, layers included) limit. `sam deploy` takes it from there.
 build: install
-	PYTHON=$(PY) $(PY) infra/build_artifacts.py build --out .aws-sam/build
+	PYTHON=$(abspath $(PY)) $(PY) infra/build_artifacts.py build --out .aws-sam/build
 
 # The same build for a Python on this machine (the template's runtime version if there is one), then every built
 # handler imported and invoked from the artifacts alone, in a fresh interpreter, against a moto server.
 SMOKE_BUILD := .aws-sam/smoke
 build-smoke: install
-	PYTHON=$(PY) $(PY) infra/build_artifacts.py build --out $(SMOKE_BUILD) --for-interpreter auto --no-zip-sizes
+	PYTHON=$(abspath $(PY)) $(PY) infra/build_artifacts.py build --out $(SMOKE_BUILD) --for-interpreter auto --no-zip-sizes
 
 smoke: build-smoke
 	MCPBRIDGE_SMOKE_BUILD=$(SMOKE_BUILD) $(PY) -m pytest tests/functional/test_built_artifacts.py -q
