@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
 .PHONY: install node-deps serve test test-fast lint format typecheck cfn-lint sam-validate check bench constraints \
-	build build-smoke smoke artifacts search-image browser
+	build build-smoke smoke artifacts search-image search-image-check search-image-push oci-tools browser
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -95,8 +95,9 @@ smoke: build-smoke
 	@echo "Init and first-invocation seconds of the built handlers here (for the record, not a benchmark):"
 	@cat $(SMOKE_BUILD)/smoke-timings.json
 
-# CI: the deployable artifacts, then the smoke test of the handlers built from the same script.
-artifacts: build smoke search-image
+# CI: the deployable artifacts, then the smoke test of the handlers built from the same script; the search image,
+# written as an OCI image and carried through a registry.
+artifacts: build smoke search-image search-image-check
 
 # The search function's container image as its Dockerfile builds it, without Docker: its size checked against
 # Lambda's 10 GB; then the same built for this machine's Python, its handler imported and used from that tree alone.
@@ -104,3 +105,37 @@ search-image: install
 	PYTHON=$(PY) $(PY) infra/build_search_image.py build --out .aws-sam/search-image
 	PYTHON=$(PY) $(PY) infra/build_search_image.py build --out .aws-sam/search-image-smoke --for-interpreter auto
 	$(PY) infra/build_search_image.py smoke --from .aws-sam/search-image-smoke
+
+# skopeo (copies images between OCI layouts and registries, no daemon) and docker-registry (a registry for
+# search-image-check), Debian's packages. Installed when missing where apt-get can (as root, as in CI).
+oci-tools:
+	@missing=""; for tool in skopeo docker-registry; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "missing:$$missing (Debian: apt-get install$$missing)"; exit 1; fi
+
+# The search image as an OCI image (infra/oci_image.py) on the file system search-image built, without a base (the
+# Lambda base image is not reachable from CI): inspected by skopeo, pushed to Debian's docker-registry on 127.0.0.1
+# and pulled back, every digest compared.
+SEARCH_OCI := .aws-sam/search-image-oci
+search-image-check: oci-tools
+	$(PY) infra/oci_image.py write --root .aws-sam/search-image --base none --out $(SEARCH_OCI) --tag search-index
+	skopeo inspect oci:$(SEARCH_OCI):search-index
+	$(PY) infra/oci_image.py check-registry --layout $(SEARCH_OCI):search-index
+
+# The search function's image for SearchEngine=lance, built and pushed without Docker: the file system as the
+# Dockerfile builds it, on the Lambda base image (copied by skopeo), pushed by skopeo to SEARCH_IMAGE_REPO (an ECR
+# repository: logged in with the AWS CLI's credentials). Prints the SearchImageUri to deploy with.
+SEARCH_IMAGE_BASE ?= public.ecr.aws/lambda/python:3.13-arm64
+search-image-push: install oci-tools
+	@test -n "$(SEARCH_IMAGE_REPO)" || { echo "set SEARCH_IMAGE_REPO=<account>.dkr.ecr.<region>.amazonaws.com/<repository>"; exit 1; }
+	PYTHON=$(PY) $(PY) infra/build_search_image.py build --out .aws-sam/search-image
+	rm -rf .aws-sam/lambda-base
+	skopeo --override-os linux --override-arch arm64 copy --quiet docker://$(SEARCH_IMAGE_BASE) oci:.aws-sam/lambda-base:base
+	$(PY) infra/oci_image.py write --root .aws-sam/search-image --base .aws-sam/lambda-base:base --out $(SEARCH_OCI) \
+		--tag search-index
+	@host=$${SEARCH_IMAGE_REPO%%/*}; case "$$host" in *.dkr.ecr.*.amazonaws.com*) \
+		region=$$(echo "$$host" | cut -d. -f4); \
+		aws ecr get-login-password --region "$$region" | skopeo login --username AWS --password-stdin "$$host";; esac
+	$(PY) infra/oci_image.py push --layout $(SEARCH_OCI):search-index --to $(SEARCH_IMAGE_REPO)
