@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
 .PHONY: install node-deps serve test test-fast lint format typecheck cfn-lint sam-validate check bench constraints \
-	build build-smoke smoke artifacts search-image search-image-check search-image-push oci-tools browser
+	build build-smoke smoke artifacts search-image search-image-check search-image-push oci-tools sam-build browser
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -96,8 +96,8 @@ smoke: build-smoke
 	@cat $(SMOKE_BUILD)/smoke-timings.json
 
 # CI: the deployable artifacts, then the smoke test of the handlers built from the same script; the search image,
-# written as an OCI image and carried through a registry.
-artifacts: build smoke search-image search-image-check
+# written as an OCI image and carried through a registry; and the SAM CLI's own build of the default stack.
+artifacts: build smoke search-image search-image-check sam-build
 
 # The search function's container image as its Dockerfile builds it, without Docker: its size checked against
 # Lambda's 10 GB; then the same built for this machine's Python, its handler imported and used from that tree alone.
@@ -139,3 +139,16 @@ search-image-push: install oci-tools
 		region=$$(echo "$$host" | cut -d. -f4); \
 		aws ecr get-login-password --region "$$region" | skopeo login --username AWS --password-stdin "$$host";; esac
 	$(PY) infra/oci_image.py push --layout $(SEARCH_OCI):search-index --to $(SEARCH_IMAGE_REPO)
+
+# `sam build` of the default stack (SearchEngine=files) by the pinned SAM CLI, with no container runtime to reach,
+# into its own folder; its layer must hold what `make build`'s holds.
+SAM_BUILD := .aws-sam/sam-build
+sam-build: $(SAM_VENV)/.installed install
+	rm -rf $(SAM_BUILD)
+	@started=$$(date +%s); \
+	env DOCKER_HOST=unix:///nonexistent/docker.sock PYTHON=$(abspath $(PY)) SAM_CLI_TELEMETRY=0 \
+		AWS_DEFAULT_REGION=eu-west-1 $(SAM_VENV)/bin/sam build --template template.yaml --build-dir $(SAM_BUILD); \
+	echo "sam build: $$(( $$(date +%s) - started )) s"
+	@if [ -d .aws-sam/build/CoreLayer ]; then \
+		diff -rq -x RECORD -x direct_url.json .aws-sam/build/CoreLayer $(SAM_BUILD)/CoreLayer && \
+		echo "sam build's CoreLayer holds the same files as make build's"; fi

@@ -136,3 +136,13 @@ def test_alarm_counts_of_the_guide_match_the_template() -> None:
         written = re.search(prose(rf"`<stack>-<function>-{kind}` \((\w+)\)"), GUIDE)
         assert written, f"infra/README.md no longer counts the {kind} alarms"
         assert number(written[1]) == len(found), kind
+
+
+def test_the_make_targets_the_guides_name_exist() -> None:
+    """Every `make <target>` of README.md and infra/README.md (in the text or a command block) is a target of the
+    Makefile or of infra/sam/Makefile (the layer's and functions', which the guide names too)."""
+    makefiles = (REPO_ROOT / "Makefile", REPO_ROOT / "infra" / "sam" / "Makefile")
+    targets = {t for m in makefiles for t in re.findall(r"^([\w.-]+):", m.read_text(encoding="utf-8"), re.M)}
+    named = set(re.findall(r"(?:`|^\s*)make ([a-z][\w-]*)", GUIDE + README, re.M))
+    assert {"build", "search-image-push", "search-image-check", "oci-tools", "sam-build"} <= named
+    assert named <= targets, f"not in the Makefile: {sorted(named - targets)}"
