@@ -128,17 +128,21 @@ search-image-check: oci-tools
 # Dockerfile builds it, on the Lambda base image (copied by skopeo), pushed by skopeo to SEARCH_IMAGE_REPO (an ECR
 # repository: logged in with the AWS CLI's credentials). Prints the SearchImageUri to deploy with.
 SEARCH_IMAGE_BASE ?= public.ecr.aws/lambda/python:3.13-arm64
+# false only for a registry on 127.0.0.1 that speaks plain HTTP (trying the target out).
+SEARCH_IMAGE_TLS_VERIFY ?= true
 search-image-push: install oci-tools
 	@test -n "$(SEARCH_IMAGE_REPO)" || { echo "set SEARCH_IMAGE_REPO=<account>.dkr.ecr.<region>.amazonaws.com/<repository>"; exit 1; }
 	PYTHON=$(PY) $(PY) infra/build_search_image.py build --out .aws-sam/search-image
 	rm -rf .aws-sam/lambda-base
-	skopeo --override-os linux --override-arch arm64 copy --quiet docker://$(SEARCH_IMAGE_BASE) oci:.aws-sam/lambda-base:base
+	skopeo --override-os linux --override-arch arm64 copy --quiet --src-tls-verify=$(SEARCH_IMAGE_TLS_VERIFY) \
+		docker://$(SEARCH_IMAGE_BASE) oci:.aws-sam/lambda-base:base
 	$(PY) infra/oci_image.py write --root .aws-sam/search-image --base .aws-sam/lambda-base:base --out $(SEARCH_OCI) \
 		--tag search-index
 	@host=$${SEARCH_IMAGE_REPO%%/*}; case "$$host" in *.dkr.ecr.*.amazonaws.com*) \
 		region=$$(echo "$$host" | cut -d. -f4); \
 		aws ecr get-login-password --region "$$region" | skopeo login --username AWS --password-stdin "$$host";; esac
-	$(PY) infra/oci_image.py push --layout $(SEARCH_OCI):search-index --to $(SEARCH_IMAGE_REPO)
+	$(PY) infra/oci_image.py push --layout $(SEARCH_OCI):search-index --to $(SEARCH_IMAGE_REPO) \
+		--tls-verify $(SEARCH_IMAGE_TLS_VERIFY)
 
 # `sam build` of the default stack (SearchEngine=files) by the pinned SAM CLI, with no container runtime to reach,
 # into its own folder; its layer must hold what `make build`'s holds.

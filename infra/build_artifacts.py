@@ -13,10 +13,11 @@ fails the build, naming the package.
 
 ``build`` runs the steps ``sam build`` runs for the whole template and writes what it writes, where it writes it:
 
-- every layer with ``BuildMethod: makefile``: ``make build-<LogicalId> ARTIFACTS_DIR=<out>/<LogicalId>`` (the same
-  Makefile target, run in the source tree as ``sam build --build-in-source`` would);
-- every Python function without a ``requirements.txt`` (all of ours: their dependencies are in the layer): its
-  ``CodeUri`` copied to ``<out>/<LogicalId>`` without the files sam's Python builder leaves out;
+- every layer with ``BuildMethod: makefile``: ``make build-<LogicalId> ARTIFACTS_DIR=<out>/<LogicalId>`` with the
+  Makefile of its ``ContentUri`` (``infra/sam/Makefile``), run there as ``sam build --build-in-source`` would;
+- every Python function without a ``requirements.txt`` (all of ours: their dependencies are in the layer): with
+  ``BuildMethod: makefile`` (ours), the Makefile of its ``ContextPath`` run in a copy of its ``CodeUri``, as sam runs
+  it; otherwise its ``CodeUri`` copied to ``<out>/<LogicalId>`` without the files sam's Python builder leaves out;
 - ``<out>/template.yaml``: the template with ``CodeUri``/``ContentUri`` pointing at those folders and
   ``DefinitionUri`` relative to ``<out>``, so ``sam deploy`` (or ``sam package``) takes it as sam build's output.
 

@@ -349,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     pushed = commands.add_parser("push", help="push a layout's image to a registry with skopeo")
     pushed.add_argument("--layout", required=True, help="<OCI layout>:<tag>")
     pushed.add_argument("--to", required=True, help="<registry>/<repository>, e.g. an ECR repository's URI")
+    pushed.add_argument("--tls-verify", choices=["true", "false"], default="true", help="false: plain HTTP")
     checked = commands.add_parser("check-registry", help="push to a local registry, pull back, compare digests")
     checked.add_argument("--layout", required=True, help="<OCI layout>:<tag>")
     args = parser.parse_args(argv)
@@ -356,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "write":
             write_image(args.root, args.out, args.tag, base=args.base, arch=args.arch)
         elif args.command == "push":
-            print(push(args.layout, args.to))
+            print(push(args.layout, args.to, tls_verify=args.tls_verify == "true"))
         else:
             with tempfile.TemporaryDirectory(prefix="mcpbridge-registry-") as tmp:
                 check_registry(args.layout, Path(tmp))
