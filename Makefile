@@ -151,7 +151,8 @@ sam-build: $(SAM_VENV)/.installed install
 	rm -rf $(SAM_BUILD)
 	@started=$$(date +%s); \
 	env DOCKER_HOST=unix:///nonexistent/docker.sock PYTHON=$(abspath $(PY)) SAM_CLI_TELEMETRY=0 \
-		AWS_DEFAULT_REGION=eu-west-1 $(SAM_VENV)/bin/sam build --template template.yaml --build-dir $(SAM_BUILD); \
+		AWS_DEFAULT_REGION=eu-west-1 $(SAM_VENV)/bin/sam build --template template.yaml --build-dir $(SAM_BUILD) \
+		|| { echo "sam build FAILED after $$(( $$(date +%s) - started )) s"; exit 1; }; \
 	echo "sam build: $$(( $$(date +%s) - started )) s"
 	@if [ -d .aws-sam/build/CoreLayer ]; then \
 		diff -rq -x RECORD -x direct_url.json .aws-sam/build/CoreLayer $(SAM_BUILD)/CoreLayer && \
