@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the CoreLayer for `sam build` (Metadata BuildMethod: makefile -> `make build-CoreLayer`).
+# Build the CoreLayer for `sam build` (Metadata BuildMethod: makefile -> `make build-CoreLayer` of infra/sam/Makefile).
 #
 # Usage: infra/build-layer.sh ARTIFACTS_DIR [--arch arm64|x86_64] [--python 3.13] [--glibc 2.28]
 #

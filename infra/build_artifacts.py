@@ -13,10 +13,11 @@ fails the build, naming the package.
 
 ``build`` runs the steps ``sam build`` runs for the whole template and writes what it writes, where it writes it:
 
-- every layer with ``BuildMethod: makefile``: ``make build-<LogicalId> ARTIFACTS_DIR=<out>/<LogicalId>`` (the same
-  Makefile target, run in the source tree as ``sam build --build-in-source`` would);
-- every Python function without a ``requirements.txt`` (all of ours: their dependencies are in the layer): its
-  ``CodeUri`` copied to ``<out>/<LogicalId>`` without the files sam's Python builder leaves out;
+- every layer with ``BuildMethod: makefile``: ``make build-<LogicalId> ARTIFACTS_DIR=<out>/<LogicalId>`` with the
+  Makefile of its ``ContentUri`` (``infra/sam/Makefile``), run there as ``sam build --build-in-source`` would;
+- every Python function without a ``requirements.txt`` (all of ours: their dependencies are in the layer): with
+  ``BuildMethod: makefile`` (ours), the Makefile of its ``ContextPath`` run in a copy of its ``CodeUri``, as sam runs
+  it; otherwise its ``CodeUri`` copied to ``<out>/<LogicalId>`` without the files sam's Python builder leaves out;
 - ``<out>/template.yaml``: the template with ``CodeUri``/``ContentUri`` pointing at those folders and
   ``DefinitionUri`` relative to ``<out>``, so ``sam deploy`` (or ``sam package``) takes it as sam build's output.
 
@@ -454,6 +455,29 @@ class FunctionReport:
     handler: str
 
 
+def _make(name: str, makefile: Path, cwd: Path, artifacts: Path, env: dict[str, str] | None = None) -> None:
+    """``make -f makefile build-<name> ARTIFACTS_DIR=artifacts`` in ``cwd``, as sam's makefile builder runs it."""
+    log(f"{name}: make -f {makefile} build-{name} ARTIFACTS_DIR={artifacts}")
+    command = ["make", "--no-print-directory", "-f", str(makefile), f"build-{name}", f"ARTIFACTS_DIR={artifacts}"]
+    made = subprocess.run(command, cwd=cwd, env=env)  # noqa: S603 - make from PATH, as sam runs it
+    if made.returncode != 0:
+        raise BuildError(f"{name}: make build-{name} failed")
+
+
+def _build_function_code(base: Path, name: str, resource: dict[str, Any], source: Path, out: Path) -> None:
+    """The function's code into ``out``: by its Makefile (``BuildMethod: makefile``, the one in ``ContextPath``,
+    run in a copy of ``CodeUri`` as sam runs it), else as sam's Python builder copies it."""
+    metadata = resource.get("Metadata", {})
+    if metadata.get("BuildMethod") != "makefile":
+        _copy_code(source, out)
+        return
+    makefile = (base / metadata.get("ContextPath", source) / "Makefile").resolve()
+    out.mkdir()
+    with tempfile.TemporaryDirectory(prefix="mcpbridge-build-") as scratch:
+        shutil.copytree(source, scratch, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".aws-sam", ".git"))
+        _make(name, makefile, Path(scratch), out.resolve())
+
+
 def build_template(
     template_path: Path, out: Path, target: Target | None, *, zip_sizes: bool, smoke_python: str | None
 ) -> dict[str, Any]:
@@ -476,11 +500,7 @@ def build_template(
         artifacts = (out / name).resolve()
         artifacts.mkdir()
         env = os.environ | {"LAYER_ARCH": target.arch, "LAYER_PYTHON": target.python, "LAYER_GLIBC": target.glibc}
-        log(f"{name}: make build-{name} ARTIFACTS_DIR={artifacts}")
-        command = ["make", "--no-print-directory", "-C", str(source), f"build-{name}", f"ARTIFACTS_DIR={artifacts}"]
-        made = subprocess.run(command, env=env)  # noqa: S603 - make from PATH, as sam runs it
-        if made.returncode != 0:
-            raise BuildError(f"{name}: make build-{name} failed")
+        _make(name, source / "Makefile", source, artifacts, env)
         layer_sizes[name] = {
             "unzipped_bytes": tree_size(artifacts),
             "zipped_bytes": zipped_size(artifacts) if zip_sizes else None,
@@ -503,7 +523,7 @@ def build_template(
         module = handler.rpartition(".")[0]
         if not (source / f"{module.replace('.', '/')}.py").is_file():
             raise BuildError(f"{name}: handler {handler} has no module in {source}")
-        _copy_code(source, out / name)
+        _build_function_code(base, name, resource, source, out / name)
         properties["CodeUri"] = name
         resource.setdefault("Metadata", {})["SamResourceId"] = name
         layers = _layers_of(template, name)

@@ -8,8 +8,9 @@ on arm64, the Lambda base image), plus the handler; its size checked against Lam
 
 ``--for-interpreter auto`` builds for this machine's Python instead, so that ``smoke`` can import the handler from
 the built tree alone (``python -I`` with only that tree on the path) and answer a write and a search on a local
-Lance dataset. ``sam build`` builds the real image from the Dockerfile; this is CI's check that it would fit and
-start. Only the standard library is needed.
+Lance dataset. ``infra/oci_image.py`` makes the tree ``build`` writes into the image itself, on the Lambda base
+image (``make search-image-push``); ``docker build`` with the Dockerfile makes the same. Only the standard library
+is needed.
 """
 
 from __future__ import annotations

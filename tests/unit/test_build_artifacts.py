@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.aws import REPO_ROOT
 from tests.support.build_script import build_script
 
 script: Any = build_script()
@@ -111,6 +112,26 @@ def test_function_code_is_copied_as_sams_python_builder_copies_it(tmp_path: Path
     (source / "stale.pyc").write_bytes(b"")
     script._copy_code(source, tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").rglob("*")) == ["handler.py"]
+
+
+def test_function_code_is_built_by_its_makefile_as_sam_builds_it(tmp_path: Path) -> None:
+    """A function with BuildMethod makefile: infra/sam/Makefile's build-<LogicalId>, run in a copy of its code."""
+    source = tmp_path / "src"
+    (source / "__pycache__").mkdir(parents=True)
+    (source / "handler.py").write_text("handler = None\n", encoding="utf-8")
+    (source / "__pycache__" / "handler.cpython-313.pyc").write_bytes(b"")
+    (source / "stale.pyc").write_bytes(b"")
+    resource = {"Metadata": {"BuildMethod": "makefile", "ContextPath": "infra/sam"}}
+    script._build_function_code(REPO_ROOT, "AdminApiFunction", resource, source, tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").rglob("*")) == ["handler.py"]
+    assert sorted(p.name for p in source.rglob("*")) == [
+        "__pycache__",
+        "handler.cpython-313.pyc",
+        "handler.py",
+        "stale.pyc",
+    ]
+    with pytest.raises(script.BuildError, match="make build-NoSuchResource failed"):
+        script._build_function_code(REPO_ROOT, "NoSuchResource", resource, source, tmp_path / "none")
 
 
 def test_sizes_count_the_bytes_lambda_counts(tmp_path: Path) -> None:

@@ -172,6 +172,16 @@ def test_there_are_eight_functions() -> None:
     assert set(FUNCTIONS) == HTTP_FUNCTIONS | {INDEXER, TOOL_CALLS, RECOVERY}
 
 
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_functions_are_built_by_the_makefile_without_their_runtime(name: str) -> None:
+    """sam build's Python builder would need a python3.13 on PATH; the Makefile copies the code (the layer holds
+    the rest), so any build host with make builds them."""
+    assert FUNCTIONS[name]["Metadata"] == {"BuildMethod": "makefile", "ContextPath": "infra/sam"}
+    makefile = (REPO_ROOT / "infra" / "sam" / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^build-%Function:$", makefile, re.M)
+    assert name.endswith("Function")
+
+
 def _defines_handler(source: str) -> bool:
     for node in ast.parse(source).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "handler":
@@ -309,10 +319,13 @@ def test_layer_matches_the_functions() -> None:
     assert layer["Properties"]["CompatibleRuntimes"] == [RUNTIME]
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
     assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": "arm64"}
-    assert layer["Properties"]["ContentUri"] == "."
-    # sam build runs `make build-CoreLayer` in ContentUri; the target builds the layer with the build script.
-    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
-    assert re.search(r"^build-CoreLayer:\n\tbash infra/build-layer\.sh \"\$\(ARTIFACTS_DIR\)\"$", makefile, re.M)
+    # sam build copies ContentUri before it runs its Makefile's `build-CoreLayer`: a folder holding only that
+    # Makefile, whose target builds the layer from the repository with the build script.
+    assert layer["Properties"]["ContentUri"] == "infra/sam/"
+    assert sorted(p.name for p in (REPO_ROOT / "infra" / "sam").iterdir()) == ["Makefile"]
+    makefile = (REPO_ROOT / "infra" / "sam" / "Makefile").read_text(encoding="utf-8")
+    build_layer = r'^build-CoreLayer:\n\tbash "\$\(REPO_ROOT\)/infra/build-layer\.sh" "\$\(ARTIFACTS_DIR\)"$'
+    assert re.search(build_layer, makefile, re.M)
     assert 'build_artifacts.py" layer' in (REPO_ROOT / "infra" / "build-layer.sh").read_text(encoding="utf-8")
 
 
@@ -1412,12 +1425,26 @@ def test_search_function() -> None:
     functions that touch knowledge bases, with its own least-privilege role."""
     search = RESOURCES["SearchIndexFunction"]
     assert search["Type"] == "AWS::Lambda::Function"  # Globals (Runtime, Layers) would not apply to an image
-    assert search["Properties"]["PackageType"] == "Image"
-    assert search["Metadata"] == {
-        "DockerContext": ".",
-        "Dockerfile": "functions/search_index/Dockerfile",
-        "DockerTag": "search-index",
-    }
+    # Only with SearchEngine=lance, with the image pushed beforehand (no Metadata: sam build builds no image).
+    assert search["Condition"] == "SearchesOnLance"
+    assert "Metadata" not in search
+    package_type = search["Properties"]["PackageType"]["Fn::FindInMap"]
+    assert TEMPLATE["Mappings"][package_type[0]][package_type[1]][package_type[2]] == "Image"
+    assert search["Properties"]["Code"] == {"ImageUri": {"Ref": "SearchImageUri"}}
+    image = TEMPLATE["Parameters"]["SearchImageUri"]
+    assert image["Default"] == ""
+    pattern = re.compile(image["AllowedPattern"])
+    digest = "@sha256:" + "0" * 64
+    for uri in ("", "123456789012.dkr.ecr.eu-west-1.amazonaws.com/mcpbridge/search-index" + digest,
+                "123456789012.dkr.ecr.eu-west-1.amazonaws.com/search:v1"):  # fmt: skip
+        assert pattern.fullmatch(uri), uri
+    for uri in ("search-index:latest", "public.ecr.aws/lambda/python:3.13", "docker.io/library/x" + digest):
+        assert not pattern.fullmatch(uri), uri
+    (rule,) = TEMPLATE["Rules"].values()
+    assert rule["RuleCondition"] == {"Fn::Equals": [{"Ref": "SearchEngine"}, "lance"]}
+    assert rule["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "SearchImageUri"}, ""]}]}
+    for lance_only in ("SearchIndexRole", "SearchIndexLogGroup", "IndexCommitsTable", "SearchIndexCallers"):
+        assert RESOURCES[lance_only]["Condition"] == "SearchesOnLance", lance_only
     assert (Path(__file__).parents[2] / "functions/search_index/Dockerfile").is_file()
     assert search["Properties"]["Architectures"] == TEMPLATE["Globals"]["Function"]["Architectures"]
     env = search["Properties"]["Environment"]["Variables"]
