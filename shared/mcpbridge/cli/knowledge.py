@@ -1,11 +1,11 @@
 """``mcpbridge kb``: knowledge bases through ``/api/v1/knowledge-bases``, ``/api/v1/documents`` and
 ``/api/v1/knowledge/search``.
 
-``kb add`` sends each file in one request (``.../documents/upload``), or, above the size a request may carry,
-through an upload (``.../documents/uploads``: the file posted to the form it answers, straight to S3 on AWS, then
-``complete``); a URL is fetched by the API (``.../documents`` with ``url``). Then it follows each document's
-``parse_status`` until it is ``completed`` or ``failed``, with a progress bar on a terminal. On the embedded backend
-(or on AWS without the indexer function) the indexing runs in this process, and the command ends once it is done.
+``kb add`` sends each file in one request (``.../documents/upload``), or, when the server answers that it is larger
+than a request may carry (413), through an upload (``.../documents/uploads``: the file posted to the form it
+answers, straight to S3 on AWS, then ``complete``); a URL is fetched by the API (``.../documents`` with ``url``).
+Then it follows each document's ``parse_status`` until it is ``completed`` or ``failed``, with a progress bar on a
+terminal, while the server indexes them (``mcpbridge serve`` itself, the indexer function on AWS).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-import httpx
+import httpx2
 
 from mcpbridge.cli.api import Api, Problem, command
 from mcpbridge.cli.output import Column, Progress, deleted, emit, field, shorten, table
@@ -207,11 +207,14 @@ async def _send(api: Api, kb: str, source: Source) -> dict[str, Any]:
         return body
     assert source.path is not None
     data = await anyio.to_thread.run_sync(source.path.read_bytes)
-    if len(data) > api.settings.max_request_document_bytes:
-        return await _upload(api, kb, source, data)
     form = {"title": source.title} if source.title else {}
     files = {"file": (source.path.name, data, "application/octet-stream")}
-    body = await api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/upload", files=files, data=form)
+    try:
+        body = await api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/upload", files=files, data=form)
+    except Problem as problem:
+        if problem.status != 413:
+            raise
+        return await _upload(api, kb, source, data)
     return body
 
 
@@ -227,12 +230,12 @@ async def _upload(api: Api, kb: str, source: Source, data: bytes) -> dict[str, A
         request["title"] = source.title
     upload = await api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/uploads", json=request)
     files = {upload["file_field"]: (source.path.name, data, "application/octet-stream")}
-    if api.same_origin(upload["url"]):  # the embedded backend's own route: in this process
+    if same_origin(upload["url"], api.base_url):  # the embedded backend's own route
         await api.post(upload["url"], data=upload["fields"], files=files)
     else:  # a presigned POST to S3
         # Each read or write may stall for 25 s at most; the whole file for _UPLOAD_SECONDS.
         with anyio.fail_after(_UPLOAD_SECONDS):
-            async with httpx.AsyncClient(timeout=httpx.Timeout(25.0)) as client:
+            async with httpx2.AsyncClient(timeout=httpx2.Timeout(25.0)) as client:
                 posted = await client.post(upload["url"], data=upload["fields"], files=files)
         if posted.status_code >= 300:
             refused = f"the blob store refused the file (HTTP {posted.status_code})"
@@ -265,6 +268,12 @@ async def _indexed(
         detail = f"still {latest[identifier]['parse_status']} after {args.timeout:g} s"
         errors.append({"source": labels[identifier], "status": None, "code": "indexing_timeout", "detail": detail})
     return list(latest.values())
+
+
+def same_origin(url: str, base_url: str) -> bool:
+    """Whether ``url`` is on the server itself (scheme, host and port), not another one (S3)."""
+    parts, base = urlsplit(url), urlsplit(base_url)
+    return (parts.scheme.lower(), parts.netloc.lower()) == (base.scheme.lower(), base.netloc.lower())
 
 
 def _outcome(label: str, body: dict[str, Any]) -> str:

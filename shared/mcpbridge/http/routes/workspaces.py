@@ -4,6 +4,7 @@ workspace, the one ``init`` created, with ``manage_workspaces``; 403 ``platform_
     GET    /                  list (paged), with each one's status: active, disabled, deleting
     POST   /                  {name, admin_name?}: the workspace, its first user and that user's unrestricted admin
                               key (shown once, in this response only)
+    GET    /pending-calls     per workspace, how many tool calls wait for a person (only those where some wait)
     GET    /{id}
     PUT    /{id}              {name}: rename
     POST   /{id}/disable      every key and endpoint token of it is refused from the next request on
@@ -21,9 +22,9 @@ from typing import Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpbridge.domain.identity import Workspace
+from mcpbridge.domain.identity import Principal, Workspace
 from mcpbridge.http.auth import CurrentPrincipal
-from mcpbridge.http.deps import WorkspacesDep
+from mcpbridge.http.deps import BrokerDep, WorkspacesDep
 from mcpbridge.http.fields import WorkspaceId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field
@@ -31,6 +32,7 @@ from mcpbridge.http.routes.api_keys import CreatedApiKey
 from mcpbridge.http.views import Timestamp
 
 router = APIRouter(prefix="/api/v1/workspaces", tags=["workspaces"])
+_MAX_WORKSPACE_PAGES = 1000
 
 
 class WorkspaceIn(BaseModel):
@@ -89,6 +91,37 @@ def list_workspaces(
     `init` created, with `manage_workspaces`)."""
     found, next_cursor = workspaces.list(principal, limit=limit, cursor=cursor)
     return WorkspacePage(items=[WorkspaceOut.of(w) for w in found], next_cursor=next_cursor)
+
+
+class WaitingCalls(BaseModel):
+    workspace_id: str
+    workspace_name: str
+    pending: int = Field(description="Tool calls of the workspace waiting for an approval or an authorization.")
+
+
+class WaitingCallsList(BaseModel):
+    items: list[WaitingCalls]
+
+
+@router.get("/pending-calls", operation_id="countPendingCallsByWorkspace", summary="Count waiting calls per workspace")
+def pending_calls(principal: CurrentPrincipal, workspaces: WorkspacesDep, broker: BrokerDep) -> WaitingCallsList:
+    """Per active workspace where some wait, how many tool calls wait for a person, most first. Only for the platform
+    admin, who reads them with `GET /api/v1/agent/pending` and `X-MCPBridge-Workspace: ws_...`."""
+    workspaces.require_operator(principal)
+    counted: list[WaitingCalls] = []
+    cursor: str | None = None
+    for _ in range(_MAX_WORKSPACE_PAGES):
+        found, cursor = workspaces.list(principal, limit=200, cursor=cursor)
+        for workspace in found:
+            if workspace.status != "active":
+                continue
+            there = Principal(workspace.id, principal.user_id, principal.api_key_id, "admin", principal.scope)
+            waiting = len(broker.pending(there))
+            if waiting:
+                counted.append(WaitingCalls(workspace_id=workspace.id, workspace_name=workspace.name, pending=waiting))
+        if cursor is None:
+            break
+    return WaitingCallsList(items=sorted(counted, key=lambda w: (-w.pending, w.workspace_id)))
 
 
 @router.post("", operation_id="createWorkspace", summary="Create a workspace", status_code=201)
