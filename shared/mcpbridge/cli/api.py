@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -167,7 +168,12 @@ def unreachable(target: Target, exc: Exception) -> Unavailable:
 def client_for(target: Target) -> httpx2.AsyncClient:
     headers = {"Authorization": f"Bearer {target.api_key}", "User-Agent": "mcpbridge-cli"}
     timeout = httpx2.Timeout(REQUEST_SECONDS, connect=CONNECT_SECONDS)
-    return httpx2.AsyncClient(base_url=target.url, headers=headers, timeout=timeout, trust_env=False)
+    verify: ssl.SSLContext | bool = True
+    if target.url.lower().startswith("http://"):
+        # No TLS to set up: a context without any trusted certificate (loading the system's costs a third of the
+        # command's CPU), which would refuse any certificate if an https URL ever came through it.
+        verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return httpx2.AsyncClient(base_url=target.url, headers=headers, timeout=timeout, trust_env=False, verify=verify)
 
 
 async def addressed(api: Api, args: argparse.Namespace, *, acting_user: bool) -> None:

@@ -25,12 +25,9 @@ import httpx2
 from mcpbridge.cli.api import Api, Problem, command
 from mcpbridge.cli.output import Column, Progress, deleted, emit, field, shorten, table
 from mcpbridge.errors import InvalidInput
-from mcpbridge.knowledge.parsing import KNOWN_EXTENSIONS
 
 KNOWLEDGE_BASES = "/api/v1/knowledge-bases"
 DOCUMENTS = "/api/v1/documents"
-FOLDER_SUFFIXES = frozenset(f".{extension}" for extension in KNOWN_EXTENSIONS)
-"""What a folder contributes: the files the parser knows by their extension (Markdown, text, HTML, PDF)."""
 _FINAL = frozenset({"completed", "failed"})
 _UPLOAD_SECONDS = 900.0
 _URL = re.compile(r"^https?://", re.IGNORECASE)
@@ -152,13 +149,21 @@ def sources_of(arguments: list[str], title: str | None) -> list[Source]:
     return found
 
 
+def folder_suffixes() -> frozenset[str]:
+    """What a folder contributes: the files the parser knows by their extension (Markdown, text, HTML, PDF)."""
+    from mcpbridge.knowledge.parsing import KNOWN_EXTENSIONS
+
+    return frozenset(f".{extension}" for extension in KNOWN_EXTENSIONS)
+
+
 def _documents_in(folder: Path) -> list[Path]:
     """The folder's documents, recursively, in name order; hidden files and folders are left out."""
+    suffixes = folder_suffixes()
     return sorted(
         path
         for path in folder.rglob("*")
         if path.is_file()
-        and path.suffix.lower() in FOLDER_SUFFIXES
+        and path.suffix.lower() in suffixes
         and not any(part.startswith(".") for part in path.relative_to(folder).parts)
     )
 
