@@ -19,11 +19,11 @@ import anyio
 from mcpbridge.cli.api import Api, command, user_id_of
 from mcpbridge.cli.calls import CALLS, modified_arguments
 from mcpbridge.cli.output import Column, emit, field, shorten, table
-from mcpbridge.errors import InvalidInput
+from mcpbridge.errors import InvalidInput, NotFound
 
 AGENTS = "/api/v1/agents"
 TOOLS = "/api/v1/agent/tools"
-SERVICES = "/api/v1/mcp-services"
+SERVERS = "/api/v1/agent/servers"
 _WAITING = frozenset({"awaiting_approval", "awaiting_oauth", "approved", "ready", "running"})
 _FINAL = frozenset({"completed", "failed", "rejected", "cancelled", "uncertain"})
 _AGENT_COLUMNS: list[Column] = [
@@ -49,7 +49,17 @@ async def _agent_id(api: Api, reference: str | None) -> str | None:
 
 
 async def _service_id(api: Api, reference: str) -> str:
-    return await api.resolve(SERVICES, reference, "svc", "service")
+    """A service the agent catalog shows, by id or name: read with call_tools, as agents do (not manage_services)."""
+    if reference.startswith("svc_"):
+        return reference
+    listed = await api.every(SERVERS)
+    named = [s for s in listed["items"] if " ".join(str(s["name"]).split()).casefold() == reference.casefold().strip()]
+    if not named:
+        raise NotFound(
+            f"no MCP service with the id or name {reference[:80]!r} for agents (`mcpbridge agents tools` lists them)",
+            code="service_not_found",
+        )
+    return str(sorted(named, key=lambda s: bool(s["builtin"]))[0]["service_id"])  # the workspace's own first
 
 
 @command()
