@@ -58,22 +58,22 @@ def _serve(env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[bytes], str
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    log = (cwd / "serve.out").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mcpbridge.cli", "serve", "--port", str(port), "--json"],
-        env=env,
-        cwd=cwd,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    for _ in range(600):
+    with (cwd / "serve.out").open("wb") as log, (cwd / "serve.err").open("wb") as errors:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mcpbridge.cli", "serve", "--port", str(port), "--json"],
+            env=env,
+            cwd=cwd,
+            stdout=log,
+            stderr=errors,
+        )
+    for _ in range(1200):
         text = (cwd / "serve.out").read_text(errors="replace")
         if text.strip().startswith("{"):
             return process, f"http://127.0.0.1:{port}", json.loads(text.splitlines()[0])["api_key"]
         if process.poll() is not None:
-            raise SystemExit(f"serve exited: {text}")
+            raise SystemExit(f"serve exited: {text}{(cwd / 'serve.err').read_text(errors='replace')}")
         time.sleep(0.1)
-    raise SystemExit("serve did not start")
+    raise SystemExit(f"serve did not start: {(cwd / 'serve.err').read_text(errors='replace')[-2000:]}")
 
 
 def main() -> None:

@@ -69,7 +69,7 @@ async def calls_pending(api: Api, args: argparse.Namespace) -> None:
 async def _waiting_elsewhere(api: Api) -> list[dict[str, Any]]:
     """For a platform admin, the other workspaces where calls wait (nothing for any other key)."""
     try:
-        counted = await api.get(WAITING_BY_WORKSPACE)
+        counted = await api.every(WAITING_BY_WORKSPACE)
     except Problem as problem:
         if problem.status == 403:
             return []
@@ -80,7 +80,7 @@ async def _waiting_elsewhere(api: Api) -> list[dict[str, Any]]:
 
 async def _pending_everywhere(api: Api, args: argparse.Namespace) -> None:
     """Every waiting call of every workspace (a platform admin's key), each with its workspace."""
-    counted = await api.get(WAITING_BY_WORKSPACE)
+    counted = await api.every(WAITING_BY_WORKSPACE)
     items: list[dict[str, Any]] = []
     for workspace in counted["items"]:
         api.address(workspace_id=workspace["workspace_id"])
