@@ -355,12 +355,6 @@ def test_the_operator_manages_workspaces_with_the_platform_key_and_recovers_keys
         server.kill()
 
 
-def _local_settings(data: Path) -> Any:
-    from mcpbridge.settings import Settings
-
-    return Settings(data_dir=data)
-
-
 # ---------------------------------------------------------------------------------------------------- isolation
 
 
