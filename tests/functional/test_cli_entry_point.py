@@ -108,23 +108,22 @@ def test_exit_statuses_and_json_on_both_streams(tmp_path: Path) -> None:
     assert unknown.returncode == 2
     assert "invalid choice: 'teleport'" in unknown.stderr
 
-    before_init = mcpbridge("users", "list", cwd=tmp_path, env=env)
-    assert (before_init.returncode, before_init.stdout) == (1, "")
-    assert before_init.stderr == "mcpbridge: mcpbridge is not initialised here: run `mcpbridge init` first\n"
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    nowhere = mcpbridge("users", "list", cwd=tmp_path, env=env)
+    assert (nowhere.returncode, nowhere.stdout) == (1, "")
+    assert nowhere.stderr.startswith("mcpbridge: no server to talk to: log in with `mcpbridge login URL`")
 
-    assert mcpbridge("init", cwd=tmp_path, env=env).returncode == 0
-    listed = mcpbridge("users", "list", "--json", cwd=tmp_path, env=env)
-    assert listed.returncode == 0, listed.stderr
-    body = json.loads(listed.stdout)
-    assert body["next_cursor"] is None
-    assert [user["name"] for user in body["items"]] == ["admin"]
-
-    missing = mcpbridge("users", "show", "usr_nope", "--json", cwd=tmp_path, env=env)
-    assert (missing.returncode, missing.stdout) == (1, "")
-    problem = json.loads(missing.stderr)
-    assert (problem["status"], problem["code"]) == (404, "user_not_found")
-    human = mcpbridge("users", "show", "usr_nope", cwd=tmp_path, env=env)
-    assert (human.returncode, human.stderr) == (1, "mcpbridge: no such user in this workspace\n")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        env |= {"MCPBRIDGE_URL": url, "MCPBRIDGE_API_KEY": "sk_" + "x" * 43}
+        refused = mcpbridge("users", "list", "--json", cwd=tmp_path, env=env)
+        assert (refused.returncode, refused.stdout) == (1, "")
+        problem = json.loads(refused.stderr)
+        assert (problem["status"], problem["code"]) == (503, "server_unreachable")
+        human = mcpbridge("users", "show", "usr_nope", cwd=tmp_path, env=env)
+    assert human.returncode == 1
+    assert human.stderr.startswith(f"mcpbridge: cannot reach {url} (connection refused; from MCPBRIDGE_URL and ")
 
 
 @pytest.fixture

@@ -2,10 +2,11 @@
 
 From ``init`` to two workspaces, three users, keys, a knowledge base filled from a folder, an MCP endpoint used by
 an MCP client request, a real MCP server (npm ``@modelcontextprotocol/server-everything``) registered, tested and
-given a tool that needs approval, and approvals resolved only by the right user, through the CLI (as the operator,
-or with a user's own key in ``MCPBRIDGE_API_KEY``) and through REST. ``mcpbridge serve`` runs in a subprocess (on
-SQLite, or on DynamoDB/KMS/S3 served by a moto server on 127.0.0.1) and holds the paused calls; the CLI runs in this
-process (``main``, much faster than a process per command), except ``init`` and the checks of the real entry point.
+given a tool that needs approval, and approvals resolved only by the right user, through the CLI (with the platform
+admin's key ``init`` printed, or with a user's own key in ``MCPBRIDGE_API_KEY``) and through REST. ``mcpbridge
+serve`` runs in a subprocess (on SQLite, or on DynamoDB/KMS/S3 served by a moto server on 127.0.0.1) and holds the
+paused calls; the CLI runs in this process (``main``), a client of that serve over real HTTP (``MCPBRIDGE_URL``),
+with none of the backend's settings: every ``MCPBRIDGE_*`` and ``AWS_*`` variable is removed from its environment.
 Every ``--json`` output is compared with the REST API's body for the same thing.
 """
 
@@ -177,20 +178,24 @@ def everything(tmp_path: Path) -> Iterator[Everything]:
 
 
 class Cli:
-    """``mcpbridge`` in this process, as the operator or, with ``key``, as that key's user."""
+    """``mcpbridge`` in this process, a client of the serve at ``url``: with the platform admin's key (the
+    operator's) or, with ``key``, as that key's user. The backend's settings are not in its environment."""
 
     def __init__(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
         self._capsys = capsys
         self._monkeypatch = monkeypatch
+        self.url = ""
+        self.operator_key = ""
 
     def run(self, *args: str, key: str | None = None, stdin: str = "") -> Run:
         self._capsys.readouterr()
         with self._monkeypatch.context() as patch:
             patch.setattr(sys, "stdin", io.StringIO(stdin))
-            if key is None:
-                patch.delenv("MCPBRIDGE_API_KEY", raising=False)
-            else:
-                patch.setenv("MCPBRIDGE_API_KEY", key)
+            for name in list(os.environ):
+                if name.startswith(("MCPBRIDGE_", "AWS_")):
+                    patch.delenv(name)
+            patch.setenv("MCPBRIDGE_URL", self.url)
+            patch.setenv("MCPBRIDGE_API_KEY", self.operator_key if key is None else key)
             code = main(list(args))
         captured = self._capsys.readouterr()
         return Run(code, captured.out, captured.err)
@@ -221,6 +226,12 @@ class Cli:
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
     return Cli(capsys, monkeypatch)
+
+
+def connected(cli: Cli, deployment: Deployment) -> Cli:
+    assert deployment.server is not None
+    cli.url, cli.operator_key = deployment.server.base_url, deployment.platform_key
+    return cli
 
 
 def ok(response: httpx.Response, status: int = 200) -> Any:
@@ -273,8 +284,8 @@ def tenants(cli: Cli, deployment: Deployment) -> tuple[Tenant, Tenant]:
     for tenant, workspace, name in ((acme, "Acme", "bob"), (acme, "Acme", "carol"), (beta, "Beta", "dave")):
         user = cli.json("users", "create", name, "--workspace", workspace)
         tenant.users[name] = user["id"]
-        key = cli.json(
-            "keys", "create", "--user", user["id"], "--name", f"{name}'s agent", "--capability", "call_tools",
+        key = cli.json(  # the user named as it was just created: by its name
+            "keys", "create", "--user", name, "--name", f"{name}'s agent", "--capability", "call_tools",
             "--workspace", workspace,
         )  # fmt: skip
         assert (key["user_id"], key["role"], key["capabilities"]) == (user["id"], "viewer", ["call_tools"])
@@ -469,6 +480,20 @@ def approvals(cli: Cli, deployment: Deployment, acme: Tenant, beta: Tenant, serv
             return str(paused["pending_id"])
 
         first = pause("one")
+        here = cli.run("calls", "pending")  # the platform's own workspace: nothing waits there, but in Acme
+        assert here.code == 0, here
+        assert "No tool call is waiting here." in here.out
+        assert f"1 call(s) wait in workspace Acme ({acme.id}): mcpbridge calls pending --workspace {acme.id}" in (
+            here.out
+        )
+        everywhere = cli.json("calls", "pending", "--all-workspaces")
+        assert [(c["workspace_id"], c["workspace_name"], c["pending_id"]) for c in everywhere["items"]] == [
+            (acme.id, "Acme", first)
+        ]
+        assert cli.problem("calls", "pending", "--all-workspaces", key=acme.admin_key)["code"] == (
+            "platform_admin_required"
+        )
+        assert "1 call(s) wait" not in cli.run("calls", "pending", key=acme.admin_key).out, "only for the platform"
         pending = ok(rest.get("/api/v1/agent/pending", headers=bearer(acme.admin_key)))
         assert cli.json("calls", "pending", "--workspace", "Acme") == pending
         assert [c["pending_id"] for c in pending["items"]] == [first]
@@ -494,7 +519,8 @@ def approvals(cli: Cli, deployment: Deployment, acme: Tenant, beta: Tenant, serv
 
         second = pause("two")
         rejected = cli.json("calls", "reject", second, "--reason", "not today", "--workspace", "Acme")
-        assert (rejected["status"], rejected["approval"]["by"]) == ("rejected", "operator")
+        platform_admin = ok(rest.get("/api/v1/me", headers=bearer(deployment.platform_key)))["user_id"]
+        assert (rejected["status"], rejected["approval"]["by"]) == ("rejected", platform_admin)
         assert settled(rest, second, bob)["status"] == "rejected"
 
         third = pause("three")
@@ -560,7 +586,9 @@ def bad_input(cli: Cli, deployment: Deployment, acme: Tenant) -> None:
         )
         assert "no workspace with the id or name 'Gamma'" in cli.fails("users", "list", "--workspace", "Gamma").err
         with_key = cli.fails("users", "list", "--workspace", "Acme", key=acme.admin_key)
-        assert "do not apply with MCPBRIDGE_API_KEY" in with_key.err
+        assert "managing workspaces needs an admin key of the platform's own workspace" in with_key.err
+        by_id = cli.problem("users", "list", "--workspace", acme.id, key=acme.admin_key)
+        assert (by_id["status"], by_id["code"]) == (403, "platform_admin_required"), "only the platform's key"
         assert cli.fails("workspaces", "list", key=acme.admin_key).err == (
             "mcpbridge: managing workspaces needs an admin key of the platform's own workspace with manage_workspaces\n"
         ), "with a key, the key's authority"
@@ -572,6 +600,7 @@ def bad_input(cli: Cli, deployment: Deployment, acme: Tenant) -> None:
 def test_an_operators_day_through_the_cli_and_rest(
     deployment: Deployment, everything: Everything, cli: Cli, tmp_path: Path
 ) -> None:
+    connected(cli, deployment)
     acme, beta = tenants(cli, deployment)
     kb = knowledge(cli, deployment, acme, tmp_path)
     publish(cli, deployment, acme, kb)
@@ -583,12 +612,19 @@ def test_an_operators_day_through_the_cli_and_rest(
     assert "Traceback" not in deployment.server.output()
 
 
-def test_kb_add_uploads_what_a_request_cannot_carry(
-    installed: Deployment, cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """Above the size a request may carry, ``kb add`` uploads the file (the embedded backend's own route, or a
-    presigned POST to S3) and completes it; smaller files go in one request."""
-    monkeypatch.setenv("MCPBRIDGE_MAX_REQUEST_DOCUMENT_BYTES", "2048")
+def test_kb_add_uploads_what_a_request_cannot_carry(installed: Deployment, cli: Cli, tmp_path: Path) -> None:
+    """Above the size a request may carry (the server answers 413), ``kb add`` uploads the file (the embedded
+    backend's own route, or a presigned POST to S3) and completes it; smaller files go in one request."""
+    port = int(installed.env["MCPBRIDGE_PUBLIC_BASE_URL"].rpartition(":")[2])
+    installed.server = _serve({**installed.env, "MCPBRIDGE_MAX_REQUEST_DOCUMENT_BYTES": "2048"}, tmp_path, port)
+    try:
+        installed.server.wait_ready()
+        _uploads(connected(cli, installed), tmp_path)
+    finally:
+        installed.server.kill()
+
+
+def _uploads(cli: Cli, tmp_path: Path) -> None:
     marker = f"zq{uuid.uuid4().hex[:10]}"
     big = tmp_path / "big.md"
     big.write_text("# Archive\n\n" + "filler words for the archive. " * 400 + f"\n\nThe last line holds {marker}.\n")

@@ -36,12 +36,13 @@ from mcpbridge.client.connection import Connection, ConnectionSpec
 from mcpbridge.client.oauth_calls import call_with_oauth
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal, Scope
-from mcpbridge.http.apps import create_combined_app
+from mcpbridge.http.apps import create_app, create_combined_app
 from mcpbridge.identity.accounts import _api_key_item
 from mcpbridge.oauth.rows import token_key
 from mcpbridge.settings import Settings
 from tests.functional.test_oauth_flow import approve, query_of
 from tests.support.aws import create_aws_resources, set_fake_aws_env
+from tests.support.live_server import live_server
 from tests.support.moto_atomic import atomic_dynamodb
 from tests.support.oauth_server import OAuthTestServer, oauth_server
 from tests.support.serve import cli_env, free_port
@@ -66,6 +67,7 @@ class Install:
     plain_service: str
     env: dict[str, str]
     """The MCPBRIDGE_* environment the command reads (besides --data-dir)."""
+    admin_key: str = ""
 
     @property
     def data_args(self) -> list[str]:
@@ -116,7 +118,7 @@ def _install(settings: Settings, server: OAuthTestServer, env: dict[str, str]) -
             admin, name="Protected", url=server.mcp_url, auth_config={"auth_type": "oauth"}
         ).service
         plain = container.services.create(admin, name="plain", url=server.mcp_url).service
-        return Install(settings, server, admin.workspace_id, admin.user_id, oauth.id, plain.id, env)
+        return Install(settings, server, admin.workspace_id, admin.user_id, oauth.id, plain.id, env, key)
     finally:
         container.close()
 
@@ -215,7 +217,11 @@ def assert_nothing_secret(install: Install, output: str, location: str) -> None:
 def test_list_shows_the_services(
     installed: Install, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    table = cli(["services", "list", *installed.data_args], capsys, monkeypatch)
+    with installed.container() as container, live_server(create_app(container, "admin_api")) as url:
+        monkeypatch.setenv("MCPBRIDGE_URL", url)
+        monkeypatch.setenv("MCPBRIDGE_API_KEY", installed.admin_key)
+        table = cli(["services", "list"], capsys, monkeypatch)
+        listed = cli(["services", "list", "--json"], capsys, monkeypatch)
     assert table.code == 0, table
     lines = table.out.splitlines()
     assert lines[0].split() == ["ID", "NAME", "TRANSPORT", "AUTH", "ENABLED"]
@@ -225,7 +231,6 @@ def test_list_shows_the_services(
         installed.plain_service: ["plain", "http-streamable", "none", "yes"],
     }
 
-    listed = cli(["services", "list", "--json", *installed.data_args], capsys, monkeypatch)
     assert listed.code == 0
     shown = json.loads(listed.out)
     assert shown["next_cursor"] is None, "the REST API's list body, every page in one"
@@ -457,7 +462,7 @@ def test_unknown_user_and_uninitialised_data_dir_are_refused(
 ) -> None:
     run = cli(["services", "authorize", "protected", "--user", "usr_nobody", *local.data_args], capsys, monkeypatch)
     assert run.code == 1
-    assert "mcpbridge: no user usr_nobody in workspace" in run.err
+    assert "mcpbridge: no user with the id or name 'usr_nobody' in workspace" in run.err
     empty = cli(["services", "authorize", "protected", "--data-dir", str(tmp_path / "empty")], capsys, monkeypatch)
     assert empty.code == 1
     assert "run `mcpbridge init` first" in empty.err

@@ -33,6 +33,7 @@ from tests.support.clock import FakeClock
 from tests.support.containers import container_on
 from tests.support.everything import serve
 from tests.support.oauth_server import OAuthTestServer, oauth_server
+from tests.support.serve import ServeProcess, cli_env
 
 PUBLIC = "http://127.0.0.1:8080"
 SETTINGS: dict[str, Any] = {
@@ -303,54 +304,55 @@ def test_only_the_platform_admin_manages_workspaces(hub: Hub) -> None:
     assert hub.ok("GET", "/api/v1/me", beta.admin)["workspace_name"] == "Beta renamed"
 
 
-def test_the_operator_manages_workspaces_from_the_machine_that_holds_the_data(tmp_path: Path) -> None:
+def test_the_operator_manages_workspaces_with_the_platform_key_and_recovers_keys_on_the_data(tmp_path: Path) -> None:
+    """``workspaces`` commands are REST requests with the platform admin's key (to the ``serve`` on the data);
+    ``keys create --admin`` mints a key straight in the data directory, for any workspace and user named by id or
+    name."""
     data = tmp_path / "data"
     run = [sys.executable, "-m", "mcpbridge.cli"]
-
-    def cli(*args: str) -> Any:
-        done = subprocess.run([*run, *args, "--data-dir", str(data), "--json"], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
-
-    not_yet = subprocess.run([*run, "workspaces", "list", "--data-dir", str(data)], capture_output=True, text=True)
-    assert not_yet.returncode == 1
-    assert "init" in not_yet.stderr
-    cli("init")
-    created = cli("workspaces", "create", "Gamma", "--admin-name", "gina")
-    assert created["admin_api_key"]["key"].startswith("sk_")
-    workspace = created["id"]
-    assert cli("workspaces", "disable", workspace)["status"] == "disabled"
-    assert {w["id"]: w["status"] for w in cli("workspaces", "list")["items"]}[workspace] == "disabled"
-    assert cli("workspaces", "enable", workspace)["status"] == "active"
-    recovered = cli("keys", "create", "--admin", "--workspace", workspace, "--user", created["admin_user_id"])
-    assert (recovered["user_id"], recovered["role"], recovered["capabilities"]) == (
-        created["admin_user_id"],
-        "admin",
-        None,
+    server = ServeProcess.start(
+        cwd=tmp_path,
+        env=cli_env({"MCPBRIDGE_DATA_DIR": str(data), "MCPBRIDGE_EMBEDDING_PROVIDER": "none"}),
+        args=["--json"],
+        log_dir=tmp_path,
+        tag="serve",
     )
-
-    container = Container(_local_settings(data))
     try:
-        with TestClient(create_combined_app(container)) as client:
-            me = client.get("/api/v1/me", headers={"Authorization": f"Bearer {created['admin_api_key']['key']}"})
-            assert me.status_code == 200
-            assert me.json()["workspace_id"] == workspace
+        server.wait_ready()
+        platform_key = json.loads(server.stdout().splitlines()[0])["api_key"]
+        client_env = cli_env({"MCPBRIDGE_URL": server.base_url, "MCPBRIDGE_API_KEY": platform_key})
+
+        def cli(*args: str, on_data: bool = False) -> Any:
+            argv = [*run, *args, "--json", *(["--data-dir", str(data)] if on_data else [])]
+            done = subprocess.run(argv, capture_output=True, text=True, env=client_env)
+            assert done.returncode == 0, done.stderr
+            return json.loads(done.stdout)
+
+        created = cli("workspaces", "create", "Gamma", "--admin-name", "gina")
+        assert created["admin_api_key"]["key"].startswith("sk_")
+        workspace = created["id"]
+        assert cli("workspaces", "disable", "gamma")["status"] == "disabled"
+        assert {w["id"]: w["status"] for w in cli("workspaces", "list")["items"]}[workspace] == "disabled"
+        assert cli("workspaces", "enable", workspace)["status"] == "active"
+        recovered = cli("keys", "create", "--admin", "--workspace", workspace, "--user", "gina", on_data=True)
+        assert (recovered["user_id"], recovered["role"], recovered["capabilities"]) == (
+            created["admin_user_id"],
+            "admin",
+            None,
+        )
+        me = httpx.get(f"{server.base_url}/api/v1/me", headers={"Authorization": f"Bearer {recovered['key']}"})
+        assert me.status_code == 200
+        assert me.json()["workspace_id"] == workspace
+
+        assert cli("workspaces", "delete", workspace)["status"] == "deleting"
+        deadline = time.monotonic() + 60
+        while workspace in {w["id"] for w in cli("workspaces", "list")["items"]} and time.monotonic() < deadline:
+            time.sleep(0.2)  # purged by serve's background job
+        gone = subprocess.run([*run, "workspaces", "enable", workspace], capture_output=True, text=True, env=client_env)
+        assert gone.returncode == 1
+        assert "no such workspace" in gone.stderr
     finally:
-        container.close()
-
-    assert cli("workspaces", "delete", workspace)["status"] == "deleting"
-    assert workspace not in {w["id"] for w in cli("workspaces", "list")["items"]}, "purged before the command returned"
-    gone = subprocess.run(
-        [*run, "workspaces", "enable", workspace, "--data-dir", str(data)], capture_output=True, text=True
-    )
-    assert gone.returncode == 1
-    assert "no such workspace" in gone.stderr
-
-
-def _local_settings(data: Path) -> Any:
-    from mcpbridge.settings import Settings
-
-    return Settings(data_dir=data)
+        server.kill()
 
 
 # ---------------------------------------------------------------------------------------------------- isolation

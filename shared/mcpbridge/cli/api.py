@@ -1,40 +1,34 @@
-"""The REST API, called by the commands in this process.
+"""The REST API of a running mcpbridge, as the commands call it.
 
-A command is a few requests to the REST routes, sent through an ASGI transport (no socket, no server): the routes'
-own validation, authority checks, services and views answer them, so the command line applies exactly the API's
-rules and, with ``--json``, prints exactly its bodies. As the operator, the route's principal is one with full
-authority in the workspace the command acts in, as a pseudo-user ``operator`` (what it resolves or creates is
-recorded as done by ``operator``); with ``MCPBRIDGE_API_KEY`` set, the key is presented as any REST client would
-present it and the API authenticates it on every request.
+A command is a few HTTP requests to the server the operator logged in to (``mcpbridge login URL``, a profile of the
+config file) or that ``MCPBRIDGE_URL`` and ``MCPBRIDGE_API_KEY`` name: a local ``mcpbridge serve`` or a deployed
+stack's API URL. The server applies its own rules (validation, authority, SSRF guard) and, with ``--json``, the
+command prints exactly its bodies. No application, store or settings of the server is built in this process.
+
+``--workspace`` (a platform admin's key only) sends ``X-MCPBridge-Workspace``; ``--user`` on the commands that act
+for a user sends ``X-MCPBridge-User``: the server checks that the key may do so.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+import ssl
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import httpx2
 
-from mcpbridge.bootstrap import Container
-from mcpbridge.cli.context import acting_workspace, known_user, opened
-from mcpbridge.domain.identity import Principal, Scope
-from mcpbridge.domain.names import fold
-from mcpbridge.errors import InvalidInput, NotFound
-from mcpbridge.oauth.redirects import origin_of
-from mcpbridge.settings import Settings
+from mcpbridge.cli.profiles import Target, target_of
+from mcpbridge.errors import InvalidInput, NotFound, Unavailable
 
-OPERATOR_USER_ID = "operator"
-API_KEY_ENV = "MCPBRIDGE_API_KEY"
-DEFAULT_BASE_URL = "http://127.0.0.1:8080"
-"""Where ``mcpbridge serve`` listens by default: the base of the URLs the API shows when no public URL is set."""
-REQUEST_SECONDS = 60.0
-"""A bound on one in-process request (the routes bound their own outbound calls well inside it)."""
-_RESOLUTION_PATHS = ("/api/v1/agent/tool-approvals/", "/api/v1/agent/mcp-oauth-resolutions/")
+REQUEST_SECONDS = 28.0
+"""A bound on one request, inside the 29 s an API Gateway request may take."""
+CONNECT_SECONDS = 5.0
+WORKSPACE_HEADER = "X-MCPBridge-Workspace"
+USER_HEADER = "X-MCPBridge-User"
 _MAX_PAGES = 10_000
 
 
@@ -57,28 +51,41 @@ class Problem(Exception):
         return "; ".join([detail, *problems])
 
 
-def operator_principal(workspace_id: str, user_id: str = OPERATOR_USER_ID) -> Principal:
-    """Full authority in the workspace, without an API key: the operator holds the data anyway."""
-    return Principal(workspace_id, user_id, "", "admin", Scope())
+def _fold(name: str) -> str:
+    return " ".join(name.split()).casefold()
 
 
 class Api:
-    """Requests to the REST routes; an answer of 400 or more raises :class:`Problem`."""
+    """Requests to the server's REST routes; an answer of 400 or more raises :class:`Problem`."""
 
-    def __init__(self, client: httpx2.AsyncClient, principal: Principal | None, settings: Settings) -> None:
+    def __init__(self, client: httpx2.AsyncClient, target: Target) -> None:
         self._client = client
-        self.principal = principal
-        """The operator's principal, or None when the API key of MCPBRIDGE_API_KEY is presented instead."""
-        self.settings = settings
+        self.target = target
 
-    def same_origin(self, url: str) -> bool:
-        """Whether ``url`` is one of the API's own (answered in this process), not another server's."""
-        origin = origin_of(url)
-        return origin is not None and origin == origin_of(str(self._client.base_url))
+    @property
+    def base_url(self) -> str:
+        return self.target.url
+
+    def header(self, name: str) -> str | None:
+        return self._client.headers.get(name)
+
+    def address(self, workspace_id: str | None = None, user_id: str | None = None) -> None:
+        """Act in this workspace (and as this user) on the following requests."""
+        if workspace_id is not None:
+            self._client.headers[WORKSPACE_HEADER] = workspace_id
+        if user_id is not None:
+            self._client.headers[USER_HEADER] = user_id
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        with anyio.fail_after(REQUEST_SECONDS):
-            response = await self._client.request(method, path, **kwargs)
+        try:
+            with anyio.fail_after(REQUEST_SECONDS):
+                response = await self._client.request(method, path, **kwargs)
+        except TimeoutError:
+            raise Unavailable(
+                f"{self.target.url} did not answer {method} {path} within {REQUEST_SECONDS:g} s", code="timeout"
+            ) from None
+        except httpx2.TransportError as exc:
+            raise unreachable(self.target, exc) from None
         body: Any = None
         if response.content:
             try:
@@ -86,7 +93,8 @@ class Api:
             except ValueError:
                 body = {"detail": response.text[:500]}
         if response.status_code >= 400:
-            raise Problem(response.status_code, body if isinstance(body, dict) else {})
+            shown = body if isinstance(body, dict) else {}
+            raise Problem(response.status_code, {"status": response.status_code, **shown})
         return body
 
     async def get(self, path: str, **kwargs: Any) -> Any:
@@ -128,97 +136,83 @@ class Api:
             return {**body, listed: items, "page": 1, "page_size": len(items), "has_more": False}
         return body
 
-    async def resolve(self, path: str, reference: str, prefix: str, kind: str) -> str:
+    async def resolve(self, path: str, reference: str, prefix: str, kind: str, *, where: str = "") -> str:
         """The id of an item of a list route, given its id (``prefix_...``) or its name (case-insensitively)."""
         if reference.startswith(f"{prefix}_"):
             return reference
         listed = await self.every(path)
-        named = [item for item in listed["items"] if fold(str(item.get("name", ""))) == fold(reference)]
+        named = [item for item in listed["items"] if _fold(str(item.get("name", ""))) == _fold(reference)]
         if len(named) == 1:
             return str(named[0]["id"])
         if named:
             ids = ", ".join(str(item["id"]) for item in named)
-            raise InvalidInput(f"{len(named)} {kind}s are named {reference[:80]!r}: name it by id ({ids})")
+            raise InvalidInput(
+                f"{len(named)} {kind}s are named {reference[:80]!r}: name it by id ({ids})", code="ambiguous_name"
+            )
         raise NotFound(
-            f"no {kind} with the id or name {reference[:80]!r} in this workspace",
+            f"no {kind} with the id or name {reference[:80]!r}{where or ' in this workspace'}",
             code=f"{kind.replace(' ', '_')}_not_found",
         )
 
 
-class _Surfaces:
-    """One ASGI app over the API's and the resolutions' apps (two Lambda functions on AWS, one process here)."""
-
-    def __init__(self, api: Any, resolutions: Any) -> None:
-        self._api = api
-        self._resolutions = resolutions
-
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        resolving = str(scope.get("path", "")).startswith(_RESOLUTION_PATHS)
-        await (self._resolutions if resolving else self._api)(scope, receive, send)
+def unreachable(target: Target, exc: Exception) -> Unavailable:
+    """Why the server could not be reached, and how to reach another one."""
+    reason = "connection refused" if isinstance(exc, httpx2.ConnectError) else type(exc).__name__
+    return Unavailable(
+        f"cannot reach {target.url} ({reason}; from {target.source}). Is `mcpbridge serve` running there? "
+        "Log in to a server with `mcpbridge login URL`, or set MCPBRIDGE_URL and MCPBRIDGE_API_KEY",
+        code="server_unreachable",
+    )
 
 
-@contextlib.asynccontextmanager
-async def connect(
-    container: Container, args: argparse.Namespace, *, user: str | None = None, operator: bool = False
-) -> AsyncIterator[Api]:
-    """The API as the operator in ``--workspace`` (or as ``user``, with the operator's authority), or as the key of
-    MCPBRIDGE_API_KEY (unless ``operator``: commands that only an operator runs)."""
-    from mcpbridge.http.apps import create_app
-    from mcpbridge.http.auth import current_principal
-
-    key = "" if operator else os.environ.get(API_KEY_ENV, "").strip()
-    headers: dict[str, str] = {}
-    principal: Principal | None = None
-    if key:
-        if getattr(args, "workspace", None) or user:
-            raise InvalidInput(
-                f"--workspace and --user do not apply with {API_KEY_ENV} set: the key names its workspace and user",
-                code="invalid_arguments",
-            )
-        headers["Authorization"] = f"Bearer {key}"
-    else:
-        workspace_id = await anyio.to_thread.run_sync(acting_workspace, container, getattr(args, "workspace", None))
-        acting = OPERATOR_USER_ID
-        if user is not None:
-            acting = await anyio.to_thread.run_sync(known_user, container, workspace_id, user)
-        principal = operator_principal(workspace_id, acting)
-    apps = [create_app(container, "admin_api"), create_app(container, "resolutions")]
-    if principal is not None:
-        for app in apps:
-            app.dependency_overrides[current_principal] = functools.partial(_fixed, principal)
-    transport = httpx2.ASGITransport(app=_Surfaces(*apps), raise_app_exceptions=False)
-    base_url = container.settings.public_base_url.rstrip("/") or DEFAULT_BASE_URL
-    try:
-        async with httpx2.AsyncClient(transport=transport, base_url=base_url, headers=headers) as client:
-            yield Api(client, principal, container.settings)
-    finally:
-        pool = container.__dict__.get("connections")  # connections to external services a route opened
-        if pool is not None:
-            await pool.aclose()
+def client_for(target: Target) -> httpx2.AsyncClient:
+    headers = {"Authorization": f"Bearer {target.api_key}", "User-Agent": "mcpbridge-cli"}
+    timeout = httpx2.Timeout(REQUEST_SECONDS, connect=CONNECT_SECONDS)
+    verify: ssl.SSLContext | bool = True
+    if target.url.lower().startswith("http://"):
+        # No TLS to set up: a context without any trusted certificate (loading the system's costs a third of the
+        # command's CPU), which would refuse any certificate if an https URL ever came through it.
+        verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return httpx2.AsyncClient(base_url=target.url, headers=headers, timeout=timeout, trust_env=False, verify=verify)
 
 
-def _fixed(principal: Principal) -> Principal:
-    return principal
+async def addressed(api: Api, args: argparse.Namespace, *, acting_user: bool) -> None:
+    """``--workspace`` and (``acting_user``) ``--user``, by id or name, as the headers of the following requests."""
+    reference = getattr(args, "workspace", None)
+    workspace_id = None
+    if reference:
+        where = " (`mcpbridge workspaces list` shows them)"
+        workspace_id = await api.resolve("/api/v1/workspaces", reference, "ws", "workspace", where=where)
+        api.address(workspace_id=workspace_id)
+    user = getattr(args, "user", None) if acting_user else None
+    if user:
+        api.address(user_id=await user_id_of(api, user))
+
+
+async def user_id_of(api: Api, reference: str) -> str:
+    """A user of the workspace the requests act in, by id (``usr_...``) or unique name."""
+    return await api.resolve("/api/v1/users", reference, "usr", "user")
 
 
 Handler = Callable[[Api, argparse.Namespace], Awaitable[int | None]]
 
 
 def command(*, acting_user: bool = False) -> Callable[[Handler], Callable[[argparse.Namespace], int]]:
-    """A command made of REST requests: ``handler(api, args)`` runs in one event loop, with the container closed
-    (its background jobs finished) before the command returns. ``acting_user``: ``--user`` names whom it acts as."""
+    """A command made of REST requests: ``handler(api, args)`` runs in one event loop against the server the
+    profile (or ``MCPBRIDGE_URL``) names. ``acting_user``: ``--user`` names whom it acts as."""
 
     def wrap(handler: Handler) -> Callable[[argparse.Namespace], int]:
         @functools.wraps(handler)
         def run(args: argparse.Namespace) -> int:
-            with opened(args) as container:
+            target = target_of(getattr(args, "profile", None), os.environ)
 
-                async def session() -> int | None:
-                    user = getattr(args, "user", None) if acting_user else None
-                    async with connect(container, args, user=user) as api:
-                        return await handler(api, args)
+            async def session() -> int | None:
+                async with client_for(target) as client:
+                    api = Api(client, target)
+                    await addressed(api, args, acting_user=acting_user)
+                    return await handler(api, args)
 
-                return anyio.run(session) or 0
+            return anyio.run(session) or 0
 
         return run
 

@@ -431,7 +431,7 @@ def _authorize(container: Container, settings: Settings, args: argparse.Namespac
 
 async def _status_body(container: Container, args: argparse.Namespace, service: ExternalService, user_id: str) -> Any:
     """The REST API's OAuth status of the service for the user the token was stored for."""
-    from mcpbridge.cli.api import connect
+    from mcpbridge.cli.inprocess import connect
 
     async with connect(container, args, user=user_id, operator=True) as api:
         return await api.get(f"/api/v1/mcp-services/{service.id}/oauth/status")

@@ -12,11 +12,12 @@ import argparse
 import json
 from typing import Any
 
-from mcpbridge.cli.api import Api, command
+from mcpbridge.cli.api import WORKSPACE_HEADER, Api, Problem, command
 from mcpbridge.cli.output import Column, emit, field, table
 from mcpbridge.errors import InvalidInput
 
 PENDING = "/api/v1/agent/pending"
+WAITING_BY_WORKSPACE = "/api/v1/workspaces/pending-calls"
 CALLS = "/api/v1/agent/tool-calls"
 APPROVALS = "/api/v1/agent/tool-approvals"
 OAUTH_RESOLUTIONS = "/api/v1/agent/mcp-oauth-resolutions"
@@ -44,8 +45,54 @@ def _print_call(body: dict[str, Any]) -> None:
 
 @command()
 async def calls_pending(api: Api, args: argparse.Namespace) -> None:
-    body = await api.get(PENDING)
-    emit(args, body, lambda b: table(b["items"], _COLUMNS, empty="No tool call is waiting."))
+    if args.all_workspaces:
+        if args.workspace:
+            raise InvalidInput("--all-workspaces and --workspace exclude each other", code="invalid_arguments")
+        await _pending_everywhere(api, args)
+        return
+    body = await api.every(PENDING)
+    elsewhere = [] if args.json else await _waiting_elsewhere(api)
+
+    def human(listed: dict[str, Any]) -> None:
+        table(listed["items"], _COLUMNS, empty="No tool call is waiting here.")
+        for workspace in elsewhere:
+            print(
+                f"{workspace['pending']} call(s) wait in workspace {workspace['workspace_name']} "
+                f"({workspace['workspace_id']}): mcpbridge calls pending --workspace {workspace['workspace_id']}"
+            )
+        if elsewhere:
+            print("Every workspace's: mcpbridge calls pending --all-workspaces")
+
+    emit(args, body, human)
+
+
+async def _waiting_elsewhere(api: Api) -> list[dict[str, Any]]:
+    """For a platform admin, the other workspaces where calls wait (nothing for any other key)."""
+    try:
+        counted = await api.every(WAITING_BY_WORKSPACE)
+    except Problem as problem:
+        if problem.status == 403:
+            return []
+        raise
+    here = api.header(WORKSPACE_HEADER) or (await api.get("/api/v1/me"))["workspace_id"]
+    return [workspace for workspace in counted["items"] if workspace["workspace_id"] != here]
+
+
+async def _pending_everywhere(api: Api, args: argparse.Namespace) -> None:
+    """Every waiting call of every workspace (a platform admin's key), each with its workspace."""
+    counted = await api.every(WAITING_BY_WORKSPACE)
+    items: list[dict[str, Any]] = []
+    for workspace in counted["items"]:
+        api.address(workspace_id=workspace["workspace_id"])
+        listed = await api.every(PENDING)
+        there = {"workspace_id": workspace["workspace_id"], "workspace_name": workspace["workspace_name"]}
+        items += [{**there, **item} for item in listed["items"]]
+    items.sort(key=lambda item: (item["created_at"], item["pending_id"]))
+    columns: list[Column] = [("WORKSPACE", field("workspace_name")), *_COLUMNS]
+    emit(args, {"items": items, "next_cursor": None}, lambda b: table(b["items"], columns, empty=_NONE_ANYWHERE))
+
+
+_NONE_ANYWHERE = "No tool call is waiting in any workspace."
 
 
 @command()
@@ -53,14 +100,14 @@ async def call_show(api: Api, args: argparse.Namespace) -> None:
     emit(args, await api.get(f"{CALLS}/{args.call}"), _print_call)
 
 
-def modified_arguments(text: str) -> dict[str, Any]:
+def modified_arguments(text: str, *, code: str = "invalid_modified_args") -> dict[str, Any]:
     """``--args``: a JSON object (checked here, then against the tool's schema by the API)."""
     try:
         value = json.loads(text)
     except ValueError as exc:
-        raise InvalidInput(f"--args is not JSON ({exc}): nothing was changed", code="invalid_modified_args") from None
+        raise InvalidInput(f"--args is not JSON ({exc}): nothing was changed", code=code) from None
     if not isinstance(value, dict):
-        raise InvalidInput("--args must be a JSON object: nothing was changed", code="invalid_modified_args")
+        raise InvalidInput("--args must be a JSON object: nothing was changed", code=code)
     return value
 
 

@@ -117,16 +117,32 @@ def admin_user(container: Container, workspace_id: str) -> str:
     return str(admins[0]["id"])
 
 
-def known_user(container: Container, workspace_id: str, user_id: str) -> str:
-    """``user_id`` when it is a user of the workspace: one with a user record or an API key."""
+def known_user(container: Container, workspace_id: str, reference: str) -> str:
+    """A user of the workspace by id (one with a user record or an API key), else by its unique name."""
+    from mcpbridge.domain.names import fold
     from mcpbridge.identity.records import user_key
     from mcpbridge.paging import every_item
 
-    if not _USER_ID.fullmatch(user_id):
-        raise InvalidInput("--user must be a user id such as usr_...", code="invalid_user")
-    if container.store.get(user_key(workspace_id, user_id)) is not None or any(
-        item.get("user_id") == user_id
-        for item in every_item(container.store, f"WS#{workspace_id}", sk_prefix="APIKEY#")
+    if not _USER_ID.fullmatch(reference) and not reference.strip():
+        raise InvalidInput("--user must be a user's id (usr_...) or name", code="invalid_user")
+    if _USER_ID.fullmatch(reference) and (
+        container.store.get(user_key(workspace_id, reference)) is not None
+        or any(
+            item.get("user_id") == reference
+            for item in every_item(container.store, f"WS#{workspace_id}", sk_prefix="APIKEY#")
+        )
     ):
-        return user_id
-    raise NotFound(f"no user {user_id} in workspace {workspace_id}", code="user_not_found")
+        return reference
+    named = [
+        str(item["id"])
+        for item in every_item(container.store, f"WS#{workspace_id}", sk_prefix="USER#")
+        if fold(str(item.get("name", ""))) == fold(reference)
+    ]
+    if len(named) == 1:
+        return named[0]
+    if named:
+        raise Conflict(
+            f"{len(named)} users are named {reference[:80]!r}: name it by id ({', '.join(named)})",
+            code="ambiguous_name",
+        )
+    raise NotFound(f"no user with the id or name {reference[:80]!r} in workspace {workspace_id}", code="user_not_found")

@@ -1,11 +1,11 @@
 """``mcpbridge kb``: knowledge bases through ``/api/v1/knowledge-bases``, ``/api/v1/documents`` and
 ``/api/v1/knowledge/search``.
 
-``kb add`` sends each file in one request (``.../documents/upload``), or, above the size a request may carry,
-through an upload (``.../documents/uploads``: the file posted to the form it answers, straight to S3 on AWS, then
-``complete``); a URL is fetched by the API (``.../documents`` with ``url``). Then it follows each document's
-``parse_status`` until it is ``completed`` or ``failed``, with a progress bar on a terminal. On the embedded backend
-(or on AWS without the indexer function) the indexing runs in this process, and the command ends once it is done.
+``kb add`` sends each file in one request (``.../documents/upload``), or, when the server answers that it is larger
+than a request may carry (413), through an upload (``.../documents/uploads``: the file posted to the form it
+answers, straight to S3 on AWS, then ``complete``); a URL is fetched by the API (``.../documents`` with ``url``).
+Then it follows each document's ``parse_status`` until it is ``completed`` or ``failed``, with a progress bar on a
+terminal, while the server indexes them (``mcpbridge serve`` itself, the indexer function on AWS).
 """
 
 from __future__ import annotations
@@ -25,12 +25,9 @@ import httpx2
 from mcpbridge.cli.api import Api, Problem, command
 from mcpbridge.cli.output import Column, Progress, deleted, emit, field, shorten, table
 from mcpbridge.errors import InvalidInput
-from mcpbridge.knowledge.parsing import KNOWN_EXTENSIONS
 
 KNOWLEDGE_BASES = "/api/v1/knowledge-bases"
 DOCUMENTS = "/api/v1/documents"
-FOLDER_SUFFIXES = frozenset(f".{extension}" for extension in KNOWN_EXTENSIONS)
-"""What a folder contributes: the files the parser knows by their extension (Markdown, text, HTML, PDF)."""
 _FINAL = frozenset({"completed", "failed"})
 _UPLOAD_SECONDS = 900.0
 _URL = re.compile(r"^https?://", re.IGNORECASE)
@@ -152,13 +149,21 @@ def sources_of(arguments: list[str], title: str | None) -> list[Source]:
     return found
 
 
+def folder_suffixes() -> frozenset[str]:
+    """What a folder contributes: the files the parser knows by their extension (Markdown, text, HTML, PDF)."""
+    from mcpbridge.knowledge.parsing import KNOWN_EXTENSIONS
+
+    return frozenset(f".{extension}" for extension in KNOWN_EXTENSIONS)
+
+
 def _documents_in(folder: Path) -> list[Path]:
     """The folder's documents, recursively, in name order; hidden files and folders are left out."""
+    suffixes = folder_suffixes()
     return sorted(
         path
         for path in folder.rglob("*")
         if path.is_file()
-        and path.suffix.lower() in FOLDER_SUFFIXES
+        and path.suffix.lower() in suffixes
         and not any(part.startswith(".") for part in path.relative_to(folder).parts)
     )
 
@@ -207,11 +212,14 @@ async def _send(api: Api, kb: str, source: Source) -> dict[str, Any]:
         return body
     assert source.path is not None
     data = await anyio.to_thread.run_sync(source.path.read_bytes)
-    if len(data) > api.settings.max_request_document_bytes:
-        return await _upload(api, kb, source, data)
     form = {"title": source.title} if source.title else {}
     files = {"file": (source.path.name, data, "application/octet-stream")}
-    body = await api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/upload", files=files, data=form)
+    try:
+        body = await api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/upload", files=files, data=form)
+    except Problem as problem:
+        if problem.status != 413:
+            raise
+        return await _upload(api, kb, source, data)
     return body
 
 
@@ -227,7 +235,7 @@ async def _upload(api: Api, kb: str, source: Source, data: bytes) -> dict[str, A
         request["title"] = source.title
     upload = await api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/uploads", json=request)
     files = {upload["file_field"]: (source.path.name, data, "application/octet-stream")}
-    if api.same_origin(upload["url"]):  # the embedded backend's own route: in this process
+    if same_origin(upload["url"], api.base_url):  # the embedded backend's own route
         await api.post(upload["url"], data=upload["fields"], files=files)
     else:  # a presigned POST to S3
         # Each read or write may stall for 25 s at most; the whole file for _UPLOAD_SECONDS.
@@ -265,6 +273,12 @@ async def _indexed(
         detail = f"still {latest[identifier]['parse_status']} after {args.timeout:g} s"
         errors.append({"source": labels[identifier], "status": None, "code": "indexing_timeout", "detail": detail})
     return list(latest.values())
+
+
+def same_origin(url: str, base_url: str) -> bool:
+    """Whether ``url`` is on the server itself (scheme, host and port), not another one (S3)."""
+    parts, base = urlsplit(url), urlsplit(base_url)
+    return (parts.scheme.lower(), parts.netloc.lower()) == (base.scheme.lower(), base.netloc.lower())
 
 
 def _outcome(label: str, body: dict[str, Any]) -> str:

@@ -14,14 +14,17 @@ from typing import Any
 from mcpbridge import __version__
 
 _ACTING = (
-    "Run on the machine or account that holds the data, it acts as the operator: full authority in --workspace (by "
-    "default the platform's own workspace, the one `mcpbridge init` created), no API key needed. With "
-    "MCPBRIDGE_API_KEY set, it acts as that key's user, with that key's authority (and its workspace)."
+    "Every command but init, serve, `keys create --admin` and `services authorize` is a request to the REST API of "
+    "a running mcpbridge (`mcpbridge serve`, or a deployed stack's API URL), with an API key: the server and key of "
+    "`mcpbridge login URL` (a profile of the config file; --profile picks another), or MCPBRIDGE_URL and "
+    "MCPBRIDGE_API_KEY. It acts as that key's user, with that key's authority, in the key's workspace; a platform "
+    "admin's key (the one init printed) may name another workspace with --workspace."
 )
 _EXIT = "Exit status: 0 on success, 1 when the command failed (the message says why), 2 when it could not be parsed."
 _BACKEND = (
-    "The backend comes from MCPBRIDGE_BACKEND: local (the default: the data directory) or aws (DynamoDB, KMS and S3, "
-    "with the operator's AWS credentials and the MCPBRIDGE_* settings of the deployment)."
+    "init, serve, `keys create --admin` and `services authorize` act on the data itself: the backend comes from "
+    "MCPBRIDGE_BACKEND, local (the default: the data directory) or aws (DynamoDB, KMS and S3, with the operator's "
+    "AWS credentials and the MCPBRIDGE_* settings of the deployment)."
 )
 _CAPABILITIES = (
     "read, ask, wiki, write, manage_knowledge, manage_channels, manage_services, act_as, call_tools, manage_keys, "
@@ -48,14 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
             _ACTING,
             _BACKEND,
         ),
-        epilog="examples:\n  mcpbridge init\n  mcpbridge serve --port 8080\n  mcpbridge kb add handbook ./docs\n"
-        "  mcpbridge calls pending\n\n`mcpbridge COMMAND --help` shows a command's options and an example.\n"
+        epilog="examples:\n  mcpbridge serve --port 8080\n  mcpbridge login http://127.0.0.1:8080\n"
+        "  mcpbridge kb add handbook ./docs\n  mcpbridge calls pending\n\n"
+        "`mcpbridge COMMAND --help` shows a command's options and an example.\n"
         f"{_EXIT}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"mcpbridge {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_setup(commands)
+    _add_login(commands)
     _add_workspaces(commands)
     _add_users(commands)
     _add_keys(commands)
@@ -63,11 +68,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_endpoints(commands)
     _add_services(commands)
     _add_calls(commands)
+    _add_agents(commands)
     return parser
 
 
 def _leaf(
-    commands: Commands, name: str, summary: str, example: str, run: str, *, workspace: bool = True, details: str = ""
+    commands: Commands,
+    name: str,
+    summary: str,
+    example: str,
+    run: str,
+    *,
+    workspace: bool = True,
+    details: str = "",
+    on_data: bool = False,
+    remote: bool = True,
 ) -> argparse.ArgumentParser:
     """A command with its help, its example and the options every command takes."""
     description = _wrapped(f"{summary[0].upper()}{summary[1:]}.", details)
@@ -78,13 +93,18 @@ def _leaf(
         epilog=f"example:\n  {example}\n\n{_wrapped(_EXIT)}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    leaf.add_argument("--data-dir", type=Path, help="data directory (default ./.mcpbridge or MCPBRIDGE_DATA_DIR)")
+    if on_data:
+        leaf.add_argument("--data-dir", type=Path, help="data directory (default ./.mcpbridge or MCPBRIDGE_DATA_DIR)")
+    if remote:
+        leaf.add_argument(
+            "--profile", help="the profile of the config file to use (`mcpbridge login --profile`; default: default)"
+        )
     leaf.add_argument("--json", action="store_true", help="print the result as JSON (the REST API's body)")
     if workspace:
         leaf.add_argument(
             "--workspace",
             metavar="WORKSPACE",
-            help="the workspace to act in, by id or name (default: the platform's own)",
+            help="the workspace to act in, by id or name (a platform admin's key only; default: the key's own)",
         )
     leaf.set_defaults(run=run)
     return leaf
@@ -112,6 +132,8 @@ def _add_setup(commands: Commands) -> None:
         "mcpbridge init --data-dir ./.mcpbridge",
         "serving:init",
         workspace=False,
+        on_data=True,
+        remote=False,
     )
     serve = _leaf(
         commands,
@@ -120,6 +142,8 @@ def _add_setup(commands: Commands) -> None:
         "mcpbridge serve --host 127.0.0.1 --port 8080",
         "serving:serve",
         workspace=False,
+        on_data=True,
+        remote=False,
         details="The port is bound before anything else happens: if it is taken, serve says so and exits with "
         'status 1, changing nothing. With --json, the first line is {"url", "workspace_id", "api_key", '
         '"created"} (the admin key only on the first start).',
@@ -207,7 +231,7 @@ def _add_users(commands: Commands) -> None:
         ("delete", "delete a user with its keys, OAuth tokens and sessions (its paused calls are cancelled)"),
     ):
         action = _leaf(actions, name, summary, f"mcpbridge users {name} usr_...", f"tenants:user_{name}")
-        action.add_argument("user", metavar="USER", help="the user's id (usr_...)")
+        action.add_argument("user", metavar="USER", help="the user's id (usr_...) or name")
 
 
 def _add_keys(commands: Commands) -> None:
@@ -219,13 +243,14 @@ def _add_keys(commands: Commands) -> None:
         "mcpbridge keys list",
         "tenants:keys_list",
     )
-    listing.add_argument("--user", help="only this user's keys")
+    listing.add_argument("--user", help="only this user's keys (by id or name)")
     create = _leaf(
         actions,
         "create",
         "mint an API key for a user of the workspace (shown once)",
         'mcpbridge keys create --user usr_... --name "Bob\'s agent" --capability call_tools',
         "tenants:key_create",
+        on_data=True,
         details="--admin mints an unrestricted admin key straight in the data this machine holds: it is the way "
         "back after losing every admin key (no API key is needed, whatever keys exist). Without --admin, the key "
         f"is minted by the REST API's rules (never broader than the caller). Capabilities: {_CAPABILITIES}.",
@@ -233,7 +258,8 @@ def _add_keys(commands: Commands) -> None:
     create.add_argument("--admin", action="store_true", help="an unrestricted admin key (the recovery path)")
     create.add_argument(
         "--user",
-        help="the user the key belongs to (needed without --admin; default with --admin: the workspace's admin user)",
+        help="the user the key belongs to, by id or name (needed without --admin; default with --admin: the "
+        "workspace's admin user)",
     )
     create.add_argument("--name", help="the key's name")
     create.add_argument("--role", choices=("viewer", "admin"), help="viewer (default) or admin")
@@ -367,7 +393,9 @@ def _add_services(commands: Commands) -> None:
         ("tools", "the service's tools with the workspace's policy for each"),
     ):
         leaf = _service_leaf(actions, name, summary, f"mcpbridge services {name} github")
-        leaf.add_argument("--user", help="use this user's OAuth authorization (default: none, as the operator)")
+        leaf.add_argument(
+            "--user", help="use this user's OAuth authorization, by id or name (a platform admin's key only)"
+        )
     _add_policy(actions)
     credentials = _service_leaf(
         actions,
@@ -443,7 +471,10 @@ def _add_authorize(actions: Commands) -> None:
         "authorize",
         "authorize an OAuth service for a user: print the URL to open, then finish with the redirected URL",
         "mcpbridge services authorize github --user usr_... --listen",
-        details="Start an OAuth authorization of an external MCP service for a user and print the URL to open. "
+        on_data=True,
+        remote=False,
+        details="It acts on the data itself (as init does), as the operator. "
+        "Start an OAuth authorization of an external MCP service for a user and print the URL to open. "
         "Finish it by pasting the URL the browser was sent back to (stdin), with --redirected-url later, or with "
         "--listen (the browser comes back to this command on 127.0.0.1).",
     )
@@ -475,14 +506,17 @@ def _add_authorize(actions: Commands) -> None:
 
 def _add_calls(commands: Commands) -> None:
     actions = _group(commands, "calls", "agents' tool calls waiting for a person")
-    _leaf(
+    pending = _leaf(
         actions,
         "pending",
         "the calls waiting for an approval or an authorization",
-        "mcpbridge calls pending",
+        "mcpbridge calls pending --all-workspaces",
         "calls:calls_pending",
-        details="As the operator: every waiting call of the workspace. With MCPBRIDGE_API_KEY: the key's user's "
-        "own calls (every one of the workspace for an admin key with approve_calls).",
+        details="The key's user's own calls (every one of the workspace for an admin key with approve_calls). With "
+        "a platform admin's key, it also says in which other workspaces calls wait; --all-workspaces lists them all.",
+    )
+    pending.add_argument(
+        "--all-workspaces", action="store_true", help="every workspace's waiting calls (a platform admin's key only)"
     )
     show = _leaf(actions, "show", "one tool call", "mcpbridge calls show call_...", "calls:call_show")
     show.add_argument("call", metavar="CALL", help="the call's id")
@@ -492,8 +526,8 @@ def _add_calls(commands: Commands) -> None:
         "approve a call waiting for approval (it runs next)",
         'mcpbridge calls approve call_... --args \'{"text": "hi"}\'',
         "calls:call_approve",
-        details="Only the call's owner or an approver may resolve it: the operator is one; with MCPBRIDGE_API_KEY, "
-        "the key's user must own the call or hold an admin key with approve_calls.",
+        details="Only the call's owner or an approver may resolve it: the key's user must own the call or hold an "
+        "admin key with approve_calls (a platform admin's key is one in any workspace).",
     )
     approve.add_argument("call", metavar="CALL", help="the call's id")
     approve.add_argument("--args", metavar="JSON", help="a JSON object replacing the call's arguments")
@@ -507,3 +541,79 @@ def _add_calls(commands: Commands) -> None:
     )
     reject.add_argument("call", metavar="CALL", help="the call's id")
     reject.add_argument("--reason", help="why (the agent is told)")
+
+
+# ---------------------------------------------------------------------------------------------------- login
+
+
+def _add_login(commands: Commands) -> None:
+    login = _leaf(
+        commands,
+        "login",
+        "log in to a running mcpbridge: check an API key against it and save both as a profile",
+        "mcpbridge login http://127.0.0.1:8080 < key.txt",
+        "session:login",
+        workspace=False,
+        details="The key is asked for (never echoed) on a terminal, else read from standard input; it is checked "
+        "with GET /api/v1/me, then saved with the URL in $XDG_CONFIG_HOME/mcpbridge/config.json (~/.config/... by "
+        "default; MCPBRIDGE_CONFIG names another file), readable by you only. MCPBRIDGE_URL and MCPBRIDGE_API_KEY, "
+        "when set, come before the profile.",
+    )
+    login.add_argument("url", metavar="URL", help="the server: http://127.0.0.1:8080 for `mcpbridge serve`, or ApiUrl")
+    _leaf(
+        commands,
+        "whoami",
+        "the server, user, workspace and key the commands use",
+        "mcpbridge whoami",
+        "session:whoami",
+        workspace=False,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- agents
+
+
+def _add_agents(commands: Commands) -> None:
+    actions = _group(commands, "agents", "agent profiles and the tools they may call")
+    _leaf(actions, "list", "the workspace's agent profiles", "mcpbridge agents list", "agents:agents_list")
+    tools = _leaf(
+        actions,
+        "tools",
+        "the tools an agent may call",
+        "mcpbridge agents tools --service everything",
+        "agents:agents_tools",
+    )
+    tools.add_argument("--agent", help="the agent profile, by id (agt_...) or name (default: every service)")
+    tools.add_argument("--service", help="only this service's tools (id or name)")
+    tools.add_argument("--query", help="only the tools whose name or description hold these words")
+    describe = _leaf(
+        actions,
+        "describe",
+        "a tool's full definition and input schema, as an agent sees it",
+        "mcpbridge agents describe everything echo",
+        "agents:agents_describe",
+    )
+    _tool_arguments(describe)
+    call = _leaf(
+        commands,
+        "call",
+        "call a tool through the agent broker (its policy, approvals and OAuth apply), and wait for its outcome",
+        'mcpbridge call everything echo --args \'{"message": "hi"}\'',
+        "agents:call",
+        details="A call that waits for an approval or an OAuth authorization is followed for --wait seconds (the "
+        "pause and how to resolve it are printed on standard error); after that the command prints the pause and "
+        "exits with status 3 (`mcpbridge calls show CALL` shows the outcome later). Exit status 1 when the call "
+        "failed or was rejected. The key needs call_tools.",
+    )
+    _tool_arguments(call)
+    call.add_argument("--args", metavar="JSON", help="the tool's arguments, a JSON object (default {})")
+    call.add_argument("--as-user", metavar="USER", help="act for this user, by id or name (the key needs act_as)")
+    call.add_argument(
+        "--wait", type=float, default=60.0, help="seconds to wait for a paused call (default 60; 0: do not wait)"
+    )
+
+
+def _tool_arguments(leaf: argparse.ArgumentParser) -> None:
+    leaf.add_argument("service", metavar="SERVICE", help="the service's id (svc_...) or name")
+    leaf.add_argument("tool", metavar="TOOL", help="the tool's name as the service lists it")
+    leaf.add_argument("--agent", help="the agent profile, by id (agt_...) or name (default: every service)")

@@ -12,16 +12,20 @@ import sys
 from typing import Any
 
 FAILED, INTERRUPTED = 1, 130
+_ON_THE_DATA = frozenset({"serving", "authorize"})
+"""The modules of the commands that act on the data itself (the others only send HTTP requests)."""
 
 
 def run(args: argparse.Namespace) -> int:
     from mcpbridge.cli.api import Problem
     from mcpbridge.errors import MCPBridgeError
-    from mcpbridge.observability import install_log_redaction
 
-    # Before any command runs: whatever it (or a library) logs, URLs in it have their query values masked.
-    install_log_redaction()
     module, _, name = str(args.run).partition(":")
+    if module in _ON_THE_DATA:
+        from mcpbridge.observability import install_log_redaction
+
+        # Before such a command runs: whatever it (or a library) logs, URLs in it have their query values masked.
+        install_log_redaction()
     function = getattr(importlib.import_module(f"mcpbridge.cli.{module}"), name)
     try:
         code: int = function(args)
@@ -44,8 +48,15 @@ def _failed(args: argparse.Namespace, body: dict[str, Any], message: str) -> int
 
 
 def _problem_body(error: Any) -> dict[str, Any]:
-    """The problem+json body the REST API answers for ``error``."""
-    from mcpbridge.http.problems import problem_from_error
-
-    body: dict[str, Any] = json.loads(bytes(problem_from_error(error).body))
+    """The problem+json body the REST API answers for ``error`` (the shape of :mod:`mcpbridge.http.problems`)."""
+    body: dict[str, Any] = {
+        "type": f"urn:mcpbridge:problem:{error.code}",
+        "title": error.code.replace("_", " ").capitalize(),
+        "status": error.status,
+        "code": error.code,
+        "detail": error.message,
+        "retryable": error.retryable,
+    }
+    if error.details:
+        body["details"] = error.details
     return body

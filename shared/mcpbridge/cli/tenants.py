@@ -8,8 +8,7 @@ import argparse
 import json
 from typing import Any
 
-from mcpbridge.cli.api import Api, command
-from mcpbridge.cli.context import acting_workspace, admin_user, known_user, opened, where
+from mcpbridge.cli.api import Api, command, user_id_of
 from mcpbridge.cli.output import Column, deleted, emit, field, table
 from mcpbridge.errors import InvalidInput
 
@@ -71,13 +70,12 @@ async def workspace_enable(api: Api, args: argparse.Namespace) -> None:
 
 @command()
 async def workspace_delete(api: Api, args: argparse.Namespace) -> None:
-    # The purge is a background job: here it runs in this process, and the command returns once it is done.
     body = await api.delete(f"{WORKSPACES}/{await _workspace_id(api, args.target)}")
 
     def human(shown: dict[str, Any]) -> None:
         print(
             f"Workspace {shown['id']} ({shown['name']}) is being deleted: its keys and tokens are refused; what it "
-            "held is purged by a background job (the indexer on AWS; here, before this command returned)."
+            "held is purged by a background job of the server."
         )
 
     emit(args, body, human)
@@ -95,29 +93,30 @@ async def users_list(api: Api, args: argparse.Namespace) -> None:
 @command()
 async def user_create(api: Api, args: argparse.Namespace) -> None:
     body = await api.post(USERS, json={"name": args.name})
-    hint = "give it a key: mcpbridge keys create --user"
+    hint = "give it a key: mcpbridge keys create --user"  # by id or by name
     emit(args, body, lambda b: print(f"User {b['id']} ({b['name']}) created; {hint} {b['id']}"))
 
 
 @command()
 async def user_show(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.get(f"{USERS}/{args.user}"), _one_line)
+    emit(args, await api.get(f"{USERS}/{await user_id_of(api, args.user)}"), _one_line)
 
 
 @command()
 async def user_disable(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.post(f"{USERS}/{args.user}/disable"), _one_line)
+    emit(args, await api.post(f"{USERS}/{await user_id_of(api, args.user)}/disable"), _one_line)
 
 
 @command()
 async def user_enable(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.post(f"{USERS}/{args.user}/enable"), _one_line)
+    emit(args, await api.post(f"{USERS}/{await user_id_of(api, args.user)}/enable"), _one_line)
 
 
 @command()
 async def user_delete(api: Api, args: argparse.Namespace) -> None:
-    await api.delete(f"{USERS}/{args.user}")
-    deleted(args, "user", args.user, " Its keys, OAuth tokens and sessions are gone; its paused calls cancelled.")
+    target = await user_id_of(api, args.user)
+    await api.delete(f"{USERS}/{target}")
+    deleted(args, "user", target, " Its keys, OAuth tokens and sessions are gone; its paused calls cancelled.")
 
 
 # ---------------------------------------------------------------------------------------------------- keys
@@ -137,7 +136,8 @@ _KEY_COLUMNS: list[Column] = [
 async def keys_list(api: Api, args: argparse.Namespace) -> None:
     body = await api.every(KEYS)
     if args.user:
-        body = {**body, "items": [key for key in body["items"] if key["user_id"] == args.user]}
+        user = await user_id_of(api, args.user)
+        body = {**body, "items": [key for key in body["items"] if key["user_id"] == user]}
     emit(args, body, lambda b: table(b["items"], _KEY_COLUMNS, empty="No API keys."))
 
 
@@ -146,7 +146,8 @@ def key_create(args: argparse.Namespace) -> int:
         return _recover_admin_key(args)
     if not args.user:
         raise InvalidInput(
-            "name the key's user with --user (usr_...), or mint an unrestricted admin key with --admin",
+            "name the key's user with --user (its id usr_... or its name), or mint an unrestricted admin key with "
+            "--admin",
             code="invalid_arguments",
         )
     return _mint_key(args)
@@ -163,7 +164,7 @@ async def _mint_key(api: Api, args: argparse.Namespace) -> None:
         request["knowledge_base_ids"] = [
             await api.resolve(KNOWLEDGE_BASES, kb, "kb", "knowledge base") for kb in args.kb
         ]
-    body = await api.post(f"{USERS}/{args.user}/api-keys", json=request)
+    body = await api.post(f"{USERS}/{await user_id_of(api, args.user)}/api-keys", json=request)
     emit(args, body, lambda b: _print_key(b, f"API key {b['id']} ({b['role']}) for user {b['user_id']}"))
 
 
@@ -174,7 +175,11 @@ def _print_key(body: dict[str, Any], what: str) -> None:
 
 def _recover_admin_key(args: argparse.Namespace) -> int:
     """An unrestricted admin API key, minted straight in the store, whatever keys exist."""
+    from mcpbridge.cli.context import acting_workspace, admin_user, known_user, opened, where
     from mcpbridge.http.routes.api_keys import CreatedApiKey
+    from mcpbridge.observability import install_log_redaction
+
+    install_log_redaction()
 
     if args.role or args.capability or args.kb:
         raise InvalidInput(

@@ -1,4 +1,11 @@
-"""API-key authentication for the REST surfaces: ``Authorization: Bearer sk_...`` or ``X-API-Key``."""
+"""API-key authentication for the REST surfaces: ``Authorization: Bearer sk_...`` or ``X-API-Key``.
+
+A platform admin (an admin key of the platform's own workspace with ``manage_workspaces``, the operator's key) may
+address another workspace with ``X-MCPBridge-Workspace: ws_...``: the request then acts in that workspace with full
+authority, as the key's user; ``X-MCPBridge-User: usr_...`` makes it act as that user of the workspace instead
+(whose OAuth tokens and calls it reaches), still with full authority. Anyone else sending either header gets 403
+``platform_admin_required``; an unknown or inactive workspace or user is refused (404, 409) before anything runs.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
-from mcpbridge.errors import Forbidden, Unauthenticated
+from mcpbridge.errors import Conflict, Forbidden, Unauthenticated
 from mcpbridge.http.store_reads import store_read
 
 if TYPE_CHECKING:
@@ -71,7 +78,31 @@ async def current_principal(
     principal, stale = await store_read(container_of(request), accounts.verify, presented)
     if stale is not None:
         await to_thread.run_sync(accounts.touch, stale)
-    return principal
+    workspace_id = request.headers.get(WORKSPACE_HEADER)
+    user_id = request.headers.get(USER_HEADER)
+    if workspace_id is None and user_id is None:
+        return principal
+    return await to_thread.run_sync(addressed, container_of(request), principal, workspace_id, user_id)
+
+
+WORKSPACE_HEADER = "x-mcpbridge-workspace"
+USER_HEADER = "x-mcpbridge-user"
+
+
+def addressed(container: Container, principal: Principal, workspace_id: str | None, user_id: str | None) -> Principal:
+    """The platform admin's principal in the workspace (and as the user) its request addresses."""
+    container.workspaces.require_operator(principal)
+    target = (workspace_id or principal.workspace_id).strip()
+    workspace = container.workspaces.find(target)
+    if workspace.status != "active":
+        raise Conflict(f"workspace {workspace.id} is {workspace.status}", code="workspace_inactive")
+    acting = principal.user_id
+    if user_id is not None:
+        user = container.users.find(workspace.id, user_id.strip())
+        if user.status != "active":
+            raise Conflict(f"user {user.id} is {user.status}", code="user_inactive")
+        acting = user.id
+    return Principal(workspace.id, acting, principal.api_key_id, "admin", principal.scope)
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]

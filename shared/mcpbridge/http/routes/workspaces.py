@@ -4,6 +4,7 @@ workspace, the one ``init`` created, with ``manage_workspaces``; 403 ``platform_
     GET    /                  list (paged), with each one's status: active, disabled, deleting
     POST   /                  {name, admin_name?}: the workspace, its first user and that user's unrestricted admin
                               key (shown once, in this response only)
+    GET    /pending-calls     per workspace where some wait, how many tool calls wait for a person (paged)
     GET    /{id}
     PUT    /{id}              {name}: rename
     POST   /{id}/disable      every key and endpoint token of it is refused from the next request on
@@ -21,16 +22,17 @@ from typing import Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpbridge.domain.identity import Workspace
+from mcpbridge.domain.identity import Principal, Workspace
 from mcpbridge.http.auth import CurrentPrincipal
-from mcpbridge.http.deps import WorkspacesDep
+from mcpbridge.http.deps import BrokerDep, WorkspacesDep
 from mcpbridge.http.fields import WorkspaceId
 from mcpbridge.http.openapi import problems
-from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.http.routes.api_keys import CreatedApiKey
 from mcpbridge.http.views import Timestamp
 
 router = APIRouter(prefix="/api/v1/workspaces", tags=["workspaces"])
+_MAX_WORKSPACE_PAGES = 1000
 
 
 class WorkspaceIn(BaseModel):
@@ -89,6 +91,47 @@ def list_workspaces(
     `init` created, with `manage_workspaces`)."""
     found, next_cursor = workspaces.list(principal, limit=limit, cursor=cursor)
     return WorkspacePage(items=[WorkspaceOut.of(w) for w in found], next_cursor=next_cursor)
+
+
+class WaitingCalls(BaseModel):
+    workspace_id: str
+    workspace_name: str
+    pending: int = Field(description="Tool calls of the workspace waiting for an approval or an authorization.")
+
+
+class WaitingCallsList(BaseModel):
+    items: list[WaitingCalls]
+    next_cursor: str | None = next_cursor_field()
+
+
+@router.get("/pending-calls", operation_id="countPendingCallsByWorkspace", summary="Count waiting calls per workspace")
+def pending_calls(
+    principal: CurrentPrincipal,
+    workspaces: WorkspacesDep,
+    broker: BrokerDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> WaitingCallsList:
+    """Per active workspace where some wait, how many tool calls wait for a person, by workspace id. Only for the
+    platform admin, who reads them with `GET /api/v1/agent/pending` and `X-MCPBridge-Workspace: ws_...`."""
+    workspaces.require_operator(principal)
+    counted: list[WaitingCalls] = []
+    listed: str | None = None
+    for _ in range(_MAX_WORKSPACE_PAGES):
+        found, listed = workspaces.list(principal, limit=200, cursor=listed)
+        for workspace in found:
+            if workspace.status != "active":
+                continue
+            there = Principal(workspace.id, principal.user_id, principal.api_key_id, "admin", principal.scope)
+            waiting = len(broker.pending(there))
+            if waiting:
+                counted.append(WaitingCalls(workspace_id=workspace.id, workspace_name=workspace.name, pending=waiting))
+        if listed is None:
+            break
+    shown, next_cursor = page_of(
+        counted, key=lambda w: (w.workspace_id,), limit=limit, cursor=cursor, listing="workspaces/pending-calls"
+    )
+    return WaitingCallsList(items=shown, next_cursor=next_cursor)
 
 
 @router.post("", operation_id="createWorkspace", summary="Create a workspace", status_code=201)
