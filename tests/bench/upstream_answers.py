@@ -2,10 +2,10 @@
 
     python tests/bench/upstream_answers.py [--rounds 2] [--ceiling-mb 300] [--against SRC_DIR] [--json]
 
-An upstream MCP server on 127.0.0.1 answers one method with an answer that does not end (see
-``tests/support/oversize_upstream.py``): ``json-length`` promises 300 MB in its ``Content-Length``, ``json-chunked``
-has no length and no end; both stop by themselves at ``--ceiling-mb`` (what an unbounded reader takes in). Three
-operations meet it through a fresh ``serve`` (default settings, so the 16 MiB cap):
+An upstream MCP server on 127.0.0.1, in a process of its own, answers one method with an answer that does not end
+(see ``tests/support/oversize_upstream.py``): ``json-length`` promises 300 MB in its ``Content-Length``,
+``json-chunked`` has no length and no end; both stop by themselves at ``--ceiling-mb`` (what an unbounded reader
+takes in). Three operations meet it through a fresh ``serve`` (default settings, so the 16 MiB cap):
 
 - ``test``: ``POST /api/v1/mcp-services/{id}/test`` (the answer to ``tools/list``);
 - ``refresh``: ``POST .../metadata/refresh`` (the same);
@@ -29,7 +29,8 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,32 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench.mcp_endpoint import free_port, process, wait_up
-from tests.support.everything import serve
-from tests.support.oversize_upstream import Oversize
 
+ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ("test", "refresh", "call")
 SHAPES = ("json-length", "json-chunked")
 SETTLE = 2.0
+
+
+@contextmanager
+def upstream_process(workdir: Path, method: str, shape: str, ceiling: int) -> Iterator[tuple[str, Path]]:
+    """The oversize upstream in a process of its own (so that its writes do not slow this one's probes)."""
+    port = free_port()
+    report = workdir / f"upstream-{port}.json"
+    args = [
+        sys.executable,
+        "-m",
+        "tests.support.oversize_upstream",
+        method,
+        shape,
+        str(ceiling),
+        str(port),
+        str(report),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with process(args, env, workdir, f"upstream-{port}"):
+        wait_up(port)
+        yield f"http://127.0.0.1:{port}", report
 
 
 def rss_mb(pid: int) -> float:
@@ -158,9 +179,9 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
                     for name in order:
                         base, key, pid = hubs[name]
                         method = "tools/call" if operation == "call" else "tools/list"
-                        upstream = Oversize(method, shape, ceiling=ceiling)
-                        with serve(upstream, lifespan="off") as upstream_base:
+                        with upstream_process(workdir, method, shape, ceiling) as (upstream_base, report):
                             row = run_operation(base, key, pid, upstream_base, operation)
+                            upstream = json.loads(report.read_text()) if report.exists() else {"sent": -1}
                         control = observe(base, pid, threading.Event(), max(row["seconds"], 1.0))
                         control_lat = _lat(control)
                         rows.append(
@@ -170,7 +191,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
                                 "operation": operation,
                                 "shape": shape,
                                 **row,
-                                "upstream_sent_mb": upstream.sent / 1024 / 1024,
+                                "upstream_sent_mb": upstream["sent"] / 1024 / 1024,
                                 "control_p50_ms": control_lat["healthz_p50_ms"],
                                 "control_max_ms": control_lat["healthz_max_ms"],
                             }

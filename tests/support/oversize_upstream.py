@@ -8,9 +8,11 @@ never ends; it goes on until the client leaves (``left`` is set) or ``ceiling`` 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from mcp import types
 from mcp.server.lowlevel import Server
 
@@ -30,6 +32,7 @@ class Oversize:
         self.method = method
         self.shape = shape
         self.ceiling = ceiling
+        self.report: Path | None = None
         self.sent = 0
         self.left = anyio.Event()
 
@@ -65,8 +68,10 @@ class Oversize:
     async def _oversize(self, request_id: Any, receive: Any, send: Any) -> None:
         headers = [(b"content-type", b"application/json")]
         opening = json.dumps({"jsonrpc": "2.0", "id": request_id}).encode()[:-1] + b',"result":{"tools":['
+        ceiling = self.ceiling
         if self.shape == "json-length":
             headers.append((b"content-length", b"300000000"))
+            ceiling = min(ceiling, 300_000_000 - len(opening) - len(FILLER))  # never past what it promised
         elif self.shape == "event-stream":
             headers = [(b"content-type", b"text/event-stream")]
             opening = b"event: message\ndata: " + opening
@@ -80,7 +85,27 @@ class Oversize:
         async with anyio.create_task_group() as group:
             group.start_soon(watch)
             await send({"type": "http.response.body", "body": opening, "more_body": True})
-            while not self.left.is_set() and self.sent < self.ceiling:
+            while not self.left.is_set() and self.sent < ceiling:
                 await send({"type": "http.response.body", "body": FILLER, "more_body": True})
                 self.sent += len(FILLER)
+                await anyio.lowlevel.checkpoint()  # a send to a client that left returns at once: let watch() see it
             group.cancel_scope.cancel()
+        if self.report is not None:
+            self.report.write_text(json.dumps({"sent": self.sent, "left": self.left.is_set()}))
+
+
+def main() -> None:
+    """``python -m tests.support.oversize_upstream METHOD SHAPE CEILING PORT REPORT``: serve until killed, writing
+    ``{"sent", "left"}`` to REPORT after each oversize answer (benchmarks run it in a process of its own)."""
+    import sys
+
+    import uvicorn
+
+    method, shape, ceiling, port, report = sys.argv[1:6]
+    upstream = Oversize(method, shape, ceiling=int(ceiling))
+    upstream.report = Path(report)
+    uvicorn.run(upstream, host="127.0.0.1", port=int(port), log_level="error", lifespan="off")
+
+
+if __name__ == "__main__":
+    main()
