@@ -5,7 +5,9 @@
 An upstream MCP server on 127.0.0.1, in a process of its own, answers one method with an answer that does not end
 (see ``tests/support/oversize_upstream.py``): ``json-length`` promises 300 MB in its ``Content-Length``,
 ``json-chunked`` has no length and no end; both stop by themselves at ``--ceiling-mb`` (what an unbounded reader
-takes in). Three operations meet it through a fresh ``serve`` (default settings, so the 16 MiB cap):
+takes in); ``--shapes json-valid`` is instead a valid listing of 1,000 tools of ``--ceiling-mb`` in all (under the
+cap: what parsing a large answer costs the other requests). Three operations meet it through a fresh ``serve``
+(default settings, so the 16 MiB cap):
 
 - ``test``: ``POST /api/v1/mcp-services/{id}/test`` (the answer to ``tools/list``);
 - ``refresh``: ``POST .../metadata/refresh`` (the same);
@@ -174,7 +176,9 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
             hubs["baseline"] = start_hub(stack, workdir / "baseline", args.against)
         for round_ in range(args.rounds):
             for operation in OPERATIONS:
-                for shape in SHAPES:
+                for shape in args.shapes.split(","):
+                    if shape == "json-valid" and operation == "call":
+                        continue
                     order = list(hubs) if round_ % 2 == 0 else list(hubs)[::-1]
                     for name in order:
                         base, key, pid = hubs[name]
@@ -215,6 +219,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--ceiling-mb", type=int, default=300, help="the most an oversize answer writes")
     parser.add_argument("--against", type=Path, help="another checkout, run as a second serve (the baseline)")
+    parser.add_argument(
+        "--shapes", default=",".join(SHAPES), help="json-length, json-chunked, json-valid (a listing of --ceiling-mb)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     print(

@@ -22,6 +22,7 @@ CEILING = 64 * 1024 * 1024
 """The most an answer writes by default before giving up on its own (an unbounded reader takes all of it)."""
 FILLER = b'{"name":"t","inputSchema":{"type":"object"}},' * 1400
 SHAPES = ("json-length", "json-chunked", "event-stream")
+"""The answers that do not end; ``json-valid`` is a valid tool listing of about ``ceiling`` bytes (1,000 tools)."""
 
 
 class Oversize:
@@ -37,7 +38,15 @@ class Oversize:
         self.left = anyio.Event()
 
         async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-            return types.ListToolsResult(tools=[types.Tool(name="echo", input_schema={"type": "object"})])
+            tools = [types.Tool(name="echo", input_schema={"type": "object"})]
+            if shape == "json-valid":  # about ``ceiling`` bytes in all, answered by the SDK server itself
+                description = "x" * max(1, ceiling // 1000 - 100)
+                tools += [
+                    types.Tool(name=f"tool_{i}", description=description, input_schema={"type": "object"})
+                    for i in range(1000)
+                ]
+                self.sent = ceiling
+            return types.ListToolsResult(tools=tools)
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
             return types.CallToolResult(content=[types.TextContent(type="text", text="hi")])
@@ -55,7 +64,7 @@ class Oversize:
             if not message.get("more_body"):
                 break
         request = json.loads(body)
-        if request.get("method") != self.method:
+        if request.get("method") != self.method or self.shape == "json-valid":
             replayed = [{"type": "http.request", "body": body, "more_body": False}]
 
             async def replay() -> Any:
