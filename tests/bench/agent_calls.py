@@ -138,16 +138,14 @@ async def hub_caller(base: str, key: str, tool_ref: str) -> AsyncIterator[Any]:
         yield call
 
 
-def start_mcpbridge(
-    stack: ExitStack, workdir: Path, upstream: str, workers: int = 1, source: Path | None = None
-) -> tuple[str, str, str, int]:
-    """serve on a fresh data directory with the upstream registered (the code of ``source``, a checkout, when
-    given); (base URL, key, the echo tool's tool_ref, serve's process id)."""
+def start_serve(stack: ExitStack, workdir: Path, source: Path | None = None, workers: int = 1) -> tuple[str, str, int]:
+    """serve on a fresh data directory (the code of ``source``, a checkout, when given), 127.0.0.1 allowlisted;
+    (base URL, the admin key ``init`` printed, serve's process id)."""
+    workdir.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPBRIDGE_")}
     env.update({"MCPBRIDGE_LOG_LEVEL": "WARNING", "MCPBRIDGE_SSRF_ALLOWLIST": "127.0.0.1"})
     if source is not None:
         env["PYTHONPATH"] = str(source.resolve() / "shared")
-        workdir.mkdir(parents=True, exist_ok=True)
     data = workdir / "data"
     init = subprocess.run(
         [sys.executable, "-m", "mcpbridge.cli", "init", "--json", "--data-dir", str(data)],
@@ -156,15 +154,22 @@ def start_mcpbridge(
         capture_output=True,
         text=True,
         check=True,
-        timeout=120,
+        timeout=300,
     )
     key = json.loads(init.stdout)["api_key"]
     port = free_port()
     args = [sys.executable, "-m", "mcpbridge.cli", "serve", "--port", str(port), "--data-dir", str(data)]
     args += ["--workers", str(workers)]
     serve = stack.enter_context(process(args, env, workdir, "mcpbridge"))
-    base = f"http://127.0.0.1:{port}"
-    wait_up(port)
+    wait_up(port, timeout=300)
+    return f"http://127.0.0.1:{port}", key, serve.pid
+
+
+def start_mcpbridge(
+    stack: ExitStack, workdir: Path, upstream: str, workers: int = 1, source: Path | None = None
+) -> tuple[str, str, str, int]:
+    """:func:`start_serve` with the upstream registered; (base URL, key, the echo tool's tool_ref, serve's pid)."""
+    base, key, pid = start_serve(stack, workdir, source, workers)
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as api:
         service = api.post("/api/v1/mcp-services", json={"name": "everything", "url": upstream})
         service.raise_for_status()
@@ -172,7 +177,7 @@ def start_mcpbridge(
         api.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh").raise_for_status()
         described = api.get("/api/v1/agent/tools/describe", params={"service_id": service_id, "tool_name": "echo"})
         described.raise_for_status()
-    return base, key, described.json()["tool_ref"], serve.pid
+    return base, key, described.json()["tool_ref"], pid
 
 
 def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:

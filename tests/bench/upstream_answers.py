@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,6 +39,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.bench.agent_calls import start_serve
 from tests.bench.mcp_endpoint import free_port, process, wait_up
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,31 +74,6 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-def start_hub(stack: ExitStack, workdir: Path, source: Path | None) -> tuple[str, str, int]:
-    """A fresh serve (``source``'s code when given): (base URL, admin key, pid)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPBRIDGE_")}
-    env.update({"MCPBRIDGE_LOG_LEVEL": "WARNING", "MCPBRIDGE_SSRF_ALLOWLIST": "127.0.0.1"})
-    if source is not None:
-        env["PYTHONPATH"] = str(source.resolve() / "shared")
-    data = workdir / "data"
-    init = subprocess.run(
-        [sys.executable, "-m", "mcpbridge.cli", "init", "--json", "--data-dir", str(data)],
-        env=env,
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    key = json.loads(init.stdout)["api_key"]
-    port = free_port()
-    args = [sys.executable, "-m", "mcpbridge.cli", "serve", "--port", str(port), "--data-dir", str(data)]
-    hub = stack.enter_context(process(args, env, workdir, "mcpbridge"))
-    wait_up(port, timeout=300)
-    return f"http://127.0.0.1:{port}", key, hub.pid
 
 
 def prepare(api: httpx.Client, upstream: str, operation: str) -> dict[str, Any]:
@@ -171,9 +146,9 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
     rows = []
     ceiling = args.ceiling_mb * 1024 * 1024
     with ExitStack() as stack:
-        hubs = {"this tree": start_hub(stack, workdir / "this", None)}
+        hubs = {"this tree": start_serve(stack, workdir / "this")}
         if args.against is not None:
-            hubs["baseline"] = start_hub(stack, workdir / "baseline", args.against)
+            hubs["baseline"] = start_serve(stack, workdir / "baseline", args.against)
         for round_ in range(args.rounds):
             for operation in OPERATIONS:
                 for shape in args.shapes.split(","):

@@ -55,47 +55,11 @@ def _fold(name: str) -> str:
     return " ".join(name.split()).casefold()
 
 
-class Api:
-    """Requests to the server's REST routes; an answer of 400 or more raises :class:`Problem`."""
-
-    def __init__(self, client: httpx2.AsyncClient, target: Target) -> None:
-        self._client = client
-        self.target = target
-
-    @property
-    def base_url(self) -> str:
-        return self.target.url
-
-    def header(self, name: str) -> str | None:
-        return self._client.headers.get(name)
-
-    def address(self, workspace_id: str | None = None, user_id: str | None = None) -> None:
-        """Act in this workspace (and as this user) on the following requests."""
-        if workspace_id is not None:
-            self._client.headers[WORKSPACE_HEADER] = workspace_id
-        if user_id is not None:
-            self._client.headers[USER_HEADER] = user_id
+class RestCalls:
+    """The verbs and the paging over :meth:`request` (an answer of 400 or more raises :class:`Problem`)."""
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            with anyio.fail_after(REQUEST_SECONDS):
-                response = await self._client.request(method, path, **kwargs)
-        except TimeoutError:
-            raise Unavailable(
-                f"{self.target.url} did not answer {method} {path} within {REQUEST_SECONDS:g} s", code="timeout"
-            ) from None
-        except httpx2.TransportError as exc:
-            raise unreachable(self.target, exc) from None
-        body: Any = None
-        if response.content:
-            try:
-                body = response.json()
-            except ValueError:
-                body = {"detail": response.text[:500]}
-        if response.status_code >= 400:
-            shown = body if isinstance(body, dict) else {}
-            raise Problem(response.status_code, {"status": response.status_code, **shown})
-        return body
+        raise NotImplementedError
 
     async def get(self, path: str, **kwargs: Any) -> Any:
         return await self.request("GET", path, **kwargs)
@@ -153,6 +117,49 @@ class Api:
             f"no {kind} with the id or name {reference[:80]!r}{where or ' in this workspace'}",
             code=f"{kind.replace(' ', '_')}_not_found",
         )
+
+
+class Api(RestCalls):
+    """Requests to the server's REST routes; an answer of 400 or more raises :class:`Problem`."""
+
+    def __init__(self, client: httpx2.AsyncClient, target: Target) -> None:
+        self._client = client
+        self.target = target
+
+    @property
+    def base_url(self) -> str:
+        return self.target.url
+
+    def header(self, name: str) -> str | None:
+        return self._client.headers.get(name)
+
+    def address(self, workspace_id: str | None = None, user_id: str | None = None) -> None:
+        """Act in this workspace (and as this user) on the following requests."""
+        if workspace_id is not None:
+            self._client.headers[WORKSPACE_HEADER] = workspace_id
+        if user_id is not None:
+            self._client.headers[USER_HEADER] = user_id
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            with anyio.fail_after(REQUEST_SECONDS):
+                response = await self._client.request(method, path, **kwargs)
+        except TimeoutError:
+            raise Unavailable(
+                f"{self.target.url} did not answer {method} {path} within {REQUEST_SECONDS:g} s", code="timeout"
+            ) from None
+        except httpx2.TransportError as exc:
+            raise unreachable(self.target, exc) from None
+        body: Any = None
+        if response.content:
+            try:
+                body = response.json()
+            except ValueError:
+                body = {"detail": response.text[:500]}
+        if response.status_code >= 400:
+            shown = body if isinstance(body, dict) else {}
+            raise Problem(response.status_code, {"status": response.status_code, **shown})
+        return body
 
 
 def unreachable(target: Target, exc: Exception) -> Unavailable:

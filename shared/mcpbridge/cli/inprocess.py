@@ -21,11 +21,10 @@ import anyio
 import httpx2
 
 from mcpbridge.bootstrap import Container
-from mcpbridge.cli.api import Problem
+from mcpbridge.cli.api import Problem, RestCalls
 from mcpbridge.cli.context import acting_workspace, known_user
 from mcpbridge.domain.identity import Principal, Scope
-from mcpbridge.domain.names import fold
-from mcpbridge.errors import InvalidInput, NotFound
+from mcpbridge.errors import InvalidInput
 from mcpbridge.oauth.redirects import origin_of
 from mcpbridge.settings import Settings
 
@@ -36,7 +35,6 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 REQUEST_SECONDS = 60.0
 """A bound on one in-process request (the routes bound their own outbound calls well inside it)."""
 _RESOLUTION_PATHS = ("/api/v1/agent/tool-approvals/", "/api/v1/agent/mcp-oauth-resolutions/")
-_MAX_PAGES = 10_000
 
 
 def operator_principal(workspace_id: str, user_id: str = OPERATOR_USER_ID) -> Principal:
@@ -44,7 +42,7 @@ def operator_principal(workspace_id: str, user_id: str = OPERATOR_USER_ID) -> Pr
     return Principal(workspace_id, user_id, "", "admin", Scope())
 
 
-class Api:
+class Api(RestCalls):
     """Requests to the REST routes; an answer of 400 or more raises :class:`Problem`."""
 
     def __init__(self, client: httpx2.AsyncClient, principal: Principal | None, settings: Settings) -> None:
@@ -70,61 +68,6 @@ class Api:
         if response.status_code >= 400:
             raise Problem(response.status_code, body if isinstance(body, dict) else {})
         return body
-
-    async def get(self, path: str, **kwargs: Any) -> Any:
-        return await self.request("GET", path, **kwargs)
-
-    async def post(self, path: str, **kwargs: Any) -> Any:
-        return await self.request("POST", path, **kwargs)
-
-    async def put(self, path: str, **kwargs: Any) -> Any:
-        return await self.request("PUT", path, **kwargs)
-
-    async def delete(self, path: str) -> Any:
-        return await self.request("DELETE", path)
-
-    async def every(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A list route's body with the items of every page (``next_cursor`` followed, or ``page`` for routes that
-        number their pages): the same shape as one page, with nothing left to fetch."""
-        params = dict(params or {})
-        body: dict[str, Any] = await self.get(path, params=params)
-        if body.get("next_cursor"):
-            items = list(body["items"])
-            cursor = body["next_cursor"]
-            for _ in range(_MAX_PAGES):
-                page = await self.get(path, params={**params, "cursor": cursor})
-                items += page["items"]
-                cursor = page.get("next_cursor")
-                if not cursor:
-                    break
-            return {**body, "items": items, "next_cursor": None}
-        if body.get("has_more") and "page" in body:  # numbered pages: ``documents`` and ``has_more``
-            listed = next(name for name in ("items", "documents") if name in body)
-            items, number = list(body[listed]), int(body["page"])
-            for _ in range(_MAX_PAGES):
-                number += 1
-                page = await self.get(path, params={**params, "page": number})
-                items += page[listed]
-                if not page.get("has_more"):
-                    break
-            return {**body, listed: items, "page": 1, "page_size": len(items), "has_more": False}
-        return body
-
-    async def resolve(self, path: str, reference: str, prefix: str, kind: str) -> str:
-        """The id of an item of a list route, given its id (``prefix_...``) or its name (case-insensitively)."""
-        if reference.startswith(f"{prefix}_"):
-            return reference
-        listed = await self.every(path)
-        named = [item for item in listed["items"] if fold(str(item.get("name", ""))) == fold(reference)]
-        if len(named) == 1:
-            return str(named[0]["id"])
-        if named:
-            ids = ", ".join(str(item["id"]) for item in named)
-            raise InvalidInput(f"{len(named)} {kind}s are named {reference[:80]!r}: name it by id ({ids})")
-        raise NotFound(
-            f"no {kind} with the id or name {reference[:80]!r} in this workspace",
-            code=f"{kind.replace(' ', '_')}_not_found",
-        )
 
 
 class _Surfaces:
