@@ -8,6 +8,7 @@ PYTHON ?= python3
 	build build-smoke smoke artifacts search-image search-image-check search-image-push oci-tools sam-build browser
 
 $(STAMP): pyproject.toml requirements/constraints.txt
+	@echo "Creating $(VENV) and installing mcpbridge with its pinned dependencies (a few minutes the first time)..."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt -e ".[dev]"
 	touch $(STAMP)
@@ -26,12 +27,14 @@ install: $(STAMP)
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing Chromium for the browser tests, system-wide, with apt-get (Debian's chromium package)..."; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			chromium fonts-dejavu-core; \
 	else echo "no Chromium: the browser tests will skip (Debian: apt-get install chromium)"; fi
 
+# `make serve PORT=9000` listens on another port (default 8080).
 serve: install
-	$(VENV)/bin/mcpbridge serve
+	$(VENV)/bin/mcpbridge serve$(if $(PORT), --port $(PORT))
 
 # Tests run in parallel worker processes (most of their time is spent waiting on servers and subprocesses).
 test: install node-deps browser

@@ -22,6 +22,7 @@ from mcp.server.lowlevel import Server
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge.adapters.local.sqlite import SqliteStore
+from mcpbridge.agent.arguments import MAX_ARGUMENT_BYTES
 from mcpbridge.agent.calls import call_key
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
@@ -257,7 +258,9 @@ def test_images_reach_the_agent_but_are_redacted_in_what_is_stored(
 # ---------------------------------------------------------------------------------------------- approvals
 
 
-def test_approval_with_modified_arguments(client: TestClient, service_id: str, upstream: Upstream) -> None:
+def test_approval_with_modified_arguments(
+    client: TestClient, container: Container, service_id: str, upstream: Upstream
+) -> None:
     require_approval(client, service_id, "delete_page")
     ref = tool_ref(client, service_id, "delete_page")
     paused = client.post(CALLS, json={"tool_ref": ref, "arguments": {"id": 1}, "session_id": "s1"})
@@ -284,12 +287,57 @@ def test_approval_with_modified_arguments(client: TestClient, service_id: str, u
 
     approved = client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve", "modified_args": {"id": 2}})
     assert approved.status_code == 200, approved.text
+    # The caller's arguments stay beside the approved ones: in the answer, the call's record and its stored item.
+    assert (approved.json()["arguments"], approved.json()["original_arguments"]) == ({"id": 2}, {"id": 1})
+    assert approved.json()["approval"]["modified_args"] is True
     done = settled(client, call_id)
     assert done["status"] == "completed"
     assert upstream.ran == [("delete_page", {"id": 2})]
     assert done["approval"]["decision"] == "approve"
+    assert (done["arguments"], done["original_arguments"]) == ({"id": 2}, {"id": 1})
+    workspace_id = container.identity.installed_workspace_id()
+    assert workspace_id is not None
+    stored = container.store.get(call_key(workspace_id, call_id))
+    assert stored is not None
+    assert (stored["arguments"], stored["original_arguments"]) == ({"id": 2}, {"id": 1})
     problem(client.post(f"{APPROVALS}/{call_id}", json={"decision": "reject"}), 409, "already_resolved")
     assert client.get("/api/v1/agent/pending").json()["items"] == []
+
+
+def test_approval_as_asked_has_no_original_arguments(client: TestClient, service_id: str) -> None:
+    require_approval(client, service_id, "delete_page")
+    paused = client.post(CALLS, json={"tool_ref": tool_ref(client, service_id, "delete_page"), "arguments": {"id": 1}})
+    assert paused.json()["original_arguments"] is None
+    call_id = paused.json()["pending_id"]
+    approved = client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"})
+    assert approved.status_code == 200, approved.text
+    assert (approved.json()["arguments"], approved.json()["original_arguments"]) == ({"id": 1}, None)
+    assert settled(client, call_id)["original_arguments"] is None
+
+
+def test_modified_arguments_kept_beside_the_original_keep_to_one_sets_limit(
+    client: TestClient, service_id: str, upstream: Upstream
+) -> None:
+    require_approval(client, service_id, "echo")
+    original = {"text": "o" * (MAX_ARGUMENT_BYTES * 2 // 3)}
+    paused = client.post(CALLS, json={"tool_ref": tool_ref(client, service_id, "echo"), "arguments": original})
+    assert paused.status_code == 202, paused.text
+    call_id = paused.json()["pending_id"]
+    too_much = {"text": "m" * (MAX_ARGUMENT_BYTES // 2)}
+    refused = client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve", "modified_args": too_much})
+    problem(refused, 400, "invalid_modified_args")
+    assert "original arguments" in refused.json()["detail"], refused.text
+    unchanged = client.get(f"{CALLS}/{call_id}").json()
+    assert (unchanged["status"], unchanged["arguments"], unchanged["original_arguments"]) == (
+        "awaiting_approval",
+        original,
+        None,
+    )
+    fits = {"text": "m" * 1000}
+    approved = client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve", "modified_args": fits})
+    assert approved.status_code == 200, approved.text
+    assert settled(client, call_id)["status"] == "completed"
+    assert upstream.ran == [("echo", fits)]
 
 
 def test_reject_ends_the_call_with_the_reason(client: TestClient, service_id: str, upstream: Upstream) -> None:

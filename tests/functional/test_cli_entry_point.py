@@ -5,13 +5,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +20,8 @@ import pytest
 
 from mcpbridge import __version__
 from mcpbridge.cli.parser import build_parser
-from tests.support.serve import CLI_TIMEOUT, READY_TIMEOUT, STOP_TIMEOUT, bearer, cli_env, http_client
+from tests.support.readiness import Worker, wait_until
+from tests.support.serve import CLI_TIMEOUT, bearer, cli_env, http_client
 
 pytestmark = [pytest.mark.slow]
 
@@ -168,9 +169,8 @@ def test_serve_with_json_says_where_it_listens_on_its_first_line(tmp_path: Path)
             stderr=subprocess.DEVNULL,
         )
     try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while b"\n" not in log.read_bytes() and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.05)
+        serve = Worker.process("serve", process, lambda: log.read_text(errors="replace"))
+        wait_until(lambda: b"\n" in log.read_bytes(), serve, what="printing its first line")
         first = json.loads(log.read_text().splitlines()[0])
         assert set(first) == {"url", "workspace_id", "api_key", "created"}
         assert first["created"] is True
@@ -178,17 +178,18 @@ def test_serve_with_json_says_where_it_listens_on_its_first_line(tmp_path: Path)
         assert first["url"].startswith("http://127.0.0.1:")
         assert not first["url"].endswith(":0")
         with http_client(first["url"]) as client:
-            deadline = time.monotonic() + READY_TIMEOUT
-            while True:
-                try:
-                    me = client.get("/api/v1/me", headers=bearer(first["api_key"]))
-                    break
-                except httpx.TransportError:
-                    assert time.monotonic() < deadline, "serve never answered"
-                    time.sleep(0.1)
-            assert me.json()["workspace_id"] == first["workspace_id"]
+            answers: list[httpx.Response] = []
+
+            def answered() -> bool:
+                with contextlib.suppress(httpx.TransportError):
+                    answers.append(client.get("/api/v1/me", headers=bearer(first["api_key"])))
+                return bool(answers)
+
+            wait_until(answered, serve, what="answering /api/v1/me")
+            assert answers[0].json()["workspace_id"] == first["workspace_id"]
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=STOP_TIMEOUT) == 0
+        wait_until(lambda: process.poll() is not None, serve, what="stopping after SIGINT")
+        assert process.returncode == 0
     finally:
         if process.poll() is None:
             process.kill()

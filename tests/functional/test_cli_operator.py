@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -47,7 +46,6 @@ FAKE_CREDENTIALS = {
     "AWS_DEFAULT_REGION": REGION,
 }
 FINAL = ("completed", "failed", "rejected", "cancelled", "uncertain")
-CALL_TIMEOUT = 30.0
 
 
 # ---------------------------------------------------------------------------------------------------- fixtures
@@ -239,15 +237,17 @@ def ok(response: httpx.Response, status: int = 200) -> Any:
     return response.json() if response.content else None
 
 
-def settled(rest: httpx.Client, call_id: str, key: str) -> dict[str, Any]:
-    deadline = time.monotonic() + CALL_TIMEOUT
+def settled(deployment: Deployment, rest: httpx.Client, call_id: str, key: str) -> dict[str, Any]:
+    """The call once it has ended, waited for while serve (which runs it) is alive and working."""
+    assert deployment.server is not None
     body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        body = ok(rest.get(f"/api/v1/agent/tool-calls/{call_id}", headers=bearer(key)))
-        if body["status"] in FINAL:
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"call {call_id} did not end within {CALL_TIMEOUT:g} s: {body}")
+
+    def ended() -> bool:
+        body.update(ok(rest.get(f"/api/v1/agent/tool-calls/{call_id}", headers=bearer(key))))
+        return body["status"] in FINAL
+
+    deployment.server.wait_for(ended, f"call {call_id} ending")
+    return body
 
 
 # ---------------------------------------------------------------------------------------------------- the day
@@ -510,7 +510,7 @@ def approvals(cli: Cli, deployment: Deployment, acme: Tenant, beta: Tenant, serv
 
         approved = cli.json("calls", "approve", first, "--args", '{"message": "one, by bob"}', key=bob)
         assert approved["approval"]["by"] == acme.users["bob"]
-        done = settled(rest, first, bob)
+        done = settled(deployment, rest, first, bob)
         assert done["status"] == "completed", done
         assert "one, by bob" in json.dumps(done["result"])
         assert cli.json("calls", "show", first, "--workspace", "Acme") == ok(
@@ -521,14 +521,14 @@ def approvals(cli: Cli, deployment: Deployment, acme: Tenant, beta: Tenant, serv
         rejected = cli.json("calls", "reject", second, "--reason", "not today", "--workspace", "Acme")
         platform_admin = ok(rest.get("/api/v1/me", headers=bearer(deployment.platform_key)))["user_id"]
         assert (rejected["status"], rejected["approval"]["by"]) == ("rejected", platform_admin)
-        assert settled(rest, second, bob)["status"] == "rejected"
+        assert settled(deployment, rest, second, bob)["status"] == "rejected"
 
         third = pause("three")
         decision = {"decision": "approve"}
         wrong = rest.post(f"/api/v1/agent/tool-approvals/{third}", headers=bearer(carol), json=decision)
         assert (wrong.status_code, wrong.json()["code"]) == (403, "user_mismatch")
         ok(rest.post(f"/api/v1/agent/tool-approvals/{third}", headers=bearer(bob), json=decision))
-        assert settled(rest, third, bob)["status"] == "completed"
+        assert settled(deployment, rest, third, bob)["status"] == "completed"
         assert cli.fails("calls", "approve", third, "--workspace", "Acme").err.startswith(
             "mcpbridge: this call was already resolved"
         )

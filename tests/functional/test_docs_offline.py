@@ -41,6 +41,16 @@ def references(page: str) -> list[str]:
     return [a or b for a, b in REFERENCE.findall(page)]
 
 
+def test_the_root_sends_a_browser_to_the_docs(container: Container) -> None:
+    with TestClient(create_combined_app(container)) as client:
+        for method in ("GET", "HEAD"):
+            root = client.request(method, "/", follow_redirects=False)
+            assert (root.status_code, root.headers["location"]) == (302, DOCS), root.text
+        assert client.get("/").url.path == DOCS
+        assert client.get("/").headers["content-type"].startswith("text/html")
+        assert "/" not in client.get("/api/v1/openapi.json").json()["paths"]
+
+
 def test_the_page_and_every_asset_it_references_come_from_the_app(container: Container) -> None:
     with TestClient(create_combined_app(container)) as client:
         page = client.get(DOCS)

@@ -4,8 +4,9 @@
 that stalls it answers once the service's ``timeout`` has passed, whatever ``retry_count`` and ``retry_delay`` say,
 and the whole test never spends more than its budget upstream. Stalling upstreams on 127.0.0.1: a TCP listener
 that never answers, servers that send the headers of an answer and never its body, an SDK server whose tool list
-has no end. Small configured timeouts keep the tests short; the bounds checked are wide on purpose (the defect was
-minutes, not fractions of a second).
+has no end. Small configured timeouts keep the tests short. What is checked is the deadline's cause, never the wall
+time: the answer names the deadline applied, and the attempts or pages made fit in one deadline, not one each (the
+defect was minutes, so a test that outlives ``HARD_STOP`` fails).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import contextlib
 import re
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +38,8 @@ pytestmark = [pytest.mark.slow]
 
 TIMEOUT = 1.0
 """The service's configured timeout in these tests (the smallest the API accepts)."""
-HARD_STOP = 30.0
-"""A test gives up here (before the fix, a stalled test took (retry_count + 1) * 60 s)."""
-MARGIN = 8.0
-"""How much later than its deadline an answer may come (session teardown, a busy machine)."""
+HARD_STOP = 90.0
+"""A test gives up here, under the test's own timeout (before the fix, a stalled test took (retry_count + 1) * 60 s)."""
 
 _STALLED_ANSWERS = {
     "silent": b"",
@@ -49,10 +48,16 @@ _STALLED_ANSWERS = {
 }
 
 
+@dataclass
+class Stalling:
+    url: str
+    accepted: list[socket.socket]
+
+
 @contextlib.contextmanager
-def stalling(answer: bytes) -> Iterator[str]:
+def stalling(answer: bytes) -> Iterator[Stalling]:
     """A TCP server on 127.0.0.1 that reads each request's head, sends ``answer`` (maybe nothing) and then nothing
-    more, keeping the connection open; yields its ``/mcp`` URL."""
+    more, keeping the connection open; yields its ``/mcp`` URL and the connections it accepted."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(32)
@@ -86,7 +91,7 @@ def stalling(answer: bytes) -> Iterator[str]:
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+        yield Stalling(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp", accepted)
     finally:
         stop.set()
         thread.join(timeout=5)
@@ -134,21 +139,19 @@ async def admin_api(container: Container) -> AsyncIterator[httpx.AsyncClient]:
 
 async def route_test(
     container: Container, url: str, advanced: dict[str, Any], hard_stop: float | None = HARD_STOP
-) -> tuple[dict[str, Any], float]:
-    """Register a service at ``url`` and call its ``/test``: the answer and how long it took."""
+) -> dict[str, Any]:
+    """Register a service at ``url`` and call its ``/test``: the answer."""
     async with admin_api(container) as client:
         created = await client.post(
             "/api/v1/mcp-services",
             json={"name": "stalling", "transport": "http-streamable", "url": url, "advanced_config": advanced},
         )
         assert created.status_code == 201, created.text
-        started = time.monotonic()
         with anyio.fail_after(hard_stop):
             answer = await client.post(f"/api/v1/mcp-services/{created.json()['id']}/test")
-        elapsed = time.monotonic() - started
     assert answer.status_code == 200, answer.text
     body: dict[str, Any] = answer.json()
-    return body, elapsed
+    return body
 
 
 def stated_deadline(message: str) -> float:
@@ -159,24 +162,26 @@ def stated_deadline(message: str) -> float:
 
 @pytest.mark.parametrize("stall", sorted(_STALLED_ANSWERS))
 def test_a_stalled_handshake_ends_at_the_services_timeout(container: Container, stall: str) -> None:
-    with stalling(_STALLED_ANSWERS[stall]) as url:
-        body, elapsed = anyio.run(
-            route_test, container, url, {"timeout": TIMEOUT, "retry_count": 3, "retry_delay": 0.2}
+    with stalling(_STALLED_ANSWERS[stall]) as upstream:
+        body = anyio.run(
+            route_test, container, upstream.url, {"timeout": TIMEOUT, "retry_count": 3, "retry_delay": 0.2}
         )
+        attempts = len(upstream.accepted)
     assert (body["success"], body["error_code"]) == (False, "upstream_timeout"), body
     assert "did not complete the connection" in body["message"]
-    # The retries fit in the one deadline, and the message gives that deadline.
+    # The retries fit in the one deadline, and the message gives that deadline: the first try stalls until it ends,
+    # where a deadline per try would have made all four.
     assert stated_deadline(body["message"]) == TIMEOUT
-    assert TIMEOUT * 0.9 <= elapsed < TIMEOUT + MARGIN, elapsed
+    assert attempts == 1, attempts
 
 
 def test_a_listing_without_end_ends_at_the_services_timeout(container: Container) -> None:
     upstream = EndlessTools()
     with serve(upstream, lifespan="off") as base:
-        body, elapsed = anyio.run(route_test, container, f"{base}/mcp", {"timeout": TIMEOUT, "retry_count": 3})
+        body = anyio.run(route_test, container, f"{base}/mcp", {"timeout": TIMEOUT, "retry_count": 3})
     assert (body["success"], body["error_code"]) == (False, "outcome_unknown"), body
     assert stated_deadline(body["message"]) == TIMEOUT
-    assert TIMEOUT * 0.9 <= elapsed < TIMEOUT + MARGIN, elapsed
+    # Each page takes 0.4 s: a deadline per page would list until HARD_STOP.
     assert upstream.pages < 10, "one deadline for the whole listing, not one per page"
 
 
@@ -184,27 +189,28 @@ def test_the_whole_test_keeps_to_its_budget_whatever_the_services_timeout(contai
     budget = 1.5
     admin = container.identity.authenticate(container.identity.initialize().api_key)
 
-    async def scenario(service: ExternalService) -> tuple[ProbeResult, float]:
-        started = time.monotonic()
+    async def scenario(service: ExternalService) -> ProbeResult:
         with anyio.fail_after(HARD_STOP):
-            result = await probe_service(
+            return await probe_service(
                 service, admin, registry=container.services, policy=container.egress, budget=budget
             )
-        return result, time.monotonic() - started
 
-    with stalling(b"") as url:
+    with stalling(b"") as upstream:
         service = container.services.create(
             admin,
             name="slow",
             transport="http-streamable",
-            url=url,
+            url=upstream.url,
             advanced_config={"timeout": 120, "retry_count": 10, "retry_delay": 0.1},
         ).service
-        result, elapsed = anyio.run(scenario, service)
+        result = anyio.run(scenario, service)
+        attempts = len(upstream.accepted)
+    # The budget, not the service's 120 s, was the deadline applied: one try, ended by it (120 s would outlive
+    # HARD_STOP).
     assert result.error is not None
     assert result.error.code == "upstream_timeout"
     # The figure is the deadline applied: the budget less what elapsed before the connection began (to 0.01 s).
     stated = stated_deadline(result.error.message)
     assert budget - 0.5 <= stated <= budget
     assert result.error.details == {"timeout_seconds": stated}
-    assert budget * 0.9 <= elapsed < budget + MARGIN, elapsed
+    assert attempts == 1, attempts

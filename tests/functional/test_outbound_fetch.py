@@ -13,7 +13,6 @@ import contextlib
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -374,28 +373,32 @@ def test_body_exactly_max_bytes_passes(server: RecordingServer) -> None:
 
 @pytest.mark.parametrize("path", ["trickle", "hang"])
 def test_one_overall_deadline(server: RecordingServer, path: str) -> None:
-    started = time.monotonic()
+    # No read waits 1 s (a byte every 50 ms, or a 5 s hang that ends in a closed connection): only the deadline of
+    # the whole fetch gives url_timeout, and it names the limit applied.
     error = failure(f"http://public.test:{server.port}/{path}?token={SECRET}", timeout=1.0)
-    elapsed = time.monotonic() - started
     assert isinstance(error, UpstreamError)
     assert (error.code, error.status) == ("url_timeout", 502)
-    assert 0.9 <= elapsed < 1.75
+    assert error.details == {"timeout_seconds": 1.0}
 
 
 def test_hung_name_resolution_is_bounded_by_the_deadline() -> None:
     release = threading.Event()
 
+    answered = threading.Event()
+
     def stuck(host: str, port: int) -> list[str]:
-        release.wait(5)
+        release.wait(60)
+        answered.set()
         return ["127.0.0.1"]
 
-    started = time.monotonic()
     try:
         error = failure("http://slow-dns.test/", policy=EgressPolicy(resolver=stuck), timeout=1.0)
+        # The fetch gave up while the resolver was still stuck: the deadline, not the resolver, ended it.
+        assert not answered.is_set()
     finally:
         release.set()
     assert error.code == "url_timeout"
-    assert time.monotonic() - started < 1.75
+    assert error.details == {"timeout_seconds": 1.0}
 
 
 @pytest.mark.parametrize("status", [404, 500, 304])
@@ -502,9 +505,8 @@ def test_async_refusals(server: RecordingServer, trap: RecordingServer) -> None:
 
 
 def test_async_deadline(server: RecordingServer) -> None:
-    started = time.monotonic()
-    assert async_failure(f"http://public.test:{server.port}/trickle", timeout=1.0).code == "url_timeout"
-    assert time.monotonic() - started < 1.75
+    error = async_failure(f"http://public.test:{server.port}/trickle", timeout=1.0)
+    assert (error.code, error.details) == ("url_timeout", {"timeout_seconds": 1.0})
 
 
 def test_async_client_ignores_environment_proxy(

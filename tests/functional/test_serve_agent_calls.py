@@ -3,7 +3,6 @@ process and completes after approval (the pause lives in SQLite; the new process
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ def test_a_paused_call_survives_a_restart(tmp_path: Path) -> None:
                 assert [p["pending_id"] for p in http.get("/api/v1/agent/pending").json()["items"]] == [call_id]
                 approved = http.post(f"/api/v1/agent/tool-approvals/{call_id}", json={"decision": "approve"})
                 assert approved.status_code == 200, approved.text
-                assert _status_within(http, call_id, "completed", 20)
+                _wait_status(second, http, call_id, "completed")
             assert second.interrupt() == 0, second.output()
         finally:
             second.kill()
@@ -74,7 +73,7 @@ def test_serve_from_two_processes_shares_the_data_and_stops_them_all(tmp_path: P
                 other.headers.update(bearer(key))
                 approved = other.post(f"/api/v1/agent/tool-approvals/{call_id}", json={"decision": "approve"})
                 assert approved.status_code == 200, approved.text
-                assert _status_within(other, call_id, "completed", 20)
+                _wait_status(server, other, call_id, "completed")
             assert server.interrupt() == 0, server.output()
             assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()], "a worker outlived serve"
         finally:
@@ -116,10 +115,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _status_within(http: Any, call_id: str, wanted: str, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if http.get(f"/api/v1/agent/tool-calls/{call_id}").json()["status"] == wanted:
-            return True
-        time.sleep(0.1)
-    return False
+def _wait_status(server: ServeProcess, http: Any, call_id: str, wanted: str) -> None:
+    server.wait_for(
+        lambda: http.get(f"/api/v1/agent/tool-calls/{call_id}").json()["status"] == wanted, f"the call being {wanted}"
+    )

@@ -4,7 +4,6 @@ become searchable; after a restart the documents and the index are still there."
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,15 @@ from tests.support.serve import ServeProcess, cli_env, http_client, run_init
 pytestmark = [pytest.mark.slow]
 
 
-def _wait_indexed(client: httpx.Client, document_id: str, timeout: float = 20.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        document: dict[str, Any] = client.get(f"/api/v1/documents/{document_id}").json()
-        if document["parse_status"] in ("completed", "failed") or time.monotonic() > deadline:
-            return document
-        time.sleep(0.1)
+def _wait_indexed(server: ServeProcess, client: httpx.Client, document_id: str) -> dict[str, Any]:
+    document: dict[str, Any] = {}
+
+    def parsed() -> bool:
+        document.update(client.get(f"/api/v1/documents/{document_id}").json())
+        return document["parse_status"] in ("completed", "failed")
+
+    server.wait_for(parsed, "parsing the document")
+    return document
 
 
 def test_background_indexing_and_restart(tmp_path: Path) -> None:
@@ -46,7 +47,7 @@ def test_background_indexing_and_restart(tmp_path: Path) -> None:
             )
             assert created.status_code == 201
             assert created.json()["parse_status"] == "pending"
-            document = _wait_indexed(client, created.json()["id"])
+            document = _wait_indexed(server, client, created.json()["id"])
             assert document["parse_status"] == "completed", document
             hits = client.post("/api/v1/knowledge/search", json={"query": "sandbanks", "mode": "keyword"}).json()
             assert [h["document_id"] for h in hits["results"]] == [document["id"]]
@@ -80,7 +81,7 @@ def test_the_sdk_client_against_serve(tmp_path: Path, mode: str) -> None:
                 f"/api/v1/knowledge-bases/{kb['id']}/documents",
                 json={"title": "Tides", "content": "Spring tides follow the full moon."},
             ).json()
-            assert _wait_indexed(client, document["id"])["parse_status"] == "completed"
+            assert _wait_indexed(server, client, document["id"])["parse_status"] == "completed"
             endpoint = client.post(
                 "/api/v1/mcp-endpoints", json={"name": "sdk", "knowledge_base_ids": [kb["id"]]}
             ).json()

@@ -5,7 +5,6 @@ to (the id the response carries in ``X-Request-Id``), and none of the per-reques
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import httpx
@@ -21,13 +20,11 @@ LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (?P<level>[A-Z]+) (?P<
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
 
 
-def _indexed(client: httpx.Client, document_id: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if client.get(f"/api/v1/documents/{document_id}").json()["parse_status"] == "completed":
-            return
-        time.sleep(0.1)
-    pytest.fail("the document was not indexed within 30 s")
+def _indexed(server: ServeProcess, client: httpx.Client, document_id: str) -> None:
+    def completed() -> bool:
+        return bool(client.get(f"/api/v1/documents/{document_id}").json()["parse_status"] == "completed")
+
+    server.wait_for(completed, "indexing the document")
 
 
 def test_serve_logs_quietly_and_every_line_names_its_request(tmp_path: Path) -> None:
@@ -49,7 +46,7 @@ def test_serve_logs_quietly_and_every_line_names_its_request(tmp_path: Path) -> 
                     f"/api/v1/knowledge-bases/{kb['id']}/documents",
                     json={"title": "Tides", "content": "Spring tides follow the full moon."},
                 ).json()
-                _indexed(client, document["id"])
+                _indexed(server, client, document["id"])
                 endpoint = client.post(
                     "/api/v1/mcp-endpoints", json={"name": "logs", "knowledge_base_ids": [kb["id"]]}
                 ).json()

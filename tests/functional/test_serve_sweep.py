@@ -4,7 +4,6 @@ restart of serve."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -47,14 +46,10 @@ def test_serve_re_drives_a_lost_indexing_job_while_it_runs(tmp_path: Path) -> No
             finally:
                 other.close()
             assert [kind for kind, _ in jobs.dropped] == ["index_document"]
-            deadline = time.monotonic() + 30
-            status = ""
-            while time.monotonic() < deadline:
-                status = client.get(f"/api/v1/documents/{document.id}").json()["parse_status"]
-                if status == "completed":
-                    break
-                time.sleep(0.2)
-            assert status == "completed", server.output()
+            server.wait_for(
+                lambda: client.get(f"/api/v1/documents/{document.id}").json()["parse_status"] == "completed",
+                "indexing the document its sweep found",
+            )
             hits = client.post("/api/v1/knowledge/search", json={"query": "full moon", "mode": "keyword"}).json()
             assert [h["document_id"] for h in hits["results"]] == [document.id]
         assert server.interrupt() == 0, server.output()

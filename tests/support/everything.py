@@ -21,9 +21,9 @@ import pytest
 import uvicorn
 
 from tests.conformance.node import node_binary, node_env, package_bin, stop
+from tests.support.readiness import Worker, wait_until
 
 EVERYTHING = "@modelcontextprotocol/server-everything"
-STARTUP_TIMEOUT = 20.0
 LOOPBACK_PRELOAD = """
 import net from "node:net";
 const listen = net.Server.prototype.listen;
@@ -44,15 +44,18 @@ def free_port() -> int:
         return port
 
 
-def wait_listening(port: int, process: subprocess.Popen[Any] | None = None, timeout: float = STARTUP_TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"the server exited with {process.returncode}")
+def wait_listening(port: int, process: subprocess.Popen[Any], log: Path | None = None) -> None:
+    """Until something listens on ``port``, for as long as ``process`` is alive and working."""
+
+    def listening() -> bool:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
+            return True
+        return False
+
+    def output() -> str:
+        return log.read_text(errors="replace") if log is not None and log.exists() else ""
+
+    wait_until(listening, Worker.process(f"the server for port {port}", process, output), what="listening")
 
 
 class Everything:
@@ -80,7 +83,8 @@ class Everything:
     def start(self) -> None:
         assert self.process is None
         self.starts += 1
-        log = (self.workdir / f"server-{self.starts}.log").open("wb")
+        log_path = self.workdir / f"server-{self.starts}.log"
+        log = log_path.open("wb")
         try:
             self.process = subprocess.Popen(
                 [str(node_binary()), "--import", str(self.preload), str(self.script), self.mode],
@@ -93,7 +97,7 @@ class Everything:
             )
         finally:
             log.close()
-        wait_listening(self.port, self.process)
+        wait_listening(self.port, self.process, log_path)
 
     def kill(self) -> None:
         if self.process is not None:
@@ -126,11 +130,7 @@ def serve(app: Any, *, lifespan: Literal["on", "off"] = "on") -> Iterator[str]:
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.02)
+        wait_until(lambda: server.started, Worker.thread("the test server", thread), what="starting")
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True

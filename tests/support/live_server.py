@@ -5,15 +5,16 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
 
+from tests.support.readiness import Worker, wait_until
+
 
 @contextlib.contextmanager
-def live_server(app: Any, *, startup_timeout: float = 15.0) -> Iterator[str]:
+def live_server(app: Any) -> Iterator[str]:
     """Serve ``app`` until the block ends; yields the base URL (``http://127.0.0.1:<port>``)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -21,11 +22,7 @@ def live_server(app: Any, *, startup_timeout: float = 15.0) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + startup_timeout
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.02)
+    wait_until(lambda: server.started, Worker.thread("the test server", thread), what="starting")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -9,18 +9,18 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
+
+from tests.support.readiness import START_CPU_SECONDS, Worker, wait_until
 
 PROBLEM_JSON = "application/problem+json"
-READY_TIMEOUT = 20.0
-STOP_TIMEOUT = 15.0
+PROBE_TIMEOUT = 10.0
+"""One /healthz probe (refused at once while nothing listens; a busy machine may be slow to answer)."""
 CLI_TIMEOUT = 60.0
 _KEY_LINE = re.compile(r"^\s+(sk_\S+)\s*$", re.MULTILINE)
 
@@ -123,31 +123,35 @@ class ServeProcess:
     def output(self) -> str:
         return f"--- stdout\n{self.stdout()}\n--- stderr\n{self.stderr_path.read_text(errors='replace')}"
 
-    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
+    def worker(self) -> Worker:
+        return Worker.process("serve", self.process, self.output)
+
+    def wait_for(self, ready: Callable[[], bool], what: str, cpu_budget: float = START_CPU_SECONDS) -> None:
+        """Until ``ready()``, for as long as serve is alive and working (see tests.support.readiness)."""
+        wait_until(ready, self.worker(), what=what, cpu_budget=cpu_budget)
+
+    def wait_ready(self) -> None:
         with http_client(self.base_url) as client:
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    pytest.fail(f"serve exited early with {self.process.returncode}:\n{self.output()}")
+
+            def healthy() -> bool:
                 try:
-                    if client.get("/healthz", timeout=1.0).status_code == 200:
-                        return
+                    return client.get("/healthz", timeout=PROBE_TIMEOUT).status_code == 200
                 except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
-        pytest.fail(f"serve did not answer /healthz within {timeout:.0f} s:\n{self.output()}")
+                    return False
+
+            self.wait_for(healthy, "answering /healthz")
 
     def printed_keys(self) -> list[str]:
         return _KEY_LINE.findall(self.stdout())
 
-    def interrupt(self, timeout: float = STOP_TIMEOUT) -> int:
-        """SIGINT (Ctrl-C) and wait; the exit code, or a failure if it does not stop in time."""
+    def interrupt(self) -> int:
+        """SIGINT (Ctrl-C) and wait while it works at stopping; the exit code."""
         self.process.send_signal(signal.SIGINT)
         try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+            self.wait_for(lambda: self.process.poll() is not None, "stopping after SIGINT")
+        finally:
             self.kill()
-            pytest.fail(f"serve did not stop within {timeout:.0f} s of SIGINT:\n{self.output()}")
+        return self.process.returncode
 
     def kill(self) -> None:
         if self.process.poll() is None:

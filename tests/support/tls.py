@@ -8,7 +8,6 @@ import datetime as dt
 import ipaddress
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tests.support.readiness import Worker, wait_until
 
 
 def write_certificates(directory: Path, hostname: str) -> tuple[Path, Path, Path]:
@@ -101,11 +102,7 @@ def https_server(app: Any, cert: Path, key: Path, *, hostname: str = "localhost"
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the HTTPS test server did not start")
-        time.sleep(0.02)
+    wait_until(lambda: server.started, Worker.thread("the HTTPS test server", thread), what="starting")
     try:
         yield f"https://{hostname}:{port}"
     finally:

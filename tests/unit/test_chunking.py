@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 from dataclasses import dataclass
 
 import pytest
@@ -272,15 +271,12 @@ def test_whitespace_only_has_no_chunks_and_bad_sizes_are_refused() -> None:
         chunk_document("x", format="text", max_chars=10, min_chars=11)
 
 
-def test_two_megabytes_of_markdown_chunk_quickly() -> None:
+def test_two_megabytes_of_markdown_chunk_whole() -> None:
+    # Its speed is measured in tests/bench/chunking.py, not here.
     section = GUIDE + "\n" + CHINESE + "\n" + ("A line of prose that goes on for a while. " * 8 + "\n\n") * 10
     text = section * (2_000_000 // len(section) + 1)
-    started = time.perf_counter()
     chunks = chunk_document(text, format="markdown")
-    elapsed = time.perf_counter() - started
     assert len(chunks) > 1000
-    # Generous bound for slow machines; a typical run takes a fraction of a second.
-    assert elapsed < 10, elapsed
     check_invariants(text, chunks, 1500)
 
 

@@ -8,14 +8,14 @@ import json
 import logging
 import socket
 import threading
-import time
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from mcpbridge.adapters.aws.settings_secret import ATTEMPTS
+from mcpbridge.adapters.aws.settings_secret import ATTEMPTS, CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS
 from mcpbridge.bootstrap import build_container, load_settings
 from mcpbridge.lambda_entry import lambda_container
 from mcpbridge.settings import SECRET_SETTINGS, Settings, SettingsSecretError
@@ -138,9 +138,17 @@ def test_a_missing_secret_is_named(secrets: object, env: pytest.MonkeyPatch) -> 
     assert message == f"settings secret {arn} could not be read {reason}"
 
 
-def test_an_unanswering_endpoint_fails_within_a_few_seconds(env: pytest.MonkeyPatch) -> None:
+def test_an_unanswering_endpoint_fails_after_its_own_timeouts(env: pytest.MonkeyPatch) -> None:
     # A server that accepts connections and never answers: each try waits out the read timeout, and there are two.
     accepted: list[socket.socket] = []
+    clients: list[Any] = []
+    make_client = boto3.session.Session.client
+
+    def client(self: boto3.session.Session, *args: Any, **kwargs: Any) -> Any:
+        clients.append(make_client(self, *args, **kwargs))
+        return clients[-1]
+
+    env.setattr(boto3.session.Session, "client", client)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
@@ -155,20 +163,21 @@ def test_an_unanswering_endpoint_fails_within_a_few_seconds(env: pytest.MonkeyPa
         acceptor = threading.Thread(target=accept, daemon=True)
         acceptor.start()
         env.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{listener.getsockname()[1]}")
-        started = time.monotonic()
         try:
             message = _load_error(env, f"arn:aws:secretsmanager:{REGION}:123456789012:secret:mcpbridge/settings-AbCdEf")
         finally:
-            elapsed = time.monotonic() - started
             stop.set()
             acceptor.join(5)
             for connection in accepted:
                 connection.close()
+    # Ended by its own read timeout on its last try, where botocore's defaults would wait 60 s on each of more.
     assert "could not be read (ReadTimeoutError)" in message
     assert len(accepted) == ATTEMPTS
-    # Bounded by its own timeouts (about 4-6 s here), where botocore's defaults would wait 60 s on the first try
-    # alone: the margin is for a loaded machine, not for another try.
-    assert elapsed < 30, f"{elapsed:.1f} s"
+    (used,) = clients
+    config = used.meta.config
+    assert (config.connect_timeout, config.read_timeout) == (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
+    assert config.retries["total_max_attempts"] == ATTEMPTS
+    assert CONNECT_TIMEOUT_SECONDS + READ_TIMEOUT_SECONDS <= 4, "each try fits a Lambda init's 10 s twice"
 
 
 def test_the_container_is_built_with_the_secrets_values(secrets: object, env: pytest.MonkeyPatch) -> None:

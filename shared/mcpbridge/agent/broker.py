@@ -20,6 +20,7 @@ while the call waited is refused).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import anyio
 from anyio import to_thread
 
-from mcpbridge.agent.arguments import validate_arguments
+from mcpbridge.agent.arguments import MAX_ARGUMENT_BYTES, validate_arguments
 from mcpbridge.agent.calls import ID_PREFIX, ToolCall, ToolCalls
 from mcpbridge.agent.steps import OAuthGate, ToolCallSteps, event_detail, needs_oauth
 from mcpbridge.client.registry import ServiceRegistry
@@ -449,7 +450,10 @@ class ToolCallBroker:
                 owner = acting_for(call.workspace_id, call.owner_user_id)
                 resolved = self._tools.resolve(owner, call.agent_id, call.tool_ref)
                 validate_arguments(resolved.input_schema, modified_args)
+                _check_kept_together(call.arguments, modified_args)
+                # The caller's own arguments stay beside the approved ones: the record shows what was changed.
                 sets["arguments"] = modified_args
+                sets["original_arguments"] = call.arguments
                 approval["modified_args"] = True
             moved = self._calls.move(call, "approved", sets=sets)
         self._events.publish("tool_call.approval_resolved", event_detail(moved))
@@ -513,3 +517,15 @@ def is_approver(principal: Principal) -> bool:
 
 def _already_resolved() -> Conflict:
     return Conflict("this call was already resolved", code="already_resolved")
+
+
+def _check_kept_together(original: dict[str, Any], modified: dict[str, Any]) -> None:
+    """Both sets of arguments are stored in the call: together they keep to one set's limit (a DynamoDB item holds
+    400 KB)."""
+    size = len(json.dumps(original, default=str)) + len(json.dumps(modified, default=str))
+    if size > MAX_ARGUMENT_BYTES:
+        raise InvalidInput(
+            f"modified_args and the call's original arguments (both are kept) are together larger than "
+            f"{MAX_ARGUMENT_BYTES // 1024} KiB",
+            code="invalid_modified_args",
+        )

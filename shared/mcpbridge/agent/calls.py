@@ -100,6 +100,8 @@ class ToolCall:
     tool_ref: str
     definition_hash: str
     arguments: dict[str, Any]
+    original_arguments: dict[str, Any] | None
+    """The arguments the call was made with, when its approver replaced them (``arguments`` are the approved ones)."""
     status: Status
     pending_kind: PendingKind | None
     deadline_at: float | None
@@ -331,6 +333,7 @@ def _call_of(item: Item) -> ToolCall:
         tool_ref=item["tool_ref"],
         definition_hash=item.get("definition_hash", ""),
         arguments=dict(item.get("arguments") or {}),
+        original_arguments=dict(item["original_arguments"]) if item.get("original_arguments") is not None else None,
         status=item["status"],
         pending_kind=item.get("pending_kind"),
         deadline_at=float(item["deadline_at"]) if item.get("deadline_at") is not None else None,

@@ -389,5 +389,6 @@ def event_detail(call: ToolCall) -> dict[str, Any]:
         "tool": call.tool_name,
         "function_name": call.function_name,
         "arguments": call.arguments,
+        "original_arguments": call.original_arguments,
         "deadline_at": call.deadline_at,
     }

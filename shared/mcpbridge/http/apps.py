@@ -12,12 +12,14 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Literal
 
 from fastapi import APIRouter, FastAPI
+from starlette.requests import Request
+from starlette.responses import RedirectResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
-from mcpbridge.http.docs import install_docs
+from mcpbridge.http.docs import DOCS_PATH, install_docs
 from mcpbridge.http.mcp.app import McpFirst, with_problems
 from mcpbridge.http.openapi import install_problem_docs
 from mcpbridge.http.problems import install_problem_handlers
@@ -114,5 +116,11 @@ def create_app(container: Container, surface: Surface) -> FastAPI:
 
 
 def create_combined_app(container: Container) -> FastAPI:
-    """Every surface in one app, for ``mcpbridge serve``."""
-    return _app(container, _routers(n for names in _SURFACES.values() for n in names), "mcpbridge", mcp=True)
+    """Every surface in one app, for ``mcpbridge serve``; its root sends a browser to the API's docs."""
+    app = _app(container, _routers(n for names in _SURFACES.values() for n in names), "mcpbridge", mcp=True)
+    app.router.routes.append(Route("/", endpoint=_to_docs, methods=["GET", "HEAD"], include_in_schema=False))
+    return app
+
+
+async def _to_docs(request: Request) -> RedirectResponse:
+    return RedirectResponse(DOCS_PATH, status_code=302)

@@ -3,7 +3,8 @@
 Only the user a call belongs to, in its workspace, may resolve it (another user: 403 ``user_mismatch``; another
 workspace: 404, the call is not visible there). The first resolution wins; a second answers 409
 ``already_resolved``. ``modified_args`` must be a JSON object (``null`` is refused) and is validated against the
-tool's schema again. Resolving an OAuth pause with ``authorize`` before the user holds a usable token answers 409.
+tool's schema again; the call keeps its original arguments beside them (``original_arguments``). Resolving an
+OAuth pause with ``authorize`` before the user holds a usable token answers 409.
 """
 
 from __future__ import annotations
@@ -56,7 +57,11 @@ class CallOut(BaseModel):
     tool: str
     function_name: str
     tool_ref: str
-    arguments: dict[str, Any]
+    arguments: dict[str, Any] = Field(description="The arguments the call runs with (the approved ones, if replaced).")
+    original_arguments: dict[str, Any] | None = Field(
+        description="The arguments the call was made with, when its approver replaced them (approval.modified_args); "
+        "null otherwise."
+    )
     session_id: str | None
     expires_at: Timestamp | None = Field(
         description="While the call waits: when the wait ends (the approval or OAuth timeout of its agent profile) and "
@@ -84,6 +89,7 @@ def call_out(call: ToolCall, principal: Principal, broker: ToolCallBroker) -> Ca
         function_name=call.function_name,
         tool_ref=call.tool_ref,
         arguments=call.arguments,
+        original_arguments=call.original_arguments,
         session_id=call.session_id,
         expires_at=timestamp(call.deadline_at) if waiting and call.deadline_at is not None else None,
         authorization_url=broker.authorization_url(call, principal),

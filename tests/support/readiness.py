@@ -1,0 +1,128 @@
+"""Waiting for a server the tests started: for as long as it is alive and working, not for a fixed time.
+
+A fixed wall-clock bound fails on a busy machine: a server that needs 3 s of CPU to start gets a tenth of a core at
+load 20 on two cores, and takes 30 s. So a wait here goes on while the worker it waits for (a child process, or a
+thread of this one) is alive and making progress (using CPU, writing output), and gives up when the worker has
+exited, when it has made no progress at all for ``STALL_SECONDS`` (it is stuck, not slow), or when it has used more
+CPU than its budget (the work of a start many times over: it is spinning). A failure says which, with the worker's
+output. The test's own timeout (pytest-timeout) stays the last resort.
+
+CPU time comes from ``/proc`` (Linux). Elsewhere the wall time stands in for it, so the budget bounds the wait.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+STALL_SECONDS = 45.0
+"""No CPU used and no output written for this long: the worker is stuck (a scheduler never starves one this long)."""
+START_CPU_SECONDS = 60.0
+"""The CPU a server's start (or a step of its work) may use: tens of times what one needs."""
+POLL_SECONDS = 0.05
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_cpu_seconds(stat: Path, *, with_children: bool) -> float | None:
+    """User + system CPU seconds from a /proc stat file (the children's too, for a process); None if unreadable."""
+    try:
+        text = stat.read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: count fields after the last ")".
+    fields = text[text.rindex(")") + 2 :].split()
+    used = fields[11:15] if with_children else fields[11:13]  # utime stime [cutime cstime]: fields 14-17
+    return sum(int(value) for value in used) / _TICKS
+
+
+def _tree_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds of a process and of its descendants, live or ended; None without /proc."""
+    total = _stat_cpu_seconds(Path(f"/proc/{pid}/stat"), with_children=True)
+    if total is None:
+        return None
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            total += _tree_cpu_seconds(int(child)) or 0.0
+    return total
+
+
+@dataclass
+class Worker:
+    """What a wait depends on: whether it is alive, the CPU it has used so far, and its output."""
+
+    name: str
+    alive: Callable[[], bool]
+    cpu_seconds: Callable[[], float]
+    output: Callable[[], str]
+
+    @classmethod
+    def process(cls, name: str, process: subprocess.Popen[Any], output: Callable[[], str]) -> Worker:
+        """A child process, with the processes it started (``serve --workers``)."""
+        started = time.monotonic()
+
+        def cpu() -> float:
+            used = _tree_cpu_seconds(process.pid)
+            return time.monotonic() - started if used is None else used
+
+        return cls(name, lambda: process.poll() is None, cpu, output)
+
+    @classmethod
+    def thread(cls, name: str, thread: threading.Thread, output: Callable[[], str] = lambda: "") -> Worker:
+        started = time.monotonic()
+        stat = Path(f"/proc/self/task/{thread.native_id}/stat")
+
+        def cpu() -> float:
+            used = _stat_cpu_seconds(stat, with_children=False)
+            return time.monotonic() - started if used is None else used
+
+        return cls(name, thread.is_alive, cpu, output)
+
+
+def wait_until(
+    ready: Callable[[], bool],
+    worker: Worker,
+    *,
+    what: str,
+    cpu_budget: float = START_CPU_SECONDS,
+    stall_seconds: float = STALL_SECONDS,
+) -> None:
+    """Return once ``ready()`` is true; fail (with the worker's output) once the worker has exited, is stuck or has
+    used more than ``cpu_budget`` CPU seconds while waited for, whichever comes first."""
+    started = last_progress = time.monotonic()
+    last = (worker.cpu_seconds(), len(worker.output()))
+    cpu_at_start = last[0]
+    while not ready():
+        alive = worker.alive()
+        if not alive and ready():  # it may have answered just before it exited
+            return
+        now = time.monotonic()
+        progress = (worker.cpu_seconds(), len(worker.output()))
+        if progress != last:
+            last, last_progress = progress, now
+        used = progress[0] - cpu_at_start
+        waited = f"after {now - started:.1f} s and {used:.1f} s of its CPU"
+        if not alive:
+            _fail(worker, f"{worker.name} exited before {what} ({waited})")
+        if used > cpu_budget:
+            _fail(worker, f"{worker.name} used more than {cpu_budget:g} s of CPU without {what} ({waited})")
+        if now - last_progress > stall_seconds:
+            _fail(worker, f"{worker.name} made no progress for {stall_seconds:g} s without {what} ({waited})")
+        time.sleep(POLL_SECONDS)
+
+
+def _fail(worker: Worker, reason: str) -> None:
+    output = worker.output()
+    pytest.fail(f"{reason}\n{output}" if output else reason)
