@@ -209,6 +209,8 @@ def test_the_whole_test_keeps_to_its_budget_whatever_the_services_timeout(contai
     # HARD_STOP).
     assert result.error is not None
     assert result.error.code == "upstream_timeout"
-    assert stated_deadline(result.error.message) == budget
-    assert result.error.details == {"timeout_seconds": budget}
+    # What is left of the budget when the try starts (a busy machine spends some of it first), never more.
+    stated = stated_deadline(result.error.message)
+    assert 0 < stated <= budget, stated
+    assert result.error.details == {"timeout_seconds": stated}
     assert attempts == 1, attempts
