@@ -17,6 +17,7 @@ from moto.server import ThreadedMotoServer
 
 from tests.support.aws import AwsResources, create_aws_resources
 from tests.support.serve import (
+    SERVE_TEST_TIMEOUT,
     ServeProcess,
     check_admin_flow,
     check_after_restart,
@@ -25,7 +26,9 @@ from tests.support.serve import (
     run_init,
 )
 
-pytestmark = [pytest.mark.slow]
+# Each test starts `serve` (a few CPU seconds each time): at load 20 on two cores that can take minutes, which the
+# readiness waits allow (tests.support.readiness); this is only the last resort against a hang.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
 REGION = "eu-west-1"
 FAKE_CREDENTIALS = {

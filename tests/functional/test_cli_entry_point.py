@@ -21,9 +21,11 @@ import pytest
 from mcpbridge import __version__
 from mcpbridge.cli.parser import build_parser
 from tests.support.readiness import Worker, wait_until
-from tests.support.serve import CLI_TIMEOUT, bearer, cli_env, http_client
+from tests.support.serve import CLI_TIMEOUT, SERVE_TEST_TIMEOUT, bearer, cli_env, http_client
 
-pytestmark = [pytest.mark.slow]
+# Each test starts `serve` (a few CPU seconds each time): at load 20 on two cores that can take minutes, which the
+# readiness waits allow (tests.support.readiness); this is only the last resort against a hang.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
 MCPBRIDGE = Path(sys.executable).with_name("mcpbridge")
 """The console script ``pip install`` put beside the interpreter (``.venv/bin/mcpbridge``)."""

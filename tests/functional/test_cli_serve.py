@@ -10,6 +10,7 @@ import pytest
 from mcpbridge.bootstrap import Container
 from mcpbridge.settings import Settings
 from tests.support.serve import (
+    SERVE_TEST_TIMEOUT,
     ServeProcess,
     check_admin_flow,
     check_after_restart,
@@ -19,7 +20,9 @@ from tests.support.serve import (
     run_init,
 )
 
-pytestmark = [pytest.mark.slow]
+# Each test starts `serve` (a few CPU seconds each time): at load 20 on two cores that can take minutes, which the
+# readiness waits allow (tests.support.readiness); this is only the last resort against a hang.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
 
 def test_init_creates_once_and_only_once(tmp_path: Path) -> None:

@@ -22,9 +22,11 @@ import httpx
 import pytest
 
 from tests.support.hostile_patterns import CORPUS, DOCUMENT, REPORTED_GREP, REPORTED_WIKI, WIKI_PAGE
-from tests.support.serve import ServeProcess, cli_env, http_client, run_init
+from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, cli_env, http_client, run_init
 
-pytestmark = [pytest.mark.slow]
+# Each test starts `serve` (a few CPU seconds each time): at load 20 on two cores that can take minutes, which the
+# readiness waits allow (tests.support.readiness); this is only the last resort against a hang.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
 ANSWER_TIMEOUT = 10.0
 """How long any one answer may take before the server counts as stuck (RE2 answers these in milliseconds)."""

@@ -10,9 +10,11 @@ import pytest
 
 from tests.functional.test_agent_calls import Upstream
 from tests.support.everything import serve
-from tests.support.serve import ServeProcess, bearer, cli_env, http_client
+from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, bearer, cli_env, http_client
 
-pytestmark = [pytest.mark.slow]
+# Each test starts `serve` (a few CPU seconds each time): at load 20 on two cores that can take minutes, which the
+# readiness waits allow (tests.support.readiness); this is only the last resort against a hang.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
 
 def test_a_paused_call_survives_a_restart(tmp_path: Path) -> None:

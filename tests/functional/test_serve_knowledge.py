@@ -13,9 +13,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.serve import ServeProcess, cli_env, http_client, run_init
+from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, cli_env, http_client, run_init
 
-pytestmark = [pytest.mark.slow]
+# Each test starts `serve` (a few CPU seconds each time): at load 20 on two cores that can take minutes, which the
+# readiness waits allow (tests.support.readiness); this is only the last resort against a hang.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
 
 def _wait_indexed(server: ServeProcess, client: httpx.Client, document_id: str) -> dict[str, Any]:

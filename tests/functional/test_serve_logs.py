@@ -12,9 +12,11 @@ import pytest
 
 from tests.functional.test_agent_calls import Upstream
 from tests.support.everything import serve
-from tests.support.serve import ServeProcess, bearer, cli_env, http_client
+from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, bearer, cli_env, http_client
 
-pytestmark = [pytest.mark.slow]
+# Each test starts `serve` (a few CPU seconds each time): at load 20 on two cores that can take minutes, which the
+# readiness waits allow (tests.support.readiness); this is only the last resort against a hang.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
 LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (?P<level>[A-Z]+) (?P<logger>\S+) \[(?P<request>[^\]]+)\]: ")
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}

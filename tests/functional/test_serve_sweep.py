@@ -11,9 +11,11 @@ import pytest
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.settings import Settings
-from tests.support.serve import ServeProcess, bearer, cli_env, http_client
+from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, bearer, cli_env, http_client
 
-pytestmark = [pytest.mark.slow]
+# Each test starts `serve` (a few CPU seconds each time): at load 20 on two cores that can take minutes, which the
+# readiness waits allow (tests.support.readiness); this is only the last resort against a hang.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
 
 class DroppedJobs:

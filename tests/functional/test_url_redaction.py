@@ -30,9 +30,11 @@ from mcpbridge.observability import LambdaLogging, configure_local_logging
 from mcpbridge.settings import Settings
 from tests.support.everything import handle_stateless
 from tests.support.live_server import live_server
-from tests.support.serve import ServeProcess, bearer, cli_env, http_client
+from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, bearer, cli_env, http_client
 
-pytestmark = [pytest.mark.slow]
+# Each test starts `serve` (a few CPU seconds each time): at load 20 on two cores that can take minutes, which the
+# readiness waits allow (tests.support.readiness); this is only the last resort against a hang.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
 SECRET = "sk_" + "QuerySecret0123456789abcdefghijklmnopqrstuv"
 OTHER = "sk_" + "SentByMistake9876543210zyxwvutsrqponmlkjihg"

@@ -19,6 +19,8 @@ import httpx
 from tests.support.readiness import START_CPU_SECONDS, Worker, wait_until
 
 PROBLEM_JSON = "application/problem+json"
+SERVE_TEST_TIMEOUT = 600
+"""pytest-timeout for a test that starts serve: a last resort against a hang, far above a start at load 20."""
 PROBE_TIMEOUT = 10.0
 """One /healthz probe (refused at once while nothing listens; a busy machine may be slow to answer)."""
 CLI_TIMEOUT = 60.0
