@@ -52,6 +52,18 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
 
+    serve_head_timeout_seconds: float = Field(default=10.0, gt=0)
+    """``serve``: how long a connection may take to send a request's head (request line and headers), from when it
+    opens or its previous answer ends. Past it the connection is closed, with a 408 if a head had begun: a client
+    sending a header byte a second holds a connection no longer."""
+    serve_body_timeout_seconds: float = Field(default=10.0, gt=0)
+    """``serve``: how long a request's body may take to arrive once its head has, plus one second for every
+    ``serve_body_min_bytes_per_second`` bytes of it received. Past it the request is answered 408 and its handler
+    does not run."""
+    serve_body_min_bytes_per_second: int = Field(default=16 * 1024, gt=0)
+    """``serve``: the slowest average rate a request's body may arrive at once ``serve_body_timeout_seconds`` have
+    passed (16 KiB/s: a 100 MiB upload may take 100 minutes; a body sent a byte a second is cut off)."""
+
     # OAuth for external services (see mcpbridge.oauth)
     frontend_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Front-end URLs (``MCPBRIDGE_FRONTEND_URLS``, comma-separated) the OAuth callback may redirect back to: any URL

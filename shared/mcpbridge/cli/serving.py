@@ -11,6 +11,14 @@ core. Each builds its own container on the same data (:func:`worker_app`): the s
 are shared, as with the CLI while ``serve`` runs; a call paused in one process and resolved through another goes on
 within a second (the embedded workflow reads the call's record). Initialising, resuming what an earlier run left
 unfinished, and the sweep stay in the process that was started, which serves no request.
+
+Clients reach ``serve`` directly, with no API Gateway to receive their requests whole first: a request's head must
+arrive within ``serve_head_timeout_seconds`` (:mod:`mcpbridge.cli.request_head`, in uvicorn's protocol), and its
+body within ``serve_body_timeout_seconds`` plus a second for every ``serve_body_min_bytes_per_second`` bytes of it
+(:mod:`mcpbridge.http.body_deadline`, in the app), or the connection is closed (answered 408). A connection
+trickling bytes holds nothing longer than that; no limit on concurrent connections is set (uvicorn's
+``limit_concurrency`` would answer 503 to every request, ``/healthz`` included, while slow connections are open,
+and it counts them only once their head has arrived).
 """
 
 from __future__ import annotations
@@ -96,6 +104,7 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from mcpbridge.cli.request_head import ServeConfig
     from mcpbridge.heap import freeze_startup_objects
     from mcpbridge.http.apps import create_combined_app
     from mcpbridge.observability import configure_local_logging
@@ -122,15 +131,20 @@ def serve(args: argparse.Namespace) -> int:
                 print(f"mcpbridge listening on {url} (Ctrl-C stops it)", flush=True)
             # log_config=None: uvicorn's own lines (start, stop, the access log) go through the logging set up
             # above, in its format, each with its request id, rather than through uvicorn's handlers on stdout.
-            options: dict[str, Any] = {"log_level": settings.log_level.lower(), "log_config": None}
+            options: dict[str, Any] = {
+                "log_level": settings.log_level.lower(),
+                "log_config": None,
+                "server_header": False,
+                "head_timeout": settings.serve_head_timeout_seconds,
+            }
             with _sweeping(container, settings.sweep_interval_seconds), contextlib.suppress(KeyboardInterrupt):
                 if workers > 1:
                     _serve_from_processes(listener, settings, workers, options)
                 else:
-                    app = create_combined_app(container)
+                    app = create_combined_app(container, body_deadline=body_deadline(settings))
                     freeze_startup_objects(collect=True)  # mcpbridge.heap: full collections skip start-up's objects
                     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again: a clean stop.
-                    config = uvicorn.Config(app, server_header=False, **options)
+                    config = ServeConfig(app, **options)
                     uvicorn.Server(config).run(sockets=[listener])
         finally:
             close(container)
@@ -139,14 +153,20 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def body_deadline(settings: Settings) -> tuple[float, int]:
+    """What a request's body is given (:func:`mcpbridge.http.apps.create_combined_app`)."""
+    return settings.serve_body_timeout_seconds, settings.serve_body_min_bytes_per_second
+
+
 def _serve_from_processes(listener: socket.socket, settings: Settings, workers: int, options: dict[str, Any]) -> None:
-    import uvicorn
     from uvicorn.supervisors import Multiprocess
+
+    from mcpbridge.cli.request_head import ServeConfig
 
     # The processes start afresh (spawned, not forked: this one has threads) and read their settings from the
     # environment, which the data directory chosen on the command line joins.
     os.environ["MCPBRIDGE_DATA_DIR"] = str(settings.data_dir.resolve())
-    config = uvicorn.Config(f"{__name__}:worker_app", factory=True, workers=workers, server_header=False, **options)
+    config = ServeConfig(f"{__name__}:worker_app", factory=True, workers=workers, **options)
     Multiprocess(config, sockets=[listener]).run()
 
 
@@ -162,7 +182,7 @@ def worker_app() -> ASGIApp:
     configure_local_logging(settings.log_level)
     container = Container(settings)
     atexit.register(close, container)
-    app = create_combined_app(container)
+    app = create_combined_app(container, body_deadline=body_deadline(settings))
     freeze_startup_objects(collect=True)
     return app
 

@@ -19,6 +19,7 @@ from starlette.types import ASGIApp
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
+from mcpbridge.http.body_deadline import BodyDeadline
 from mcpbridge.http.docs import DOCS_PATH, install_docs
 from mcpbridge.http.mcp.app import McpFirst, with_problems
 from mcpbridge.http.openapi import install_problem_docs
@@ -71,17 +72,20 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 class _App(FastAPI):
     mcp_app: ASGIApp | None = None
+    body_deadline: tuple[float, int] | None = None
 
     def build_middleware_stack(self) -> ASGIApp:
         stack = super().build_middleware_stack()
         if self.mcp_app is not None:
             # The same problem handlers as every route, without walking the routes and FastAPI's layers first.
             stack = McpFirst(with_problems(self.mcp_app), stack)
+        if self.body_deadline is not None:
+            stack = BodyDeadline(stack, *self.body_deadline)  # inside the request id's layer: its 408 carries the id
         # Outside Starlette's ServerErrorMiddleware, so a 500 it renders carries the request id too.
         return RequestIdMiddleware(stack)
 
 
-def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp: bool) -> FastAPI:
+def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp: bool) -> _App:
     app = _App(
         title=title,
         lifespan=_lifespan,
@@ -115,10 +119,14 @@ def create_app(container: Container, surface: Surface) -> FastAPI:
     return _app(container, _routers(_SURFACES[surface]), title, mcp=False)
 
 
-def create_combined_app(container: Container) -> FastAPI:
-    """Every surface in one app, for ``mcpbridge serve``; its root sends a browser to the API's docs."""
+def create_combined_app(container: Container, *, body_deadline: tuple[float, int] | None = None) -> FastAPI:
+    """Every surface in one app, for ``mcpbridge serve``; its root sends a browser to the API's docs. With
+    ``body_deadline`` (seconds, bytes a second), a request's body must arrive within that many seconds plus one for
+    every that many bytes received (:mod:`mcpbridge.http.body_deadline`; behind API Gateway, the gateway receives
+    it)."""
     app = _app(container, _routers(n for names in _SURFACES.values() for n in names), "mcpbridge", mcp=True)
     app.router.routes.append(Route("/", endpoint=_to_docs, methods=["GET", "HEAD"], include_in_schema=False))
+    app.body_deadline = body_deadline
     return app
 
 
