@@ -226,5 +226,8 @@ def test_a_method_a_path_does_not_serve_is_answered_405_allowing_every_documente
                 answer = client.request("TRACE", concrete)
                 assert answer.status_code == 405, (path, answer.text)
                 assert answer.headers["allow"] == ", ".join(documented), path
+            # A literal path is its own, not that of a template it also matches.
+            tools = client.request("TRACE", "/api/v1/mcp-endpoints/tools")
+            assert tools.headers["allow"] == "GET"
     finally:
         container.close()

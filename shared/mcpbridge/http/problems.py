@@ -112,11 +112,14 @@ def allowed_methods(request: Request) -> str:
     openapi = getattr(request.app, "openapi", None)
     paths: dict[str, dict[str, Any]] = openapi().get("paths", {}) if callable(openapi) else {}
     path = request.scope["path"]
+    # The most literal templates that match: /mcp-endpoints/tools is its own path, not /mcp-endpoints/{id}'s.
+    matching = [template for template in paths if compile_path(template)[0].match(path)]
+    fewest = min((template.count("{") for template in matching), default=0)
     methods = {
         method.upper()
-        for template, operations in paths.items()
-        if compile_path(template)[0].match(path)
-        for method in operations
+        for template in matching
+        if template.count("{") == fewest
+        for method in paths[template]
         if method.upper() in _METHODS
     }
     return ", ".join(sorted(methods))
