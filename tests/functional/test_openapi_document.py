@@ -210,3 +210,24 @@ def test_every_answer_documents_its_request_id(document: dict[str, Any]) -> None
         if "X-Request-Id" not in response.get("headers", {})
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def test_a_method_a_path_does_not_serve_is_answered_405_allowing_every_documented_one(tmp_path: Path) -> None:
+    container = Container(Settings(data_dir=tmp_path, jobs="inline"))
+    try:
+        with TestClient(create_combined_app(container)) as client:
+            document = client.get("/api/v1/openapi.json").json()
+            # Every path where more than one operation is documented: Starlette alone names the first route's.
+            for path, item in document["paths"].items():
+                documented = sorted(method.upper() for method in item if method in METHODS)
+                if len(documented) < 2:
+                    continue
+                concrete = re.sub(r"\{[^}]+\}", "x1", path)
+                answer = client.request("TRACE", concrete)
+                assert answer.status_code == 405, (path, answer.text)
+                assert answer.headers["allow"] == ", ".join(documented), path
+            # A literal path is its own, not that of a template it also matches.
+            tools = client.request("TRACE", "/api/v1/mcp-endpoints/tools")
+            assert tools.headers["allow"] == "GET"
+    finally:
+        container.close()

@@ -1,5 +1,6 @@
 """Generated requests for every REST operation, from ``/api/v1/openapi.json`` itself (schemathesis): no input makes a
-server error, and every answer is one the operation documents (status, content type, body schema).
+server error, every answer is one the operation documents (status, content type, body schema), and a method a path
+does not serve is answered 405 with an ``Allow`` naming exactly the methods documented there.
 
 Bounded for CI: a fixed number of examples per operation, derandomized, no example database. The app runs on the
 embedded backend with inline jobs and an egress policy whose resolver answers at once with a documentation address,
@@ -17,10 +18,12 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 from schemathesis.checks import (
+    allow_header_conformance,
     content_type_conformance,
     not_a_server_error,
     response_schema_conformance,
     status_code_conformance,
+    unsupported_method,
 )
 from starlette.testclient import TestClient
 
@@ -32,7 +35,14 @@ from tests.support.embedder import HashingEmbedder
 
 EXAMPLES_PER_OPERATION = 25
 STATEFUL_EXAMPLES = 12
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    unsupported_method,
+    allow_header_conformance,
+]
 
 
 def _documentation_address(host: str, port: int) -> list[str]:

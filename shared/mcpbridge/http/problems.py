@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import compile_path
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -25,6 +26,7 @@ from mcpbridge.request_context import current as current_request_id
 log = logging.getLogger("mcpbridge.http")
 
 PROBLEM_JSON = "application/problem+json"
+_METHODS = frozenset({"GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"})
 WWW_AUTHENTICATE = 'Bearer realm="mcpbridge"'
 
 _STATUS_CODES = {
@@ -97,7 +99,30 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _STATUS_CODES.get(exc.status_code, "http_error")
     detail = exc.detail if isinstance(exc.detail, str) else code
-    return problem(exc.status_code, code, detail, headers=dict(exc.headers or {}) or None)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = allowed_methods(request) or headers.get("Allow", "")
+    return problem(exc.status_code, code, detail, headers=headers or None)
+
+
+def allowed_methods(request: Request) -> str:
+    """The methods the app documents at the request's path (RFC 9110: a 405's ``Allow``). Starlette names only those
+    of the first route there, one of several where ``GET`` and ``POST`` (or ``PUT``, ``DELETE``) of a path are
+    separate operations; empty where the path is not documented."""
+    openapi = getattr(request.app, "openapi", None)
+    paths: dict[str, dict[str, Any]] = openapi().get("paths", {}) if callable(openapi) else {}
+    path = request.scope["path"]
+    # The most literal templates that match: /mcp-endpoints/tools is its own path, not /mcp-endpoints/{id}'s.
+    matching = [template for template in paths if compile_path(template)[0].match(path)]
+    fewest = min((template.count("{") for template in matching), default=0)
+    methods = {
+        method.upper()
+        for template in matching
+        if template.count("{") == fewest
+        for method in paths[template]
+        if method.upper() in _METHODS
+    }
+    return ", ".join(sorted(methods))
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
