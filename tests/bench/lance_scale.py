@@ -490,7 +490,7 @@ def product_writes(index: Any, corpus: Corpus, chunks: int, writes: int, kb: str
 
 
 def query_runner(index: Any, kind: str, kb: str = KB) -> Callable[[dict[str, Any]], int]:
-    from mcpbridge.domain.ranking import reciprocal_rank_fusion
+    from mcpbridge.domain.ranking import fuse
 
     def run(q: dict[str, Any]) -> int:
         if kind == "keyword_en":
@@ -502,7 +502,7 @@ def query_runner(index: Any, kind: str, kb: str = KB) -> Callable[[dict[str, Any
         if kind == "hybrid":
             keyword = index.keyword([kb], q["en"], limit=20)
             semantic = index.semantic([kb], q["vector"], limit=20)
-            return len(reciprocal_rank_fusion([keyword, semantic], limit=10))
+            return len(fuse(keyword, semantic, limit=10))
         if kind == "filtered_keyword":
             return len(index.keyword([kb], q["en"], document_ids=q["documents"], limit=10))
         return len(index.semantic([kb], q["vector"], document_ids=q["documents"], limit=10))

