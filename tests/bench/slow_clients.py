@@ -8,8 +8,8 @@ raw asyncio sockets; every wait is bounded by ``--cap`` seconds and everything s
 
 * head: ``GET /healthz HTTP/1.1`` and a ``Host`` line, then one byte of a header line a second;
 * body: ``POST /api/v1/knowledge-bases`` declaring 100 KiB, then one byte of it a second;
-* paced body: the same declaring ``--body-kib`` KiB, sent at ``--rate-kib`` KiB a second (answered 422 once
-  whole: the declared length ends inside the JSON);
+* paced body: the same declaring ``--body-kib`` KiB, sent at ``--rate-kib`` KiB a second (answered 400 once
+  whole, ``malformed_json``: the declared length ends inside the JSON);
 * health: ``--probes`` sequential ``GET /healthz`` on fresh connections (``--gap`` s apart), in rounds that
   alternate a control (no slow connection) and a round with ``--slow`` connections that each send one header byte
   every 2 s (a connection the server closes is opened again, as an attacker would). Quoted: the median and p95 of
@@ -135,7 +135,7 @@ async def trickling_head(port: int, cap: float) -> dict[str, Any]:
 
 async def trickling_body(port: int, key: str, size: int, piece: int, cap: float) -> dict[str, Any]:
     """A knowledge base's JSON declared ``size`` bytes long, sent ``piece`` bytes a second: once whole it is
-    answered 422 (the declared length ends inside the description), and the connection closed."""
+    answered 400 malformed_json (the declared length ends inside the description), and the connection closed."""
     head = (
         f"POST /api/v1/knowledge-bases HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n"

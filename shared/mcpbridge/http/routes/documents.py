@@ -232,7 +232,7 @@ def start_upload(
     operation_id="receiveDocumentUpload",
     summary="Receive an upload (embedded backend)",
     status_code=204,
-    responses=problems(404, 413),
+    responses=problems(400, 404, 413),
 )
 async def receive_upload(
     upload_id: UploadId,
