@@ -95,6 +95,8 @@ def auth() -> dict[str, str]:
     suppress_health_check=list(HealthCheck),
 )
 def test_every_operation_answers_as_documented(case: Any, auth: dict[str, str]) -> None:
+    if (case.path_parameters or {}).get("endpoint_id") == "tools":
+        return  # `/mcp-endpoints/tools` is a route of its own (the tool catalogue), held to its own document
     case.call_and_validate(headers=auth, checks=CHECKS)
 
 
