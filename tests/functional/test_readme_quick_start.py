@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,9 +46,19 @@ def shell_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+VENV_BIN = Path(sys.executable).parent
+"""Where the README's ``.venv/bin/`` is on this machine (``make`` may be told another ``VENV``, as CI does)."""
+
+
 def run(line: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        ["bash", "-c", line], cwd=ROOT, env=env, input=stdin, capture_output=True, text=True, timeout=COMMAND_SECONDS
+        ["bash", "-c", line.replace(".venv/bin/", f"{VENV_BIN}/")],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_SECONDS,
     )
     assert done.returncode == 0, f"{line}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
     return done
@@ -73,7 +84,7 @@ def serve(tmp_path: Path) -> Iterator[tuple[ServeProcess, str]]:
 
 def test_the_quick_start_reaches_a_search_and_an_mcp_client(serve: tuple[ServeProcess, str], tmp_path: Path) -> None:
     server, admin_key = serve
-    assert (ROOT / ".venv" / "bin" / "mcpbridge").exists(), "the quick start runs the virtualenv's command"
+    assert (VENV_BIN / "mcpbridge").exists(), "the quick start runs the virtualenv's command"
     lines = block_after("### Quick start")
     assert 1 <= len(lines) <= 5, lines
     env = shell_env(tmp_path)
