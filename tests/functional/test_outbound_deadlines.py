@@ -15,13 +15,12 @@ import contextlib
 import re
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from mcp import types
 from mcp.server.lowlevel import Server
@@ -30,8 +29,8 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.client.connection import ProbeResult
 from mcpbridge.client.service_probe import probe_service
 from mcpbridge.domain.external_services import ExternalService
-from mcpbridge.http.apps import create_combined_app
 from mcpbridge.settings import Settings
+from tests.support.admin_api import admin_api
 from tests.support.everything import handle_stateless, serve
 
 pytestmark = [pytest.mark.slow]
@@ -125,16 +124,6 @@ def container(tmp_path: Path) -> Iterator[Container]:
     built = Container(Settings(data_dir=tmp_path / "data", ssrf_allowlist=["127.0.0.1"]))
     yield built
     built.close()
-
-
-@contextlib.asynccontextmanager
-async def admin_api(container: Container) -> AsyncIterator[httpx.AsyncClient]:
-    key = container.identity.initialize().api_key
-    transport = httpx.ASGITransport(app=create_combined_app(container))
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://mcpbridge.test", headers={"Authorization": f"Bearer {key}"}
-    ) as client:
-        yield client
 
 
 async def route_test(

@@ -10,9 +10,8 @@ unbounded reader would take in). The cap is small here (256 KiB) to keep the tes
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ import httpx
 import pytest
 
 from mcpbridge.bootstrap import Container
-from mcpbridge.http.apps import create_combined_app
 from mcpbridge.settings import Settings
+from tests.support.admin_api import admin_api
 from tests.support.everything import serve
 from tests.support.oversize_upstream import CEILING, SHAPES, Oversize
 
@@ -36,16 +35,6 @@ def container(tmp_path: Path) -> Iterator[Container]:
     built = Container(Settings(data_dir=tmp_path / "data", ssrf_allowlist=["127.0.0.1"], upstream_max_answer_bytes=CAP))
     yield built
     built.close()
-
-
-@contextlib.asynccontextmanager
-async def api(container: Container) -> AsyncIterator[httpx.AsyncClient]:
-    key = container.identity.initialize().api_key
-    transport = httpx.ASGITransport(app=create_combined_app(container))
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://mcpbridge.test", headers={"Authorization": f"Bearer {key}"}
-    ) as client:
-        yield client
 
 
 async def register(client: httpx.AsyncClient, url: str) -> str:
@@ -75,7 +64,7 @@ def test_a_listing_past_the_cap_fails_the_connection_test(container: Container, 
     upstream = Oversize("tools/list", shape)
 
     async def scenario(base: str) -> dict[str, Any]:
-        async with api(container) as client:
+        async with admin_api(container) as client:
             service_id = await register(client, f"{base}/mcp")
             answer = await client.post(f"/api/v1/mcp-services/{service_id}/test")
         assert answer.status_code == 200, answer.text
@@ -93,7 +82,7 @@ def test_a_listing_past_the_cap_fails_the_catalog_refresh_and_keeps_nothing(cont
     upstream = Oversize("tools/list", shape)
 
     async def scenario(base: str) -> tuple[httpx.Response, httpx.Response]:
-        async with api(container) as client:
+        async with admin_api(container) as client:
             service_id = await register(client, f"{base}/mcp")
             refreshed = await client.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh")
             catalog = await client.get(f"/api/v1/mcp-services/{service_id}/metadata")
@@ -114,7 +103,7 @@ def test_a_tool_answer_past_the_cap_fails_the_agent_call(container: Container, s
     upstream = Oversize("tools/call", shape)
 
     async def scenario(base: str) -> httpx.Response:
-        async with api(container) as client:
+        async with admin_api(container) as client:
             service_id = await register(client, f"{base}/mcp")
             refreshed = await client.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh")
             assert refreshed.status_code == 200, refreshed.text
