@@ -79,6 +79,11 @@ def _serve(env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[bytes], str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="cd2c7fc", help="a revision or a shared/ directory (default cd2c7fc)")
+    parser.add_argument(
+        "--baseline-is-client",
+        action="store_true",
+        help="the baseline's CLI is already a REST client (run it against the same serve, not on the data)",
+    )
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
@@ -86,14 +91,17 @@ def main() -> None:
         scratch = Path(scratch_name)
         base_tree = _tree(options.baseline, scratch)
         data = scratch / "data"
-        common = {k: v for k, v in os.environ.items() if not k.startswith("MCPBRIDGE_")}
+        # .pyc files written and read, as for an installed package (a shell may turn their writing off)
+        common = {
+            k: v for k, v in os.environ.items() if not k.startswith("MCPBRIDGE_") and k != "PYTHONDONTWRITEBYTECODE"
+        }
         common |= {"MCPBRIDGE_DATA_DIR": str(data), "MCPBRIDGE_EMBEDDING_PROVIDER": "none"}
         common["MCPBRIDGE_INDEX_CACHE_DIR"] = str(scratch / "cache")
         process, url, key = _serve({**common, "PYTHONPATH": str(REPO / "shared")}, scratch)
         try:
             client = {k: v for k, v in common.items() if not k.startswith("MCPBRIDGE_")}
             client |= {"MCPBRIDGE_URL": url, "MCPBRIDGE_API_KEY": key, "PYTHONPATH": str(REPO / "shared")}
-            baseline_env = {**common, "PYTHONPATH": str(base_tree)}
+            baseline_env = {**(client if options.baseline_is_client else common), "PYTHONPATH": str(base_tree)}
             entry = [sys.executable, "-m", "mcpbridge.cli"]
             _timed([*entry, "kb", "create", "handbook"], client, scratch)
             _timed([*entry, "workspaces", "create", "Acme"], client, scratch)

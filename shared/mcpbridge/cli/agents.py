@@ -14,8 +14,6 @@ import sys
 import time
 from typing import Any
 
-import anyio
-
 from mcpbridge.cli.api import Api, command, user_id_of
 from mcpbridge.cli.calls import CALLS, modified_arguments
 from mcpbridge.cli.output import Column, emit, field, shorten, table
@@ -41,18 +39,18 @@ _TOOL_COLUMNS: list[Column] = [
 ]
 
 
-async def _agent_id(api: Api, reference: str | None) -> str | None:
+def _agent_id(api: Api, reference: str | None) -> str | None:
     """An agent profile by id (agt_...) or name; None (or "default"): the default profile, every service."""
     if reference is None or reference.casefold() == "default":
         return None
-    return await api.resolve(AGENTS, reference, "agt", "agent")
+    return api.resolve(AGENTS, reference, "agt", "agent")
 
 
-async def _service_id(api: Api, reference: str) -> str:
+def _service_id(api: Api, reference: str) -> str:
     """A service the agent catalog shows, by id or name: read with call_tools, as agents do (not manage_services)."""
     if reference.startswith("svc_"):
         return reference
-    listed = await api.every(SERVERS)
+    listed = api.every(SERVERS)
     named = [s for s in listed["items"] if " ".join(str(s["name"]).split()).casefold() == reference.casefold().strip()]
     if not named:
         raise NotFound(
@@ -63,8 +61,8 @@ async def _service_id(api: Api, reference: str) -> str:
 
 
 @command()
-async def agents_list(api: Api, args: argparse.Namespace) -> None:
-    body = await api.every(AGENTS)
+def agents_list(api: Api, args: argparse.Namespace) -> None:
+    body = api.every(AGENTS)
 
     def human(listed: dict[str, Any]) -> None:
         table(listed["items"], _AGENT_COLUMNS, empty="No agent profiles: agents use the default one (every service).")
@@ -73,31 +71,31 @@ async def agents_list(api: Api, args: argparse.Namespace) -> None:
 
 
 @command()
-async def agents_tools(api: Api, args: argparse.Namespace) -> None:
+def agents_tools(api: Api, args: argparse.Namespace) -> None:
     params: dict[str, Any] = {}
-    agent = await _agent_id(api, args.agent)
+    agent = _agent_id(api, args.agent)
     if agent is not None:
         params["agent_id"] = agent
     if args.service:
-        params["service_id"] = await _service_id(api, args.service)
+        params["service_id"] = _service_id(api, args.service)
     if args.query:
         params["query"] = args.query
-    body = await api.every(TOOLS, params)
+    body = api.every(TOOLS, params)
     emit(args, body, lambda b: table(b["items"], _TOOL_COLUMNS, empty="This agent can call no tool."))
 
 
-async def _described(api: Api, args: argparse.Namespace) -> dict[str, Any]:
-    params: dict[str, Any] = {"service_id": await _service_id(api, args.service), "tool_name": args.tool}
-    agent = await _agent_id(api, args.agent)
+def _described(api: Api, args: argparse.Namespace) -> dict[str, Any]:
+    params: dict[str, Any] = {"service_id": _service_id(api, args.service), "tool_name": args.tool}
+    agent = _agent_id(api, args.agent)
     if agent is not None:
         params["agent_id"] = agent
-    body: dict[str, Any] = await api.get(f"{TOOLS}/describe", params=params)
+    body: dict[str, Any] = api.get(f"{TOOLS}/describe", params=params)
     return body
 
 
 @command()
-async def agents_describe(api: Api, args: argparse.Namespace) -> None:
-    body = await _described(api, args)
+def agents_describe(api: Api, args: argparse.Namespace) -> None:
+    body = _described(api, args)
 
     def human(tool: dict[str, Any]) -> None:
         print(f"{tool['service_name']}.{tool['name']}  ({tool['function_name']})")
@@ -111,26 +109,26 @@ async def agents_describe(api: Api, args: argparse.Namespace) -> None:
 
 
 @command()
-async def call(api: Api, args: argparse.Namespace) -> int:
+def call(api: Api, args: argparse.Namespace) -> int:
     if not 0 <= args.wait <= 86_400:
         raise InvalidInput("--wait must be from 0 to 86400 seconds", code="invalid_wait")
     arguments = modified_arguments(args.args, code="invalid_arguments") if args.args is not None else {}
-    tool = await _described(api, args)
+    tool = _described(api, args)
     request: dict[str, Any] = {"tool_ref": tool["tool_ref"], "arguments": arguments}
-    agent = await _agent_id(api, args.agent)
+    agent = _agent_id(api, args.agent)
     if agent is not None:
         request["agent_id"] = agent
     if args.as_user:
-        request["principal"] = {"user_id": await user_id_of(api, args.as_user)}
-    body = await api.post(CALLS, json=request)
+        request["principal"] = {"user_id": user_id_of(api, args.as_user)}
+    body = api.post(CALLS, json=request)
     deadline = time.monotonic() + args.wait
     notified = False
     while body["status"] in _WAITING and time.monotonic() < deadline:
         if not notified and not args.json and body["status"].startswith("awaiting_"):
             print(_pause(body, waiting=True), file=sys.stderr)
             notified = True
-        await anyio.sleep(0.5)
-        body = await api.get(f"{CALLS}/{body['pending_id']}")
+        time.sleep(0.5)
+        body = api.get(f"{CALLS}/{body['pending_id']}")
     emit(args, body, _print_outcome)
     if body["status"] == "completed":
         return 0

@@ -13,15 +13,21 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
-import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-import anyio
-import httpx2
-
 from mcpbridge.cli.profiles import Target, target_of
+from mcpbridge.cli.transport import (
+    AnswerTooLarge,
+    HttpxTransport,
+    Request,
+    Transport,
+    Unreachable,
+    absolute,
+    chosen,
+)
 from mcpbridge.errors import InvalidInput, NotFound, Unavailable
 
 REQUEST_SECONDS = 28.0
@@ -58,31 +64,31 @@ def _fold(name: str) -> str:
 class RestCalls:
     """The verbs and the paging over :meth:`request` (an answer of 400 or more raises :class:`Problem`)."""
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
         raise NotImplementedError
 
-    async def get(self, path: str, **kwargs: Any) -> Any:
-        return await self.request("GET", path, **kwargs)
+    def get(self, path: str, **kwargs: Any) -> Any:
+        return self.request("GET", path, **kwargs)
 
-    async def post(self, path: str, **kwargs: Any) -> Any:
-        return await self.request("POST", path, **kwargs)
+    def post(self, path: str, **kwargs: Any) -> Any:
+        return self.request("POST", path, **kwargs)
 
-    async def put(self, path: str, **kwargs: Any) -> Any:
-        return await self.request("PUT", path, **kwargs)
+    def put(self, path: str, **kwargs: Any) -> Any:
+        return self.request("PUT", path, **kwargs)
 
-    async def delete(self, path: str) -> Any:
-        return await self.request("DELETE", path)
+    def delete(self, path: str) -> Any:
+        return self.request("DELETE", path)
 
-    async def every(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def every(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """A list route's body with the items of every page (``next_cursor`` followed, or ``page`` for routes that
         number their pages): the same shape as one page, with nothing left to fetch."""
         params = dict(params or {})
-        body: dict[str, Any] = await self.get(path, params=params)
+        body: dict[str, Any] = self.get(path, params=params)
         if body.get("next_cursor"):
             items = list(body["items"])
             cursor = body["next_cursor"]
             for _ in range(_MAX_PAGES):
-                page = await self.get(path, params={**params, "cursor": cursor})
+                page = self.get(path, params={**params, "cursor": cursor})
                 items += page["items"]
                 cursor = page.get("next_cursor")
                 if not cursor:
@@ -93,18 +99,18 @@ class RestCalls:
             items, number = list(body[listed]), int(body["page"])
             for _ in range(_MAX_PAGES):
                 number += 1
-                page = await self.get(path, params={**params, "page": number})
+                page = self.get(path, params={**params, "page": number})
                 items += page[listed]
                 if not page.get("has_more"):
                     break
             return {**body, listed: items, "page": 1, "page_size": len(items), "has_more": False}
         return body
 
-    async def resolve(self, path: str, reference: str, prefix: str, kind: str, *, where: str = "") -> str:
+    def resolve(self, path: str, reference: str, prefix: str, kind: str, *, where: str = "") -> str:
         """The id of an item of a list route, given its id (``prefix_...``) or its name (case-insensitively)."""
         if reference.startswith(f"{prefix}_"):
             return reference
-        listed = await self.every(path)
+        listed = self.every(path)
         named = [item for item in listed["items"] if _fold(str(item.get("name", ""))) == _fold(reference)]
         if len(named) == 1:
             return str(named[0]["id"])
@@ -120,51 +126,70 @@ class RestCalls:
 
 
 class Api(RestCalls):
-    """Requests to the server's REST routes; an answer of 400 or more raises :class:`Problem`."""
+    """Requests to the server's REST routes; an answer of 400 or more raises :class:`Problem`.
 
-    def __init__(self, client: httpx2.AsyncClient, target: Target) -> None:
-        self._client = client
+    The requests are sent one at a time, each blocking until answered: a command has nothing else to do meanwhile.
+    """
+
+    def __init__(self, target: Target, transport: Transport | None = None) -> None:
         self.target = target
+        self._insecure_scheme = target.url.lower().startswith("http://")
+        self._transport = transport or chosen(self._insecure_scheme)
+        self._forms: Transport | None = None
+        self._headers = {"Authorization": f"Bearer {target.api_key}", "User-Agent": "mcpbridge-cli"}
 
     @property
     def base_url(self) -> str:
         return self.target.url
 
     def header(self, name: str) -> str | None:
-        return self._client.headers.get(name)
+        return self._headers.get(name)
 
     def address(self, workspace_id: str | None = None, user_id: str | None = None) -> None:
         """Act in this workspace (and as this user) on the following requests."""
         if workspace_id is not None:
-            self._client.headers[WORKSPACE_HEADER] = workspace_id
+            self._headers[WORKSPACE_HEADER] = workspace_id
         if user_id is not None:
-            self._client.headers[USER_HEADER] = user_id
+            self._headers[USER_HEADER] = user_id
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        request = Request(method, absolute(self.target.url, path), dict(self._headers), **kwargs)
+        transport = self._transport
+        if request.is_form:  # multipart: httpx2 encodes it
+            if self._forms is None:
+                self._forms = HttpxTransport(insecure_scheme=self._insecure_scheme)
+            transport = self._forms
         try:
-            with anyio.fail_after(REQUEST_SECONDS):
-                response = await self._client.request(method, path, **kwargs)
+            answer = transport.send(request, seconds=REQUEST_SECONDS, connect_seconds=CONNECT_SECONDS)
         except TimeoutError:
             raise Unavailable(
                 f"{self.target.url} did not answer {method} {path} within {REQUEST_SECONDS:g} s", code="timeout"
             ) from None
-        except httpx2.TransportError as exc:
-            raise unreachable(self.target, exc) from None
+        except Unreachable as exc:
+            raise unreachable(self.target, exc.reason) from None
+        except AnswerTooLarge:
+            raise Unavailable(
+                f"{self.target.url} answered {method} {path} with more than the command reads", code="answer_too_large"
+            ) from None
         body: Any = None
-        if response.content:
+        if answer.content:
             try:
-                body = response.json()
+                body = json.loads(answer.content)
             except ValueError:
-                body = {"detail": response.text[:500]}
-        if response.status_code >= 400:
+                body = {"detail": answer.content[:500].decode("utf-8", "replace")}
+        if answer.status >= 400:
             shown = body if isinstance(body, dict) else {}
-            raise Problem(response.status_code, {"status": response.status_code, **shown})
+            raise Problem(answer.status, {"status": answer.status, **shown})
         return body
 
+    def close(self) -> None:
+        self._transport.close()
+        if self._forms is not None:
+            self._forms.close()
 
-def unreachable(target: Target, exc: Exception) -> Unavailable:
+
+def unreachable(target: Target, reason: str) -> Unavailable:
     """Why the server could not be reached, and how to reach another one."""
-    reason = "connection refused" if isinstance(exc, httpx2.ConnectError) else type(exc).__name__
     return Unavailable(
         f"cannot reach {target.url} ({reason}; from {target.source}). Is `mcpbridge serve` running there? "
         "Log in to a server with `mcpbridge login URL`, or set MCPBRIDGE_URL and MCPBRIDGE_API_KEY",
@@ -172,40 +197,29 @@ def unreachable(target: Target, exc: Exception) -> Unavailable:
     )
 
 
-def client_for(target: Target) -> httpx2.AsyncClient:
-    headers = {"Authorization": f"Bearer {target.api_key}", "User-Agent": "mcpbridge-cli"}
-    timeout = httpx2.Timeout(REQUEST_SECONDS, connect=CONNECT_SECONDS)
-    verify: ssl.SSLContext | bool = True
-    if target.url.lower().startswith("http://"):
-        # No TLS to set up: a context without any trusted certificate (loading the system's costs a third of the
-        # command's CPU), which would refuse any certificate if an https URL ever came through it.
-        verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    return httpx2.AsyncClient(base_url=target.url, headers=headers, timeout=timeout, trust_env=False, verify=verify)
-
-
-async def addressed(api: Api, args: argparse.Namespace, *, acting_user: bool) -> None:
+def addressed(api: Api, args: argparse.Namespace, *, acting_user: bool) -> None:
     """``--workspace`` and (``acting_user``) ``--user``, by id or name, as the headers of the following requests."""
     reference = getattr(args, "workspace", None)
     workspace_id = None
     if reference:
         where = " (`mcpbridge workspaces list` shows them)"
-        workspace_id = await api.resolve("/api/v1/workspaces", reference, "ws", "workspace", where=where)
+        workspace_id = api.resolve("/api/v1/workspaces", reference, "ws", "workspace", where=where)
         api.address(workspace_id=workspace_id)
     user = getattr(args, "user", None) if acting_user else None
     if user:
-        api.address(user_id=await user_id_of(api, user))
+        api.address(user_id=user_id_of(api, user))
 
 
-async def user_id_of(api: Api, reference: str) -> str:
+def user_id_of(api: Api, reference: str) -> str:
     """A user of the workspace the requests act in, by id (``usr_...``) or unique name."""
-    return await api.resolve("/api/v1/users", reference, "usr", "user")
+    return api.resolve("/api/v1/users", reference, "usr", "user")
 
 
-Handler = Callable[[Api, argparse.Namespace], Awaitable[int | None]]
+Handler = Callable[[Api, argparse.Namespace], int | None]
 
 
 def command(*, acting_user: bool = False) -> Callable[[Handler], Callable[[argparse.Namespace], int]]:
-    """A command made of REST requests: ``handler(api, args)`` runs in one event loop against the server the
+    """A command made of REST requests: ``handler(api, args)`` runs against the server the
     profile (or ``MCPBRIDGE_URL``) names. ``acting_user``: ``--user`` names whom it acts as."""
 
     def wrap(handler: Handler) -> Callable[[argparse.Namespace], int]:
@@ -213,13 +227,12 @@ def command(*, acting_user: bool = False) -> Callable[[Handler], Callable[[argpa
         def run(args: argparse.Namespace) -> int:
             target = target_of(getattr(args, "profile", None), os.environ)
 
-            async def session() -> int | None:
-                async with client_for(target) as client:
-                    api = Api(client, target)
-                    await addressed(api, args, acting_user=acting_user)
-                    return await handler(api, args)
-
-            return anyio.run(session) or 0
+            api = Api(target)
+            try:
+                addressed(api, args, acting_user=acting_user)
+                return handler(api, args) or 0
+            finally:
+                api.close()
 
         return run
 

@@ -44,14 +44,14 @@ def _print_call(body: dict[str, Any]) -> None:
 
 
 @command()
-async def calls_pending(api: Api, args: argparse.Namespace) -> None:
+def calls_pending(api: Api, args: argparse.Namespace) -> None:
     if args.all_workspaces:
         if args.workspace:
             raise InvalidInput("--all-workspaces and --workspace exclude each other", code="invalid_arguments")
-        await _pending_everywhere(api, args)
+        _pending_everywhere(api, args)
         return
-    body = await api.every(PENDING)
-    elsewhere = [] if args.json else await _waiting_elsewhere(api)
+    body = api.every(PENDING)
+    elsewhere = [] if args.json else _waiting_elsewhere(api)
 
     def human(listed: dict[str, Any]) -> None:
         table(listed["items"], _COLUMNS, empty="No tool call is waiting here.")
@@ -66,25 +66,25 @@ async def calls_pending(api: Api, args: argparse.Namespace) -> None:
     emit(args, body, human)
 
 
-async def _waiting_elsewhere(api: Api) -> list[dict[str, Any]]:
+def _waiting_elsewhere(api: Api) -> list[dict[str, Any]]:
     """For a platform admin, the other workspaces where calls wait (nothing for any other key)."""
     try:
-        counted = await api.every(WAITING_BY_WORKSPACE)
+        counted = api.every(WAITING_BY_WORKSPACE)
     except Problem as problem:
         if problem.status == 403:
             return []
         raise
-    here = api.header(WORKSPACE_HEADER) or (await api.get("/api/v1/me"))["workspace_id"]
+    here = api.header(WORKSPACE_HEADER) or (api.get("/api/v1/me"))["workspace_id"]
     return [workspace for workspace in counted["items"] if workspace["workspace_id"] != here]
 
 
-async def _pending_everywhere(api: Api, args: argparse.Namespace) -> None:
+def _pending_everywhere(api: Api, args: argparse.Namespace) -> None:
     """Every waiting call of every workspace (a platform admin's key), each with its workspace."""
-    counted = await api.every(WAITING_BY_WORKSPACE)
+    counted = api.every(WAITING_BY_WORKSPACE)
     items: list[dict[str, Any]] = []
     for workspace in counted["items"]:
         api.address(workspace_id=workspace["workspace_id"])
-        listed = await api.every(PENDING)
+        listed = api.every(PENDING)
         there = {"workspace_id": workspace["workspace_id"], "workspace_name": workspace["workspace_name"]}
         items += [{**there, **item} for item in listed["items"]]
     items.sort(key=lambda item: (item["created_at"], item["pending_id"]))
@@ -96,8 +96,8 @@ _NONE_ANYWHERE = "No tool call is waiting in any workspace."
 
 
 @command()
-async def call_show(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.get(f"{CALLS}/{args.call}"), _print_call)
+def call_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.get(f"{CALLS}/{args.call}"), _print_call)
 
 
 def modified_arguments(text: str, *, code: str = "invalid_modified_args") -> dict[str, Any]:
@@ -112,13 +112,13 @@ def modified_arguments(text: str, *, code: str = "invalid_modified_args") -> dic
 
 
 @command()
-async def call_approve(api: Api, args: argparse.Namespace) -> None:
+def call_approve(api: Api, args: argparse.Namespace) -> None:
     decision: dict[str, Any] = {"decision": "approve"}
     if args.args is not None:
         decision["modified_args"] = modified_arguments(args.args)
     if args.reason:
         decision["reason"] = args.reason
-    body = await api.post(f"{APPROVALS}/{args.call}", json=decision)
+    body = api.post(f"{APPROVALS}/{args.call}", json=decision)
     emit(args, body, _print_approved)
 
 
@@ -130,13 +130,13 @@ def _print_approved(body: dict[str, Any]) -> None:
 
 
 @command()
-async def call_reject(api: Api, args: argparse.Namespace) -> None:
-    current = await api.get(f"{CALLS}/{args.call}")
+def call_reject(api: Api, args: argparse.Namespace) -> None:
+    current = api.get(f"{CALLS}/{args.call}")
     if current["status"] == "awaiting_oauth":
-        body = await api.post(f"{OAUTH_RESOLUTIONS}/{args.call}/cancel")
+        body = api.post(f"{OAUTH_RESOLUTIONS}/{args.call}/cancel")
         verb = "Cancelled"
     else:
         decision = {"decision": "reject", **({"reason": args.reason} if args.reason else {})}
-        body = await api.post(f"{APPROVALS}/{args.call}", json=decision)
+        body = api.post(f"{APPROVALS}/{args.call}", json=decision)
         verb = "Rejected"
     emit(args, body, lambda b: print(f"{verb} {b['pending_id']} ({b['service_name']}.{b['tool']})."))

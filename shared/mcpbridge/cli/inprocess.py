@@ -21,7 +21,7 @@ import anyio
 import httpx2
 
 from mcpbridge.bootstrap import Container
-from mcpbridge.cli.api import Problem, RestCalls
+from mcpbridge.cli.api import Problem
 from mcpbridge.cli.context import acting_workspace, known_user
 from mcpbridge.domain.identity import Principal, Scope
 from mcpbridge.errors import InvalidInput
@@ -42,7 +42,7 @@ def operator_principal(workspace_id: str, user_id: str = OPERATOR_USER_ID) -> Pr
     return Principal(workspace_id, user_id, "", "admin", Scope())
 
 
-class Api(RestCalls):
+class Api:
     """Requests to the REST routes; an answer of 400 or more raises :class:`Problem`."""
 
     def __init__(self, client: httpx2.AsyncClient, principal: Principal | None, settings: Settings) -> None:
@@ -68,6 +68,9 @@ class Api(RestCalls):
         if response.status_code >= 400:
             raise Problem(response.status_code, body if isinstance(body, dict) else {})
         return body
+
+    async def get(self, path: str, **kwargs: Any) -> Any:
+        return await self.request("GET", path, **kwargs)
 
 
 class _Surfaces:

@@ -14,13 +14,9 @@ import argparse
 import re
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
-
-import anyio
-import httpx2
 
 from mcpbridge.cli.api import Api, Problem, command
 from mcpbridge.cli.output import Column, Progress, deleted, emit, field, shorten, table
@@ -33,8 +29,8 @@ _UPLOAD_SECONDS = 900.0
 _URL = re.compile(r"^https?://", re.IGNORECASE)
 
 
-async def kb_id(api: Api, reference: str) -> str:
-    return await api.resolve(KNOWLEDGE_BASES, reference, "kb", "knowledge base")
+def kb_id(api: Api, reference: str) -> str:
+    return api.resolve(KNOWLEDGE_BASES, reference, "kb", "knowledge base")
 
 
 _KB_COLUMNS: list[Column] = [
@@ -53,8 +49,8 @@ _DOCUMENT_COLUMNS: list[Column] = [
 
 
 @command()
-async def kb_list(api: Api, args: argparse.Namespace) -> None:
-    body = await api.every(KNOWLEDGE_BASES)
+def kb_list(api: Api, args: argparse.Namespace) -> None:
+    body = api.every(KNOWLEDGE_BASES)
     emit(args, body, lambda b: table(b["items"], _KB_COLUMNS, empty="No knowledge bases."))
 
 
@@ -66,39 +62,39 @@ def _print_kb(body: dict[str, Any]) -> None:
 
 
 @command()
-async def kb_show(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.get(f"{KNOWLEDGE_BASES}/{await kb_id(api, args.kb)}"), _print_kb)
+def kb_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.get(f"{KNOWLEDGE_BASES}/{kb_id(api, args.kb)}"), _print_kb)
 
 
 @command()
-async def kb_create(api: Api, args: argparse.Namespace) -> None:
+def kb_create(api: Api, args: argparse.Namespace) -> None:
     request = {"name": args.name, "description": args.description, "language": args.language}
-    body = await api.post(KNOWLEDGE_BASES, json=request)
+    body = api.post(KNOWLEDGE_BASES, json=request)
     hint = "fill it: mcpbridge kb add"
     emit(args, body, lambda b: print(f"Knowledge base {b['id']} ({b['name']}) created; {hint} {b['id']} ./docs"))
 
 
 @command()
-async def kb_delete(api: Api, args: argparse.Namespace) -> None:
-    target = await kb_id(api, args.kb)
-    await api.delete(f"{KNOWLEDGE_BASES}/{target}")
+def kb_delete(api: Api, args: argparse.Namespace) -> None:
+    target = kb_id(api, args.kb)
+    api.delete(f"{KNOWLEDGE_BASES}/{target}")
     deleted(args, "knowledge base", target, " Its documents and index are removed in the background.")
 
 
 @command()
-async def kb_documents(api: Api, args: argparse.Namespace) -> None:
+def kb_documents(api: Api, args: argparse.Namespace) -> None:
     params = {"keyword": args.keyword} if args.keyword else {}
-    body = await api.every(f"{KNOWLEDGE_BASES}/{await kb_id(api, args.kb)}/documents", params)
+    body = api.every(f"{KNOWLEDGE_BASES}/{kb_id(api, args.kb)}/documents", params)
     listed = "items" if "items" in body else "documents"
     emit(args, body, lambda b: table(b[listed], _DOCUMENT_COLUMNS, empty="No documents."))
 
 
 @command()
-async def kb_search(api: Api, args: argparse.Namespace) -> None:
+def kb_search(api: Api, args: argparse.Namespace) -> None:
     request: dict[str, Any] = {"query": args.query, "mode": args.mode, "limit": args.limit}
     if args.kb:
-        request["knowledge_base_ids"] = [await kb_id(api, kb) for kb in args.kb]
-    body = await api.post("/api/v1/knowledge/search", json=request)
+        request["knowledge_base_ids"] = [kb_id(api, kb) for kb in args.kb]
+    body = api.post("/api/v1/knowledge/search", json=request)
     emit(args, body, _print_results)
 
 
@@ -118,8 +114,7 @@ def _print_results(body: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------------------------------------- kb add
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(NamedTuple):
     label: str
     title: str | None
     url: str | None = None
@@ -175,19 +170,19 @@ def _url_title(url: str) -> str:
 
 
 @command()
-async def kb_add(api: Api, args: argparse.Namespace) -> int:
+def kb_add(api: Api, args: argparse.Namespace) -> int:
     if not 0 < args.timeout <= 86_400:
         raise InvalidInput("--timeout must be from 0 to 86400 seconds", code="invalid_timeout")
     sources = sources_of(args.sources, args.title)
-    target = await kb_id(api, args.kb)
-    await api.get(f"{KNOWLEDGE_BASES}/{target}")  # a knowledge base this caller cannot reach: nothing is sent
+    target = kb_id(api, args.kb)
+    api.get(f"{KNOWLEDGE_BASES}/{target}")  # a knowledge base this caller cannot reach: nothing is sent
     progress = Progress(len(sources), "Adding", quiet=args.json)
     created: list[tuple[Source, dict[str, Any]]] = []
     errors: list[dict[str, Any]] = []
     for done, source in enumerate(sources, 1):
         progress.update(done - 1, source.label)
         try:
-            created.append((source, await _send(api, target, source)))
+            created.append((source, _send(api, target, source)))
         except Problem as problem:
             errors.append({"source": source.label, **problem.body})
             progress.note(f"not added  {source.label}: {problem.message}")
@@ -195,7 +190,7 @@ async def kb_add(api: Api, args: argparse.Namespace) -> int:
             errors.append({"source": source.label, "status": None, "code": "unreadable", "detail": str(exc)})
             progress.note(f"not added  {source.label}: {exc}")
     progress.close()
-    documents = await _indexed(api, created, errors, args)
+    documents = _indexed(api, created, errors, args)
     emit(args, {"items": documents, "errors": errors}, lambda _: _summary(args.kb, documents, errors))
     missing = len(sources) - sum(1 for d in documents if d["parse_status"] == "completed")
     if missing:
@@ -204,26 +199,26 @@ async def kb_add(api: Api, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _send(api: Api, kb: str, source: Source) -> dict[str, Any]:
+def _send(api: Api, kb: str, source: Source) -> dict[str, Any]:
     if source.url is not None:
-        body: dict[str, Any] = await api.post(
+        body: dict[str, Any] = api.post(
             f"{KNOWLEDGE_BASES}/{kb}/documents", json={"title": source.title, "url": source.url}
         )
         return body
     assert source.path is not None
-    data = await anyio.to_thread.run_sync(source.path.read_bytes)
+    data = source.path.read_bytes()  # nothing else runs meanwhile
     form = {"title": source.title} if source.title else {}
     files = {"file": (source.path.name, data, "application/octet-stream")}
     try:
-        body = await api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/upload", files=files, data=form)
+        body = api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/upload", files=files, data=form)
     except Problem as problem:
         if problem.status != 413:
             raise
-        return await _upload(api, kb, source, data)
+        return _upload(api, kb, source, data)
     return body
 
 
-async def _upload(api: Api, kb: str, source: Source, data: bytes) -> dict[str, Any]:
+def _upload(api: Api, kb: str, source: Source, data: bytes) -> dict[str, Any]:
     """A file larger than a request may carry: posted to the form an upload answers, then completed."""
     assert source.path is not None
     request: dict[str, Any] = {
@@ -233,23 +228,34 @@ async def _upload(api: Api, kb: str, source: Source, data: bytes) -> dict[str, A
     }
     if source.title:
         request["title"] = source.title
-    upload = await api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/uploads", json=request)
+    upload = api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/uploads", json=request)
     files = {upload["file_field"]: (source.path.name, data, "application/octet-stream")}
     if same_origin(upload["url"], api.base_url):  # the embedded backend's own route
-        await api.post(upload["url"], data=upload["fields"], files=files)
+        api.post(upload["url"], data=upload["fields"], files=files)
     else:  # a presigned POST to S3
         # Each read or write may stall for 25 s at most; the whole file for _UPLOAD_SECONDS.
-        with anyio.fail_after(_UPLOAD_SECONDS):
-            async with httpx2.AsyncClient(timeout=httpx2.Timeout(25.0)) as client:
-                posted = await client.post(upload["url"], data=upload["fields"], files=files)
-        if posted.status_code >= 300:
-            refused = f"the blob store refused the file (HTTP {posted.status_code})"
-            raise Problem(posted.status_code, {"detail": refused})
-    completed: dict[str, Any] = await api.post(upload["complete_url"])
+        status = _post_to_blob_store(upload["url"], upload["fields"], files)
+        if status >= 300:
+            refused = f"the blob store refused the file (HTTP {status})"
+            raise Problem(status, {"detail": refused})
+    completed: dict[str, Any] = api.post(upload["complete_url"])
     return completed
 
 
-async def _indexed(
+def _post_to_blob_store(url: str, fields: dict[str, Any], files: dict[str, Any]) -> int:
+    """A presigned POST (S3): each read or write may stall for 25 s at most, the whole file _UPLOAD_SECONDS."""
+    import asyncio
+
+    import httpx2
+
+    async def post() -> int:
+        async with asyncio.timeout(_UPLOAD_SECONDS), httpx2.AsyncClient(timeout=httpx2.Timeout(25.0)) as client:
+            return (await client.post(url, data=fields, files=files)).status_code
+
+    return asyncio.run(post())
+
+
+def _indexed(
     api: Api, created: list[tuple[Source, dict[str, Any]]], errors: list[dict[str, Any]], args: argparse.Namespace
 ) -> list[dict[str, Any]]:
     """Each created document once its indexing ended (or as it stands when --timeout runs out)."""
@@ -260,14 +266,14 @@ async def _indexed(
     deadline = time.monotonic() + args.timeout
     while True:
         for identifier in list(waiting):
-            latest[identifier] = body = await api.get(f"{DOCUMENTS}/{identifier}")
+            latest[identifier] = body = api.get(f"{DOCUMENTS}/{identifier}")
             if body["parse_status"] in _FINAL:
                 waiting.remove(identifier)
                 progress.note(_outcome(labels[identifier], body))
         progress.update(len(latest) - len(waiting), labels[waiting[0]] if waiting else "")
         if not waiting or time.monotonic() >= deadline:
             break
-        await anyio.sleep(0.25)
+        time.sleep(0.25)
     progress.close()
     for identifier in waiting:
         detail = f"still {latest[identifier]['parse_status']} after {args.timeout:g} s"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -72,6 +71,8 @@ class Progress:
     def update(self, done: int, current: str = "") -> None:
         if not self._tty or (time.monotonic() - self._last < 0.1 and done < self._total):
             return
+        import shutil  # on a terminal only
+
         self._last = time.monotonic()
         width = max(10, min(30, shutil.get_terminal_size().columns - 50))
         filled = width * done // max(1, self._total)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mcpbridge import __version__
 
@@ -42,7 +43,36 @@ def _wrapped(*paragraphs: str) -> str:
     return "\n\n".join(textwrap.fill(paragraph, width=100) for paragraph in paragraphs if paragraph)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unused:
+    """The grammar of a command the command line does not name: every call is taken and nothing is kept.
+
+    Building all 60 commands' parsers costs more CPU than a REST command's request (argparse looks up a translation
+    of its messages for each); so the command named is built whole, and every other one only as a name with its
+    summary, which is all ``mcpbridge --help`` and argparse's "invalid choice" message show of it."""
+
+    def __getattr__(self, _name: str) -> Any:
+        return lambda *_args, **_kwargs: self
+
+
+_SELECTED = "mcpbridge_selected"
+
+
+def _named(commands: Commands, name: str) -> bool:
+    """Whether to build ``name``'s whole grammar: it is the command named (or the parser was built whole)."""
+    if isinstance(commands, _Unused):
+        return False
+    selected = getattr(commands, _SELECTED, name)
+    return bool(selected == name)
+
+
+def _summary_only(commands: Commands, name: str, summary: str) -> Any:
+    if not isinstance(commands, _Unused):
+        commands.add_parser(name, help=summary)
+    return _Unused()
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of ``argv``'s command (with ``argv`` None: of every command)."""
     parser = argparse.ArgumentParser(
         prog="mcpbridge",
         description=_wrapped(
@@ -59,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mcpbridge {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    if argv is not None:
+        setattr(commands, _SELECTED, next((arg for arg in argv if not arg.startswith("-")), None))
     _add_setup(commands)
     _add_login(commands)
     _add_workspaces(commands)
@@ -85,6 +117,8 @@ def _leaf(
     remote: bool = True,
 ) -> argparse.ArgumentParser:
     """A command with its help, its example and the options every command takes."""
+    if not _named(commands, name):
+        return cast(argparse.ArgumentParser, _summary_only(commands, name, summary))
     description = _wrapped(f"{summary[0].upper()}{summary[1:]}.", details)
     leaf: argparse.ArgumentParser = commands.add_parser(
         name,
@@ -111,6 +145,8 @@ def _leaf(
 
 
 def _group(commands: Commands, name: str, summary: str) -> Commands:
+    if not _named(commands, name):
+        return _summary_only(commands, name, summary)
     group = commands.add_parser(
         name,
         help=summary,

@@ -23,8 +23,8 @@ _COLUMNS: list[Column] = [
 ]
 
 
-async def _endpoint_id(api: Api, reference: str) -> str:
-    return await api.resolve(ENDPOINTS, reference, "ep", "endpoint")
+def _endpoint_id(api: Api, reference: str) -> str:
+    return api.resolve(ENDPOINTS, reference, "ep", "endpoint")
 
 
 def _print_endpoint(body: dict[str, Any]) -> None:
@@ -52,58 +52,58 @@ def print_issued(body: dict[str, Any], what: str) -> None:
 
 
 @command()
-async def endpoints_list(api: Api, args: argparse.Namespace) -> None:
-    body = await api.every(ENDPOINTS)
+def endpoints_list(api: Api, args: argparse.Namespace) -> None:
+    body = api.every(ENDPOINTS)
     emit(args, body, lambda b: table(b["items"], _COLUMNS, empty="No MCP endpoints."))
 
 
 @command()
-async def endpoint_create(api: Api, args: argparse.Namespace) -> None:
+def endpoint_create(api: Api, args: argparse.Namespace) -> None:
     request: dict[str, Any] = {
         "name": args.name,
         "description": args.description,
         "enabled": not args.disabled,
-        "knowledge_base_ids": [await kb_id(api, kb) for kb in args.kb or []],
+        "knowledge_base_ids": [kb_id(api, kb) for kb in args.kb or []],
         "rate_limit_per_minute": args.rate_limit,
     }
     if args.tool is not None:
         request["tools"] = args.tool
     if args.agent is not None:
         request["default_agent_id"] = args.agent
-    body = await api.post(ENDPOINTS, json=request)
+    body = api.post(ENDPOINTS, json=request)
     emit(args, body, lambda b: print_issued(b, f"Endpoint {b['id']} ({b['name']}) published"))
 
 
 @command()
-async def endpoint_show(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.get(f"{ENDPOINTS}/{await _endpoint_id(api, args.endpoint)}"), _print_endpoint)
+def endpoint_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.get(f"{ENDPOINTS}/{_endpoint_id(api, args.endpoint)}"), _print_endpoint)
 
 
 @command()
-async def endpoint_rotate(api: Api, args: argparse.Namespace) -> None:
-    body = await api.post(f"{ENDPOINTS}/{await _endpoint_id(api, args.endpoint)}/rotate-token")
+def endpoint_rotate(api: Api, args: argparse.Namespace) -> None:
+    body = api.post(f"{ENDPOINTS}/{_endpoint_id(api, args.endpoint)}/rotate-token")
     refused = "the old one is refused from now on"
     emit(args, body, lambda b: print_issued(b, f"New token of endpoint {b['id']} ({b['name']}); {refused}"))
 
 
-async def _set_enabled(api: Api, args: argparse.Namespace, enabled: bool) -> None:
-    body = await api.put(f"{ENDPOINTS}/{await _endpoint_id(api, args.endpoint)}", json={"enabled": enabled})
+def _set_enabled(api: Api, args: argparse.Namespace, enabled: bool) -> None:
+    body = api.put(f"{ENDPOINTS}/{_endpoint_id(api, args.endpoint)}", json={"enabled": enabled})
     state = "enabled" if enabled else "disabled: its token is refused from the next request on"
     emit(args, body, lambda b: print(f"Endpoint {b['id']} ({b['name']}) {state}."))
 
 
 @command()
-async def endpoint_disable(api: Api, args: argparse.Namespace) -> None:
-    await _set_enabled(api, args, False)
+def endpoint_disable(api: Api, args: argparse.Namespace) -> None:
+    _set_enabled(api, args, False)
 
 
 @command()
-async def endpoint_enable(api: Api, args: argparse.Namespace) -> None:
-    await _set_enabled(api, args, True)
+def endpoint_enable(api: Api, args: argparse.Namespace) -> None:
+    _set_enabled(api, args, True)
 
 
 @command()
-async def endpoint_delete(api: Api, args: argparse.Namespace) -> None:
-    target = await _endpoint_id(api, args.endpoint)
-    await api.delete(f"{ENDPOINTS}/{target}")
+def endpoint_delete(api: Api, args: argparse.Namespace) -> None:
+    target = _endpoint_id(api, args.endpoint)
+    api.delete(f"{ENDPOINTS}/{target}")
     deleted(args, "endpoint", target)

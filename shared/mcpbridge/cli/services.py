@@ -10,8 +10,6 @@ import json
 import sys
 from typing import Any
 
-import anyio
-
 from mcpbridge.cli.api import Api, command
 from mcpbridge.cli.output import Column, deleted, emit, field, shorten, table
 from mcpbridge.errors import InvalidInput
@@ -33,8 +31,8 @@ _TOOL_COLUMNS: list[Column] = [
 ]
 
 
-async def _service_id(api: Api, reference: str) -> str:
-    return await api.resolve(SERVICES, reference, "svc", "service")
+def _service_id(api: Api, reference: str) -> str:
+    return api.resolve(SERVICES, reference, "svc", "service")
 
 
 def _print_service(body: dict[str, Any]) -> None:
@@ -51,14 +49,14 @@ def _print_service(body: dict[str, Any]) -> None:
 
 
 @command()
-async def services_list(api: Api, args: argparse.Namespace) -> None:
-    body = await api.every(SERVICES)
+def services_list(api: Api, args: argparse.Namespace) -> None:
+    body = api.every(SERVICES)
     emit(args, body, lambda b: table(b["items"], _COLUMNS, empty="No MCP services registered."))
 
 
 @command()
-async def service_show(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.get(f"{SERVICES}/{await _service_id(api, args.service)}"), _print_service)
+def service_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.get(f"{SERVICES}/{_service_id(api, args.service)}"), _print_service)
 
 
 def _headers(given: list[str] | None) -> dict[str, str]:
@@ -72,7 +70,7 @@ def _headers(given: list[str] | None) -> dict[str, str]:
 
 
 @command()
-async def service_add(api: Api, args: argparse.Namespace) -> None:
+def service_add(api: Api, args: argparse.Namespace) -> None:
     auth: dict[str, Any] = {"auth_type": args.auth}
     for name, value in (("api_key_header", args.api_key_header), ("scopes", args.scope), ("client_id", args.client_id)):
         if value is not None:
@@ -86,7 +84,7 @@ async def service_add(api: Api, args: argparse.Namespace) -> None:
         "headers": _headers(args.header),
         "auth_config": auth,
     }
-    body = await api.post(SERVICES, json=request)
+    body = api.post(SERVICES, json=request)
 
     def human(saved: dict[str, Any]) -> None:
         print(f"Service {saved['id']} ({saved['name']}) registered.")
@@ -124,8 +122,8 @@ def _read_bounded(path: str) -> str:
 
 
 @command()
-async def service_import(api: Api, args: argparse.Namespace) -> int:
-    body = await api.post(f"{SERVICES}/import", json=_read_import(str(args.file)))
+def service_import(api: Api, args: argparse.Namespace) -> int:
+    body = api.post(f"{SERVICES}/import", json=_read_import(str(args.file)))
 
     def human(result: dict[str, Any]) -> None:
         for created in result["created"]:
@@ -143,8 +141,8 @@ async def service_import(api: Api, args: argparse.Namespace) -> int:
 
 
 @command(acting_user=True)
-async def service_test(api: Api, args: argparse.Namespace) -> int:
-    body = await api.post(f"{SERVICES}/{await _service_id(api, args.service)}/test")
+def service_test(api: Api, args: argparse.Namespace) -> int:
+    body = api.post(f"{SERVICES}/{_service_id(api, args.service)}/test")
 
     def human(result: dict[str, Any]) -> None:
         server = " ".join(part for part in (result["server_name"], result["server_version"]) if part)
@@ -164,8 +162,8 @@ async def service_test(api: Api, args: argparse.Namespace) -> int:
 
 
 @command(acting_user=True)
-async def service_refresh(api: Api, args: argparse.Namespace) -> int:
-    body = await api.post(f"{SERVICES}/{await _service_id(api, args.service)}/metadata/refresh")
+def service_refresh(api: Api, args: argparse.Namespace) -> int:
+    body = api.post(f"{SERVICES}/{_service_id(api, args.service)}/metadata/refresh")
 
     def human(view: dict[str, Any]) -> None:
         snapshot = view["data"]
@@ -185,13 +183,13 @@ async def service_refresh(api: Api, args: argparse.Namespace) -> int:
 
 
 @command(acting_user=True)
-async def service_tools(api: Api, args: argparse.Namespace) -> None:
-    body = await api.get(f"{SERVICES}/{await _service_id(api, args.service)}/tools")
+def service_tools(api: Api, args: argparse.Namespace) -> None:
+    body = api.get(f"{SERVICES}/{_service_id(api, args.service)}/tools")
     emit(args, body, lambda b: table(b["items"], _TOOL_COLUMNS, empty="The service lists no tools."))
 
 
 @command()
-async def service_policy(api: Api, args: argparse.Namespace) -> None:
+def service_policy(api: Api, args: argparse.Namespace) -> None:
     if args.enabled is None and args.approval is None:
         raise InvalidInput(
             "say what to set: --enable or --disable, and/or --require-approval or --no-approval",
@@ -202,8 +200,8 @@ async def service_policy(api: Api, args: argparse.Namespace) -> None:
         request["enabled"] = args.enabled
     if args.approval is not None:
         request["require_approval"] = args.approval
-    target = await _service_id(api, args.service)
-    body = await api.put(f"{SERVICES}/{target}/tool-approvals/{args.tool}", json=request)
+    target = _service_id(api, args.service)
+    body = api.put(f"{SERVICES}/{target}/tool-approvals/{args.tool}", json=request)
 
     def human(policy: dict[str, Any]) -> None:
         state = "enabled" if policy["enabled"] else "disabled"
@@ -223,16 +221,16 @@ def _read_secret(field_name: str) -> str:
 
 
 @command()
-async def service_credentials(api: Api, args: argparse.Namespace) -> None:
-    target = await _service_id(api, args.service)
-    await api.get(f"{SERVICES}/{target}")  # an unknown service is reported before the secret is asked for
-    secret = await anyio.to_thread.run_sync(_read_secret, args.field)
-    body = await api.put(f"{SERVICES}/{target}/credentials", json={args.field: secret})
+def service_credentials(api: Api, args: argparse.Namespace) -> None:
+    target = _service_id(api, args.service)
+    api.get(f"{SERVICES}/{target}")  # an unknown service is reported before the secret is asked for
+    secret = _read_secret(args.field)  # from the terminal or standard input: nothing else runs meanwhile
+    body = api.put(f"{SERVICES}/{target}/credentials", json={args.field: secret})
     emit(args, body, lambda b: print(f"The {args.field} of {b['name']} ({b['id']}) is set (sealed; never shown)."))
 
 
 @command()
-async def service_delete(api: Api, args: argparse.Namespace) -> None:
-    target = await _service_id(api, args.service)
-    await api.delete(f"{SERVICES}/{target}")
+def service_delete(api: Api, args: argparse.Namespace) -> None:
+    target = _service_id(api, args.service)
+    api.delete(f"{SERVICES}/{target}")
     deleted(args, "service", target)

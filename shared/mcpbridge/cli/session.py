@@ -13,9 +13,7 @@ import os
 import sys
 from typing import Any
 
-import anyio
-
-from mcpbridge.cli.api import Api, Problem, client_for, command
+from mcpbridge.cli.api import Api, Problem, command
 from mcpbridge.cli.profiles import Target, clean_url, config_path, profile_name, save_profile
 from mcpbridge.errors import InvalidInput
 
@@ -37,12 +35,15 @@ def login(args: argparse.Namespace) -> int:
     target = Target(url, key, f"the URL given to login ({url})")
     path = config_path()
 
-    async def check() -> Any:
-        async with client_for(target) as client:
-            return await Api(client, target).get(ME)
+    def check() -> Any:
+        api = Api(target)
+        try:
+            return api.get(ME)
+        finally:
+            api.close()
 
     try:
-        me = anyio.run(check)
+        me = check()
     except Problem as problem:
         problem.body["detail"] = f"{url} refused the key: {problem.message}. Nothing was saved"
         raise
@@ -57,8 +58,8 @@ def login(args: argparse.Namespace) -> int:
 
 
 @command()
-async def whoami(api: Api, args: argparse.Namespace) -> None:
-    body = await api.get(ME)
+def whoami(api: Api, args: argparse.Namespace) -> None:
+    body = api.get(ME)
 
     def human(me: dict[str, Any]) -> None:
         who = me.get("user_name") or me["user_id"]

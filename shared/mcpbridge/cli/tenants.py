@@ -25,24 +25,24 @@ def _one_line(body: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------------------------------------- workspaces
 
 
-async def _workspace_id(api: Api, reference: str) -> str:
-    return await api.resolve(WORKSPACES, reference, "ws", "workspace")
+def _workspace_id(api: Api, reference: str) -> str:
+    return api.resolve(WORKSPACES, reference, "ws", "workspace")
 
 
 @command()
-async def workspaces_list(api: Api, args: argparse.Namespace) -> None:
-    body = await api.every(WORKSPACES)
+def workspaces_list(api: Api, args: argparse.Namespace) -> None:
+    body = api.every(WORKSPACES)
     emit(args, body, lambda b: table(b["items"], _STATUS_COLUMNS, empty="No workspaces."))
 
 
 @command()
-async def workspace_show(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.get(f"{WORKSPACES}/{await _workspace_id(api, args.target)}"), _one_line)
+def workspace_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.get(f"{WORKSPACES}/{_workspace_id(api, args.target)}"), _one_line)
 
 
 @command()
-async def workspace_create(api: Api, args: argparse.Namespace) -> None:
-    body = await api.post(WORKSPACES, json={"name": args.name, "admin_name": args.admin_name})
+def workspace_create(api: Api, args: argparse.Namespace) -> None:
+    body = api.post(WORKSPACES, json={"name": args.name, "admin_name": args.admin_name})
 
     def human(created: dict[str, Any]) -> None:
         print(f"Workspace {created['id']} ({created['name']}) created.")
@@ -53,24 +53,24 @@ async def workspace_create(api: Api, args: argparse.Namespace) -> None:
 
 
 @command()
-async def workspace_rename(api: Api, args: argparse.Namespace) -> None:
-    target = await _workspace_id(api, args.target)
-    emit(args, await api.put(f"{WORKSPACES}/{target}", json={"name": args.name}), _one_line)
+def workspace_rename(api: Api, args: argparse.Namespace) -> None:
+    target = _workspace_id(api, args.target)
+    emit(args, api.put(f"{WORKSPACES}/{target}", json={"name": args.name}), _one_line)
 
 
 @command()
-async def workspace_disable(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.post(f"{WORKSPACES}/{await _workspace_id(api, args.target)}/disable"), _one_line)
+def workspace_disable(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.post(f"{WORKSPACES}/{_workspace_id(api, args.target)}/disable"), _one_line)
 
 
 @command()
-async def workspace_enable(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.post(f"{WORKSPACES}/{await _workspace_id(api, args.target)}/enable"), _one_line)
+def workspace_enable(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.post(f"{WORKSPACES}/{_workspace_id(api, args.target)}/enable"), _one_line)
 
 
 @command()
-async def workspace_delete(api: Api, args: argparse.Namespace) -> None:
-    body = await api.delete(f"{WORKSPACES}/{await _workspace_id(api, args.target)}")
+def workspace_delete(api: Api, args: argparse.Namespace) -> None:
+    body = api.delete(f"{WORKSPACES}/{_workspace_id(api, args.target)}")
 
     def human(shown: dict[str, Any]) -> None:
         print(
@@ -85,37 +85,37 @@ async def workspace_delete(api: Api, args: argparse.Namespace) -> None:
 
 
 @command()
-async def users_list(api: Api, args: argparse.Namespace) -> None:
-    body = await api.every(USERS)
+def users_list(api: Api, args: argparse.Namespace) -> None:
+    body = api.every(USERS)
     emit(args, body, lambda b: table(b["items"], _STATUS_COLUMNS, empty="No users."))
 
 
 @command()
-async def user_create(api: Api, args: argparse.Namespace) -> None:
-    body = await api.post(USERS, json={"name": args.name})
+def user_create(api: Api, args: argparse.Namespace) -> None:
+    body = api.post(USERS, json={"name": args.name})
     hint = "give it a key: mcpbridge keys create --user"  # by id or by name
     emit(args, body, lambda b: print(f"User {b['id']} ({b['name']}) created; {hint} {b['id']}"))
 
 
 @command()
-async def user_show(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.get(f"{USERS}/{await user_id_of(api, args.user)}"), _one_line)
+def user_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.get(f"{USERS}/{user_id_of(api, args.user)}"), _one_line)
 
 
 @command()
-async def user_disable(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.post(f"{USERS}/{await user_id_of(api, args.user)}/disable"), _one_line)
+def user_disable(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.post(f"{USERS}/{user_id_of(api, args.user)}/disable"), _one_line)
 
 
 @command()
-async def user_enable(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.post(f"{USERS}/{await user_id_of(api, args.user)}/enable"), _one_line)
+def user_enable(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.post(f"{USERS}/{user_id_of(api, args.user)}/enable"), _one_line)
 
 
 @command()
-async def user_delete(api: Api, args: argparse.Namespace) -> None:
-    target = await user_id_of(api, args.user)
-    await api.delete(f"{USERS}/{target}")
+def user_delete(api: Api, args: argparse.Namespace) -> None:
+    target = user_id_of(api, args.user)
+    api.delete(f"{USERS}/{target}")
     deleted(args, "user", target, " Its keys, OAuth tokens and sessions are gone; its paused calls cancelled.")
 
 
@@ -133,10 +133,10 @@ _KEY_COLUMNS: list[Column] = [
 
 
 @command()
-async def keys_list(api: Api, args: argparse.Namespace) -> None:
-    body = await api.every(KEYS)
+def keys_list(api: Api, args: argparse.Namespace) -> None:
+    body = api.every(KEYS)
     if args.user:
-        user = await user_id_of(api, args.user)
+        user = user_id_of(api, args.user)
         body = {**body, "items": [key for key in body["items"] if key["user_id"] == user]}
     emit(args, body, lambda b: table(b["items"], _KEY_COLUMNS, empty="No API keys."))
 
@@ -154,17 +154,15 @@ def key_create(args: argparse.Namespace) -> int:
 
 
 @command()
-async def _mint_key(api: Api, args: argparse.Namespace) -> None:
+def _mint_key(api: Api, args: argparse.Namespace) -> None:
     from mcpbridge.cli.knowledge import KNOWLEDGE_BASES
 
     request: dict[str, Any] = {"name": args.name or "cli", "role": args.role or "viewer"}
     if args.capability is not None:
         request["capabilities"] = args.capability
     if args.kb is not None:
-        request["knowledge_base_ids"] = [
-            await api.resolve(KNOWLEDGE_BASES, kb, "kb", "knowledge base") for kb in args.kb
-        ]
-    body = await api.post(f"{USERS}/{await user_id_of(api, args.user)}/api-keys", json=request)
+        request["knowledge_base_ids"] = [api.resolve(KNOWLEDGE_BASES, kb, "kb", "knowledge base") for kb in args.kb]
+    body = api.post(f"{USERS}/{user_id_of(api, args.user)}/api-keys", json=request)
     emit(args, body, lambda b: _print_key(b, f"API key {b['id']} ({b['role']}) for user {b['user_id']}"))
 
 
@@ -200,7 +198,7 @@ def _recover_admin_key(args: argparse.Namespace) -> int:
 
 
 @command()
-async def key_revoke(api: Api, args: argparse.Namespace) -> None:
-    await api.delete(f"{KEYS}/{args.key}")
-    body = await api.get(f"{KEYS}/{args.key}")
+def key_revoke(api: Api, args: argparse.Namespace) -> None:
+    api.delete(f"{KEYS}/{args.key}")
+    body = api.get(f"{KEYS}/{args.key}")
     emit(args, body, lambda b: print(f"API key {b['id']} of user {b['user_id']} revoked: it is refused from now on."))
