@@ -111,7 +111,21 @@ def outcome(response: httpx.Response) -> dict[str, Any]:
     }
 
 
-SERVED = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover"})
+SERVED = frozenset(
+    {
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "server/discover",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+    }
+)
 
 
 def accepted_difference(sent: bytes, ours: dict[str, Any], sdk: dict[str, Any]) -> str | None:

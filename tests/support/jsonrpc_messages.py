@@ -27,8 +27,10 @@ METHODS = [
     "tools/call",
     "server/discover",
     "resources/list",
+    "resources/templates/list",
     "resources/read",
     "prompts/list",
+    "prompts/get",
     "logging/setLevel",
     "completion/complete",
     "notifications/initialized",
@@ -172,6 +174,58 @@ def tool_call_params(draw: st.DrawFn, target: Corpus) -> dict[str, Any]:
     return params
 
 
+def _uris(target: Corpus) -> st.SearchStrategy[Any]:
+    document = f"mcpbridge://kb/{target.kb_id}/documents/{target.document_id}"
+    windows = st.sampled_from(["1-3", "2", "2-", "0-1", "5-2", "x", "1-1&lines=2", "999999-"])
+    return st.one_of(
+        st.just(document),
+        windows.map(lambda lines: f"{document}?lines={lines}"),
+        st.sampled_from(["1", "2", "0", "x"]).map(lambda page: f"mcpbridge://kb/{target.kb_id}/documents?page={page}"),
+        st.sampled_from(["mcpbridge://kb/kb_nope/documents/doc_nope", "file:///etc/passwd", "", "mcpbridge://kb"]),
+        json_values,
+    )
+
+
+def _read_params(target: Corpus) -> st.SearchStrategy[Any]:
+    return st.fixed_dictionaries({"uri": _uris(target)})
+
+
+def _prompt_params(target: Corpus) -> st.SearchStrategy[Any]:
+    documents = st.sampled_from([target.document_id, target.scratch_id, "doc_nope", ""]) | json_values
+    arguments = st.fixed_dictionaries(
+        {},
+        optional={"document": documents, "first": documents, "second": documents, "question": st.sampled_from(WORDS)},
+    )
+    names = st.sampled_from(["summarise_document", "compare_documents", "answer_with_citations", "nope"])
+    return st.fixed_dictionaries({"name": names | json_values}, optional={"arguments": arguments | json_values})
+
+
+def _completion_params(target: Corpus) -> st.SearchStrategy[Any]:
+    refs = st.one_of(
+        st.sampled_from(["summarise_document", "answer_with_citations", "nope"]).map(
+            lambda name: {"type": "ref/prompt", "name": name}
+        ),
+        st.sampled_from(["mcpbridge://kb/{kb_id}/documents/{document_id}{?lines}", "mcpbridge://x"]).map(
+            lambda uri: {"type": "ref/resource", "uri": uri}
+        ),
+        json_values,
+    )
+    names = st.sampled_from(["kb_id", "document_id", "lines", "document", "knowledge_base", "x"])
+    argument = st.fixed_dictionaries({"name": names, "value": st.sampled_from(["", "Arc", "kb_", "doc_"])})
+    context = st.fixed_dictionaries({"arguments": st.fixed_dictionaries({}, optional={"kb_id": st.just(target.kb_id)})})
+    return st.fixed_dictionaries(
+        {"ref": refs, "argument": argument | json_values}, optional={"context": context | json_values}
+    )
+
+
+PRIMITIVE_PARAMS = {
+    "resources/read": _read_params,
+    "prompts/get": _prompt_params,
+    "completion/complete": _completion_params,
+}
+"""Params that mostly reach the method's work: the endpoint's documents, prompts and templates, and wrong ones."""
+
+
 @st.composite
 def requests(draw: st.DrawFn, target: Corpus) -> tuple[Any, dict[str, str]]:
     """One JSON-RPC envelope (each member right or wrong) and the headers sent with it."""
@@ -195,6 +249,8 @@ def requests(draw: st.DrawFn, target: Corpus) -> tuple[Any, dict[str, str]]:
             "capabilities": draw(st.just({}) | json_values),
             "clientInfo": draw(st.just({"name": "fuzz", "version": "1"}) | json_values),
         }
+    elif isinstance(method, str) and method in PRIMITIVE_PARAMS and draw(mostly):
+        params = draw(PRIMITIVE_PARAMS[method](target))
     else:
         params = draw(st.just({}) | json_values)
     if version == MODERN and isinstance(params, dict) and draw(mostly):
@@ -223,8 +279,9 @@ def requests(draw: st.DrawFn, target: Corpus) -> tuple[Any, dict[str, str]]:
         sent["MCP-Protocol-Version"] = version
     if version == MODERN and draw(mostly) and isinstance(method, str):
         sent["Mcp-Method"] = method
-        if method == "tools/call" and isinstance(params, dict) and isinstance(params.get("name"), str):
-            sent["Mcp-Name"] = params["name"]
+        name_key = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(method)
+        if name_key and isinstance(params, dict) and isinstance(params.get(name_key), str):
+            sent["Mcp-Name"] = params[name_key]
     if not draw(mostly):
         extra = draw(st.sampled_from(["Mcp-Session-Id", "Mcp-Method", "Mcp-Name", "Mcp-Param-Query", "Last-Event-ID"]))
         sent[extra] = draw(st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=30))

@@ -22,6 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.mcp import jsonrpc, protocol
+from mcpbridge.http.mcp.primitives import Primitives
 from mcpbridge.http.mcp.transport import IDENTITY, TOOLS, Authority, EndpointTools, McpEndpointApp, send_reply
 
 _AUTHORITY = "mcpbridge.reference.authority"
@@ -37,6 +38,12 @@ class SdkReferenceApp(McpEndpointApp):
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             get_tool_input_schema=lambda name: TOOLS[name]["inputSchema"] if name in TOOLS else None,
+            on_list_resources=self._primitive("resources/list", types.ListResourcesResult),
+            on_list_resource_templates=self._primitive("resources/templates/list", types.ListResourceTemplatesResult),
+            on_read_resource=self._primitive("resources/read", types.ReadResourceResult),
+            on_list_prompts=self._primitive("prompts/list", types.ListPromptsResult),
+            on_get_prompt=self._primitive("prompts/get", types.GetPromptResult),
+            on_completion=self._primitive("completion/complete", types.CompleteResult),
         )
         self._managers: dict[asyncio.AbstractEventLoop, StreamableHTTPSessionManager] = {}
         self._runs: list[asyncio.Task[None]] = []
@@ -90,6 +97,24 @@ class SdkReferenceApp(McpEndpointApp):
         except jsonrpc.JsonRpcError as exc:
             raise MCPError(code=exc.code, message=exc.message, data=exc.data) from None
         return types.CallToolResult.model_validate(result)
+
+    def _primitive(self, method: str, result_type: Any) -> Any:
+        """A handler answering ``method`` with mcpbridge's resources, prompts and completion, on the params the SDK
+        has read (and checked) itself."""
+
+        async def handle(ctx: ServerRequestContext[Any], params: Any) -> Any:
+            assert ctx.request is not None
+            authority: Authority = ctx.request.scope["state"][_AUTHORITY]
+            primitives = Primitives(self._container, authority.access, authority.tools)
+            sent = None if params is None else params.model_dump(by_alias=True, exclude_none=True, mode="json")
+            modern = ctx.protocol_version in protocol.MODERN_VERSIONS
+            try:
+                result = await primitives.answer(method, sent, lambda meta: None, modern=modern)
+            except jsonrpc.JsonRpcError as exc:
+                raise MCPError(code=exc.code, message=exc.message, data=exc.data) from None
+            return result_type.model_validate(result)
+
+        return handle
 
 
 def _is_json(scope: Scope) -> bool:

@@ -47,6 +47,7 @@ from mcpbridge.http.mcp.params import (
     CLIENT_CAPABILITIES_META,
     PROTOCOL_VERSION_META,
     SERVER_INFO_META,
+    MetaCheck,
     call_params,
     handshake_meta,
     initialize_params,
@@ -82,7 +83,9 @@ MODERN_ERROR_STATUS: Final[Mapping[int, int]] = {
 """The HTTP status of a modern-era JSON-RPC error; a code not listed is 200."""
 
 _CACHE_HINT: Final = {"cacheScope": "private", "ttlMs": 0}
-"""Freshness of a listing (``tools/list``, ``server/discover``) in the modern era: at once stale, this caller's."""
+"""Freshness of a listing (``tools/list``, ``server/discover``, the resources', prompts/list) and of a resource read
+in the modern era: at once stale, this caller's."""
+CACHED_LISTINGS: Final = frozenset({"resources/list", "resources/templates/list", "resources/read", "prompts/list"})
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,34 @@ class ToolServer(Protocol):
     def call(self, name: str, arguments: dict[str, Any], *, modern: bool) -> Awaitable[dict[str, Any]]:
         """A ``CallToolResult`` (its wire form); raises :class:`JsonRpcError` for a call the era refuses."""
         ...
+
+
+class PrimitiveServer(Protocol):
+    """What a published endpoint offers one request besides tools: resources, prompts, completion
+    (:class:`~mcpbridge.http.mcp.primitives.Primitives`)."""
+
+    def capabilities(self) -> dict[str, Any]: ...
+
+    def serves(self, method: str) -> bool: ...
+
+    def answer(
+        self, method: str, params: dict[str, Any] | None, meta: MetaCheck, *, modern: bool
+    ) -> Awaitable[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class Served:
+    """One request's tools and other primitives."""
+
+    tools: ToolServer
+    primitives: PrimitiveServer | None
+
+    def capabilities(self) -> dict[str, Any]:
+        return {"tools": {"listChanged": False}, **(self.primitives.capabilities() if self.primitives else {})}
+
+    def serves(self, method: str) -> PrimitiveServer | None:
+        """The primitives, if they serve ``method``."""
+        return self.primitives if self.primitives is not None and self.primitives.serves(method) else None
 
 
 # ------------------------------------------------------------------------------------------------ HTTP
@@ -146,7 +177,12 @@ _INVALID_BODY = "Body must be a single JSON-RPC request or notification object"
 
 
 async def answer(
-    http_method: str, headers: Headers, body: bytes, identity: ServerIdentity, server: ToolServer
+    http_method: str,
+    headers: Headers,
+    body: bytes,
+    identity: ServerIdentity,
+    server: ToolServer,
+    primitives: PrimitiveServer | None = None,
 ) -> Reply:
     """The answer to one request (``POST`` or ``DELETE``) of an authenticated caller."""
     content_type = headers.get("content-type")
@@ -159,8 +195,8 @@ async def answer(
         message = read
     version = headers.get(PROTOCOL_VERSION_HEADER)
     if version is not None and version not in HANDSHAKE_VERSIONS:
-        return await _modern(http_method, headers, message, identity, server)
-    return await _handshake_era(http_method, headers, content_type, message, identity, server)
+        return await _modern(http_method, headers, message, identity, Served(server, primitives))
+    return await _handshake_era(http_method, headers, content_type, message, identity, Served(server, primitives))
 
 
 # ------------------------------------------------------------------------------------------------ handshake era
@@ -172,7 +208,7 @@ async def _handshake_era(
     content_type: str | None,
     message: Message | None,
     identity: ServerIdentity,
-    server: ToolServer,
+    server: Served,
 ) -> Reply:
     """Every handshake-era version is answered alike; a request without a version header is 2025-03-26's."""
     if http_method != "POST":
@@ -193,12 +229,12 @@ async def _handshake_era(
     return Reply(200, to_json({"jsonrpc": "2.0", "id": message.id, "result": result}))
 
 
-async def _handshake_result(message: Message, identity: ServerIdentity, server: ToolServer) -> dict[str, Any]:
-    method, params = message.method, message.params
+async def _handshake_result(message: Message, identity: ServerIdentity, served: Served) -> dict[str, Any]:
+    method, params, server = message.method, message.params, served.tools
     if method == "initialize":
         requested = initialize_params(params)
         return {
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": served.capabilities(),
             "instructions": identity.instructions,
             "protocolVersion": requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION,
             "serverInfo": {"name": identity.name, "version": identity.version},
@@ -212,6 +248,8 @@ async def _handshake_result(message: Message, identity: ServerIdentity, server: 
     if method == "tools/call":
         name, arguments = call_params(params, handshake_meta, modern=False)
         return await server.call(name, arguments, modern=False)
+    if (primitives := served.serves(method)) is not None:
+        return await primitives.answer(method, params, handshake_meta, modern=False)
     raise JsonRpcError(METHOD_NOT_FOUND, "Method not found", method)
 
 
@@ -219,7 +257,7 @@ async def _handshake_result(message: Message, identity: ServerIdentity, server: 
 
 
 async def _modern(
-    http_method: str, headers: Headers, message: Message | None, identity: ServerIdentity, server: ToolServer
+    http_method: str, headers: Headers, message: Message | None, identity: ServerIdentity, server: Served
 ) -> Reply:
     if http_method != "POST":
         return Reply(405, content_type=None, headers=(("allow", "POST"),))
@@ -265,7 +303,8 @@ def _unsupported_version(requested: str) -> JsonRpcError:
 def modern_rejection(body: Mapping[str, Any], headers: Headers) -> JsonRpcError | None:
     """The modern envelope's ladder, first failure wins: ``params._meta`` holds the protocol version and the client's
     capabilities (-32602); the headers agree with the body (``MCP-Protocol-Version``, ``Mcp-Method``, and
-    ``Mcp-Name`` for ``tools/call``, possibly base64-wrapped: -32020); the version is a string (-32602) the server
+    ``Mcp-Name`` for ``tools/call``, ``prompts/get`` and ``resources/read``, possibly base64-wrapped: -32020; the
+    last two compared without the whitespace around the field's value); the version is a string (-32602) the server
     serves (-32022, naming the versions it does)."""
     params = body.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
@@ -287,19 +326,29 @@ def modern_rejection(body: Mapping[str, Any], headers: Headers) -> JsonRpcError 
             HEADER_MISMATCH, f"{PROTOCOL_VERSION_HEADER} header does not match the request envelope's protocol version"
         )
     method = body.get("method")
-    if headers.get(METHOD_HEADER) != method:
+    if _field_value(headers.get(METHOD_HEADER)) != method:
         return JsonRpcError(HEADER_MISMATCH, f"{METHOD_HEADER} header does not match the request body's method")
-    if method == "tools/call" and isinstance(params, dict):
-        name = params.get("name")
-        if name is not None and decode_header_value(headers.get(NAME_HEADER)) != name:
+    name_key = NAME_BEARING_METHODS.get(method) if isinstance(method, str) else None
+    if name_key is not None and isinstance(params, dict):
+        name = params.get(name_key)
+        if name is not None and decode_header_value(_field_value(headers.get(NAME_HEADER))) != name:
             return JsonRpcError(
-                HEADER_MISMATCH, f"{NAME_HEADER} header does not match the request body's 'name' parameter"
+                HEADER_MISMATCH, f"{NAME_HEADER} header does not match the request body's {name_key!r} parameter"
             )
     if not isinstance(version, str):
         return JsonRpcError(INVALID_PARAMS, "the protocol-version envelope value must be a string")
     if version not in MODERN_VERSIONS:
         return _unsupported_version(version)
     return None
+
+
+NAME_BEARING_METHODS: Final[Mapping[str, str]] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+"""The methods whose ``Mcp-Name`` header mirrors a param: which one."""
+
+
+def _field_value(value: str | None) -> str | None:
+    """A header's value without the whitespace around it, which HTTP says is not part of it (RFC 9110 5.5)."""
+    return None if value is None else value.strip(" \t")
 
 
 _BASE64_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
@@ -323,8 +372,8 @@ def decode_header_value(value: str | None) -> str | None:
         return None
 
 
-async def _modern_result(message: Message, identity: ServerIdentity, server: ToolServer) -> dict[str, Any]:
-    method, params = message.method, message.params
+async def _modern_result(message: Message, identity: ServerIdentity, served: Served) -> dict[str, Any]:
+    method, params, server = message.method, message.params, served.tools
     if method == "tools/list":
         listing_params(params, modern_meta)
         return {**_CACHE_HINT, "tools": server.tools()}
@@ -335,8 +384,11 @@ async def _modern_result(message: Message, identity: ServerIdentity, server: Too
         request_params(params, modern_meta)
         return {
             **_CACHE_HINT,
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": served.capabilities(),
             "instructions": identity.instructions,
             "supportedVersions": list(MODERN_VERSIONS),
         }
+    if (primitives := served.serves(method)) is not None:
+        result = await primitives.answer(method, params, modern_meta, modern=True)
+        return {**_CACHE_HINT, **result} if method in CACHED_LISTINGS else result
     raise JsonRpcError(METHOD_NOT_FOUND, "Method not found", method)

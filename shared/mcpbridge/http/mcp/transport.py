@@ -32,6 +32,7 @@ from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Forbidden, MCPBridgeError, Unauthenticated
 from mcpbridge.http.mcp import protocol
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
+from mcpbridge.http.mcp.primitives import Primitives
 from mcpbridge.http.mcp.protocol import ServerIdentity
 from mcpbridge.http.mcp.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext, ToolSpec
 from mcpbridge.http.problems import WWW_AUTHENTICATE, problem
@@ -128,7 +129,10 @@ class McpEndpointApp:
     async def answer(self, scope: Scope, receive: Receive, send: Send, authority: Authority, body: bytes) -> None:
         """The protocol's answer to an admitted request, sent."""
         headers = protocol.Headers(scope["headers"])
-        reply = await protocol.answer(scope["method"], headers, body, IDENTITY, EndpointTools(self, authority))
+        primitives = Primitives(self._container, authority.access, authority.tools)
+        reply = await protocol.answer(
+            scope["method"], headers, body, IDENTITY, EndpointTools(self, authority), primitives
+        )
         await send_reply(reply, send)
 
     async def _refusal(self, request: Request) -> Response | None:
