@@ -215,14 +215,10 @@ def test_a_hidden_tool_is_refused_without_running(hub: Hub, mode: str) -> None:
                 return refused
 
     result = run(call_hidden())
-    if mode == "2026-07-28":
-        assert isinstance(result, MCPError)
-        assert result.error.code == -32602
-        assert "delete_document" in result.error.message
-    else:
-        assert result.is_error
-        assert "not enabled" in result.content[0].text
-        assert "delete_document" in result.content[0].text
+    # An unknown tool is a protocol error, -32602, on every version (2024-11-05 on); a hidden tool is unknown alike.
+    assert isinstance(result, MCPError)
+    assert result.error.code == -32602
+    assert "delete_document" in result.error.message
     after = hub.container.documents.list_documents(_admin_access(hub), hub.kb_id).total
     assert before == after
 
@@ -337,6 +333,32 @@ def test_host_origin_and_method_checks(hub: Hub) -> None:
     rebound = _post(url, token=token, headers={"Origin": f"http://{host}", "Host": "evil.example"})
     assert rebound.status_code == 421
     assert httpx.get(url, headers={"Authorization": f"Bearer {token}"}).status_code == 405
+
+
+def test_a_browser_preflight_is_answered_for_allowed_origins_only(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    endpoint = hub.publish(knowledge_base_ids=[hub.kb_id], tools=["search_knowledge"])
+    url, token = endpoint["url"], endpoint["token"]
+    allowed = "https://app.example"
+    monkeypatch.setattr(
+        hub.container, "settings", hub.container.settings.model_copy(update={"allowed_origins": [allowed]})
+    )
+    asked = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, mcp-method"}
+    preflight = httpx.options(url, headers={"Origin": allowed, **asked}, timeout=30)
+    assert preflight.status_code == 204, preflight.text
+    assert preflight.headers["access-control-allow-origin"] == allowed
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    assert {"authorization", "mcp-method", "mcp-name", "mcp-protocol-version"} <= {
+        h.strip() for h in preflight.headers["access-control-allow-headers"].split(",")
+    }
+    for origin, method in (("https://evil.example", "POST"), (None, "POST"), (allowed, "PUT")):
+        sent = {**asked, "Access-Control-Request-Method": method, **({"Origin": origin} if origin else {})}
+        refused = httpx.options(url, headers=sent, timeout=30)
+        assert refused.status_code == 403, (origin, method)
+        assert "access-control-allow-origin" not in refused.headers
+    answer = _post(url, token=token, headers={"Origin": allowed})
+    assert answer.status_code == 200
+    assert answer.headers["access-control-allow-origin"] == allowed, "the page may read the answer"
+    assert "access-control-allow-origin" not in _post(url, token=token).headers
 
 
 @pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18", "2025-11-25"])

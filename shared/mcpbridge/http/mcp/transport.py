@@ -1,5 +1,8 @@
 """``/mcp/{endpoint_id}``: stateless Streamable HTTP with JSON answers (:mod:`mcpbridge.http.mcp.protocol`).
 
+A browser's CORS preflight (``OPTIONS``) is answered 204 for an origin of ``allowed_origins`` (or the page's own)
+asking to POST or DELETE, and 403 otherwise; an answer to an allowed origin carries ``Access-Control-Allow-Origin``.
+
 Order of checks, before the protocol sees the request: method (GET is 405: no server-initiated streams), Host (421
 unless allowed), browser Origin (403 unless allowed), credentials in the query string (401), bearer token of this
 endpoint (401 / 403): its static ``mcp_`` token, or an OAuth access token ``mcpat_`` of mcpbridge's authorization
@@ -118,6 +121,12 @@ class McpEndpointApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        if request.method == "OPTIONS":
+            await self._preflight(request)(scope, receive, send)
+            return
+        origin = request.headers.get("origin")
+        if origin is not None and self._origin_allowed(origin, request):
+            send = _with_cors(send, origin)
         refusal = await self._refusal(request)
         body = None if refusal is not None else await read_body(scope, receive, MAX_BODY_BYTES)
         if body is None:
@@ -134,6 +143,19 @@ class McpEndpointApp:
             scope["method"], headers, body, IDENTITY, EndpointTools(self, authority), primitives
         )
         await send_reply(reply, send)
+
+    def _preflight(self, request: Request) -> Response:
+        """A browser's CORS preflight: 204 with what the page may send, for an allowed origin asking to POST or
+        DELETE; 403 for any other origin or method (421 for a host not served), so the browser sends nothing."""
+        if not self._host_allowed(request):
+            return problem(421, "misdirected_request", "this host name is not served here")
+        origin = request.headers.get("origin")
+        if origin is None or not self._origin_allowed(origin, request):
+            return problem(403, "origin_not_allowed", "requests from this browser origin are not allowed")
+        wanted = (request.headers.get("access-control-request-method") or "").strip().upper()
+        if wanted not in ("POST", "DELETE"):
+            return problem(403, "method_not_allowed", "this endpoint answers POST (and DELETE) only")
+        return Response(status_code=204, headers={**_cors_headers(origin), **PREFLIGHT_HEADERS})
 
     async def _refusal(self, request: Request) -> Response | None:
         if request.method not in ("POST", "DELETE"):
@@ -261,9 +283,9 @@ class EndpointTools:
 
     async def call(self, name: str, arguments: dict[str, Any], *, modern: bool) -> dict[str, Any]:
         if name not in self._authority.tools or name not in SPECS_BY_NAME:
-            if modern:
-                raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-            return error_result("tool_not_enabled", f'tool "{name}" is not enabled on this endpoint', 403)
+            # Every version's spec (2024-11-05 on) has an unknown tool as a protocol error, -32602; a tool this
+            # caller may not use is not listed to it, so it is unknown alike.
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
         return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments)
 
@@ -301,6 +323,34 @@ async def send_reply(reply: Reply, send: Send) -> None:
     headers.extend((name.encode(), value.encode()) for name, value in reply.headers)
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     await send({"type": "http.response.body", "body": reply.body})
+
+
+PREFLIGHT_HEADERS = {
+    "Access-Control-Allow-Methods": "POST, DELETE",
+    "Access-Control-Allow-Headers": "authorization, content-type, accept, mcp-protocol-version, mcp-method, mcp-name",
+    "Access-Control-Max-Age": "600",
+}
+"""What a preflight allows besides the origin: the methods and the headers an MCP client sends."""
+
+
+def _cors_headers(origin: str) -> dict[str, str]:
+    return {
+        "Access-Control-Allow-Origin": origin.strip(),
+        "Access-Control-Expose-Headers": "www-authenticate, mcp-protocol-version, x-request-id",
+        "Vary": "Origin",
+    }
+
+
+def _with_cors(send: Send, origin: str) -> Send:
+    """``send`` adding the CORS headers of an allowed origin to the answer, so that its page may read it."""
+    extra = [(name.lower().encode(), value.encode("latin-1")) for name, value in _cors_headers(origin).items()]
+
+    async def sending(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return sending
 
 
 @dataclass(frozen=True)
