@@ -243,3 +243,32 @@ def test_bad_uris_and_windows_are_named_and_a_long_listing_pages(world: World) -
     assert bad_cursor.status_code == 400
     assert bad_cursor.json()["error"]["code"] == -32602
     assert LIST_PAGE_SIZE >= 3  # the listing above fits one page; paging is covered by the unit tests
+
+
+def test_reads_and_prompts_count_in_the_rate_limit_and_listings_do_not(world: World) -> None:
+    limited = world.hub.publish(name="Slow", knowledge_base_ids=[world.field_kb], rate_limit_per_minute=2)
+    uri = document_uri(world.field_kb, world.tundra)
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+    def call(method: str, params: dict[str, Any], name: str | None = None) -> httpx.Response:
+        headers = {
+            "accept": "application/json",
+            "authorization": f"Bearer {limited['token']}",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": method,
+            **({"mcp-name": name} if name else {}),
+        }
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+        return httpx.post(limited["url"], json=body, headers=headers, timeout=30)
+
+    read = call("resources/read", {"uri": uri}, uri)
+    prompt = call(
+        "prompts/get", {"name": "summarise_document", "arguments": {"document": world.tundra}}, "summarise_document"
+    )
+    refused = call("resources/read", {"uri": uri}, uri)
+    assert [read.status_code, prompt.status_code] == [200, 200]
+    error = refused.json()["error"]
+    assert error["code"] == -32029, refused.text
+    assert error["data"]["retry_after_seconds"] >= 1
+    assert "contents" not in refused.text
+    assert call("resources/list", {}).status_code == 200, "listing is never limited"

@@ -22,6 +22,13 @@ from mcpbridge.http.mcp.params import MetaCheck, listing_params, request_params
 from mcpbridge.http.mcp.prompts import Prompts
 from mcpbridge.http.mcp.resources import TEMPLATES, Resources
 
+RATE_LIMITED: Final = -32029
+"""The error of a read refused by the endpoint's rate limit (a server-defined code); ``data`` holds the wait."""
+COUNTED: Final = frozenset({"resources/read", "prompts/get"})
+"""The methods that read document texts or search, and so count in the endpoint's rate limit as a tool call does."""
+Admit = Callable[[], int | None]
+"""One count in the rate limit: None when admitted, else the seconds to wait."""
+
 RESOURCE_METHODS: Final = frozenset({"resources/list", "resources/templates/list", "resources/read"})
 PROMPT_METHODS: Final = frozenset({"prompts/list", "prompts/get"})
 COMPLETION_METHOD: Final = "completion/complete"
@@ -40,8 +47,11 @@ def _strings(value: Any) -> dict[str, str]:
 class Primitives:
     """The resources, prompts and completion one request may use."""
 
-    def __init__(self, container: Container, access: KnowledgeAccess, tools: Iterable[str]) -> None:
+    def __init__(
+        self, container: Container, access: KnowledgeAccess, tools: Iterable[str], admit: Admit | None = None
+    ) -> None:
         offered = frozenset(tools)
+        self._admit = admit
         self._resources = Resources(container, access) if "read_document" in offered else None
         self._prompts = Prompts(container, access, offered)
 
@@ -67,7 +77,16 @@ class Primitives:
         self, method: str, params: dict[str, Any] | None, meta: MetaCheck, *, modern: bool
     ) -> dict[str, Any]:
         """The result of ``method`` (which :meth:`serves`); raises :class:`JsonRpcError`."""
-        run = self._checked(method, params, meta, modern=modern)
+        work = self._checked(method, params, meta, modern=modern)
+        admit = self._admit if method in COUNTED else None
+
+        def run() -> dict[str, Any]:
+            wait = None if admit is None else admit()
+            if wait is not None:
+                message = f"rate limit exceeded for this endpoint; retry in {wait} s"
+                raise JsonRpcError(RATE_LIMITED, message, {"retry_after_seconds": wait})
+            return work()
+
         result: dict[str, Any] = await anyio.to_thread.run_sync(run)
         return result
 

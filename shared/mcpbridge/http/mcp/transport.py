@@ -138,7 +138,7 @@ class McpEndpointApp:
     async def answer(self, scope: Scope, receive: Receive, send: Send, authority: Authority, body: bytes) -> None:
         """The protocol's answer to an admitted request, sent."""
         headers = protocol.Headers(scope["headers"])
-        primitives = Primitives(self._container, authority.access, authority.tools)
+        primitives = Primitives(self._container, authority.access, authority.tools, lambda: self.admit(authority))
         reply = await protocol.answer(
             scope["method"], headers, body, IDENTITY, EndpointTools(self, authority), primitives
         )
@@ -244,6 +244,14 @@ class McpEndpointApp:
         return self._allowed_of
 
     # ------------------------------------------------------------------------------------------ tools
+
+    def admit(self, authority: Authority) -> int | None:
+        """One count in the rate limit of a resource read or a prompt: None when admitted, else the wait in s."""
+        decision = self._container.rate_limiter.hit(authority.rate_key, authority.endpoint.rate_limit_per_minute)
+        if not decision.allowed:
+            return decision.retry_after_seconds
+        self._container.endpoints.touch(authority.endpoint)
+        return None
 
     def run_tool(self, authority: Authority, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """One tool call of an admitted request, in a worker thread: the rate limit, the use record, the tool."""
