@@ -38,6 +38,8 @@ MIN_NODE_MAJOR = 22
 NPM_CI_TIMEOUT = 600.0
 
 CONFORMANCE = "@modelcontextprotocol/conformance"
+CONFORMANCE_NEXT = "conformance-next"
+"""The newest release of the suite (a pre-release), installed beside the pinned one under this alias."""
 INSPECTOR_CLI = "@modelcontextprotocol/inspector-cli"
 MCP_REMOTE = "mcp-remote"
 
@@ -80,7 +82,9 @@ def _installed_version(package: str) -> str | None:
 
 
 def _missing() -> list[str]:
-    return [f"{name}@{version}" for name, version in _pinned().items() if _installed_version(name) != version]
+    """The pinned packages not installed at their version (an alias ``npm:<package>@<version>`` by its version)."""
+    pinned = {name: spec.rpartition("@")[2] if spec.startswith("npm:") else spec for name, spec in _pinned().items()}
+    return [f"{name}@{version}" for name, version in pinned.items() if _installed_version(name) != version]
 
 
 @functools.cache

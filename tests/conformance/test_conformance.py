@@ -11,6 +11,11 @@ no environment variable for one (0.1.16, and 0.2.0-alpha.12 likewise). So the en
 header is added to every request for the endpoint's path that arrives without one, before the app sees it: the Host
 and Origin checks, the token check and the MCP server all run unchanged on what the suite sent.
 
+Both the pinned release (``package.json``) and the newest one (a pre-release, installed as ``conformance-next``)
+run, each with its active suite; the same scenarios fail in both, for the reasons ``expected-failures.txt`` gives.
+The newest suite's ``--requirements 2026-07-28`` set (Tasks, input-required results, the suite's own diagnostic
+tools) is not run here.
+
 A scenario passes when none of its checks is FAILURE or WARNING (the suite's own baseline rule).
 ``expected-failures.txt`` lists the scenarios a knowledge server is not meant to pass, one a line with its reason;
 the test fails on any other failing scenario and on any listed scenario that passes.
@@ -28,6 +33,7 @@ import pytest
 
 from tests.conformance.node import (
     CONFORMANCE,
+    CONFORMANCE_NEXT,
     HERE,
     NPM_CI_TIMEOUT,
     NodeTimeout,
@@ -141,9 +147,9 @@ def parse_suite(stdout: str, output_dir: Path) -> dict[str, Scenario]:
     return scenarios
 
 
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
-    entry = package_bin(CONFORMANCE, "conformance")
+@pytest.fixture(scope="module", params=[CONFORMANCE, CONFORMANCE_NEXT], ids=["pinned", "newest"])
+def suite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
+    entry = package_bin(request.param, "conformance")
     work = tmp_path_factory.mktemp("conformance")
     output_dir = work / "results"
     with published_endpoint(work / "data", wrap=inject_bearer) as endpoint:
