@@ -207,17 +207,25 @@ def test_an_oauth_user_sees_only_what_their_key_reaches(world: World, mode: str)
     assert codes == [not_found, not_found, 0]
 
 
-def _rpc(world: World, method: str, params: dict[str, Any], headers: dict[str, str] | None = None) -> httpx.Response:
+def _rpc(
+    world: World,
+    method: str,
+    params: dict[str, Any],
+    headers: dict[str, str] | None = None,
+    *,
+    token: str | None = None,
+    url: str | None = None,
+) -> httpx.Response:
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
     sent = {
         "accept": "application/json",
-        "authorization": f"Bearer {world.wide['token']}",
+        "authorization": f"Bearer {token or world.wide['token']}",
         "mcp-protocol-version": "2026-07-28",
         "mcp-method": method,
         **(headers or {}),
     }
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
-    return httpx.post(world.wide["url"], json=body, headers=sent, timeout=30)
+    return httpx.post(url or world.wide["url"], json=body, headers=sent, timeout=30)
 
 
 def test_bad_uris_and_windows_are_named_and_a_long_listing_pages(world: World) -> None:
@@ -272,3 +280,36 @@ def test_reads_and_prompts_count_in_the_rate_limit_and_listings_do_not(world: Wo
     assert error["data"]["retry_after_seconds"] >= 1
     assert "contents" not in refused.text
     assert call("resources/list", {}).status_code == 200, "listing is never limited"
+
+
+def test_capabilities_are_declared_only_where_the_tools_allow_them(world: World) -> None:
+    seen = {}
+    for tools in (["list_knowledge_bases"], ["search_knowledge"], ["read_document"]):
+        endpoint = world.hub.publish(name="Some", tools=tools)
+        discovered = _rpc(world, "server/discover", {}, token=endpoint["token"], url=endpoint["url"])
+        listing = _rpc(world, "resources/list", {}, token=endpoint["token"], url=endpoint["url"])
+        prompts = _rpc(world, "prompts/list", {}, token=endpoint["token"], url=endpoint["url"])
+        names = [p["name"] for p in prompts.json()["result"]["prompts"]] if prompts.status_code == 200 else None
+        seen[tools[0]] = (sorted(discovered.json()["result"]["capabilities"]), listing.status_code, names)
+    assert seen == {
+        "list_knowledge_bases": (["tools"], 404, None),
+        "search_knowledge": (["completions", "prompts", "tools"], 404, ["answer_with_citations"]),
+        "read_document": (
+            ["completions", "prompts", "resources", "tools"],
+            200,
+            ["summarise_document", "compare_documents"],
+        ),
+    }
+
+
+def test_an_oauth_user_gets_no_prompt_of_a_document_beyond_their_key(world: World) -> None:
+    async def work(client: Client) -> Any:
+        try:
+            return await client.get_prompt("summarise_document", {"document": world.arctic})
+        except MCPError as refused:
+            return refused
+
+    refused = session(world.wide["url"], world.oauth_token, "2026-07-28", work)
+    assert isinstance(refused, MCPError)
+    assert refused.error.code == -32602
+    assert world.arctic in refused.error.message
