@@ -32,7 +32,9 @@ def test_line_windows(text: str, window: tuple[int, int | None]) -> None:
     assert parse_lines(text) == window
 
 
-@pytest.mark.parametrize("text", ["", "0-3", "9-3", "-4", "a-b", "1-2-3", "1 - 2", "1234567890-", "+1-2"])
+@pytest.mark.parametrize(
+    "text", ["", "0-3", "9-3", "-4", "a-b", "1-2-3", "1 - 2", "1234567890-", "+1-2", "²", "١-٣", "1-²"]
+)
 def test_malformed_line_windows_are_invalid_params(text: str) -> None:
     with pytest.raises(JsonRpcError) as refused:
         parse_lines(text)
@@ -42,6 +44,10 @@ def test_malformed_line_windows_are_invalid_params(text: str) -> None:
 def test_uris_of_the_scheme_and_the_rest() -> None:
     assert parse_uri(document_uri("kb 1", "d/2", "5-6"), modern=True) == Target("kb 1", "d/2", (5, 6))
     assert parse_uri("mcpbridge://kb/k/documents?page=3", modern=True) == Target("k", None, page=3)
+    for page in ("0", "²", "-1", "x", "99999999"):
+        with pytest.raises(JsonRpcError) as refused:
+            parse_uri(f"mcpbridge://kb/k/documents?page={page}", modern=False)
+        assert refused.value.code == INVALID_PARAMS
     for other in ("file:///etc/passwd", "mcpbridge://kb/k", "mcpbridge://x/k/documents", "mcpbridge://kb/k/docs/d"):
         for modern, code in ((True, INVALID_PARAMS), (False, RESOURCE_NOT_FOUND_HANDSHAKE)):
             with pytest.raises(JsonRpcError) as refused:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qs, quote, unquote, urlsplit
@@ -152,22 +153,27 @@ def parse_uri(uri: str, *, modern: bool) -> Target:
         lines = query.get("lines")
         return Target(kb_id, rest[0], None if lines is None else parse_lines(lines[0]))
     page = query.get("page", ["1"])[0]
-    if not page.isdigit() or not 1 <= int(page) <= 1_000_000:
+    if not _PAGE.fullmatch(page) or not 1 <= int(page) <= 1_000_000:
         raise JsonRpcError(INVALID_PARAMS, f"page must be a whole number from 1, got {page!r}")
     return Target(kb_id, None, page=int(page))
 
 
+_LINES = re.compile(r"(?P<first>[0-9]{1,9})(?:(?P<dash>-)(?P<last>[0-9]{1,9})?)?", re.ASCII)
+_PAGE = re.compile(r"[0-9]{1,7}", re.ASCII)
+
+
 def parse_lines(text: str) -> tuple[int, int | None]:
-    """``a-b``, ``a-`` or ``a`` (1-based, inclusive) as (first, last or None for the end)."""
-    first, dash, last = text.partition("-")
-    numbers_ok = first.isdigit() and len(first) <= 9 and ((last.isdigit() and len(last) <= 9) or not last)
-    if not numbers_ok or int(first) < 1 or (last and int(last) < int(first)):
+    """``a-b``, ``a-`` or ``a`` (1-based, inclusive; ASCII digits) as (first, last or None for the end)."""
+    found = _LINES.fullmatch(text)
+    first = int(found["first"]) if found else 0
+    last = int(found["last"]) if found and found["last"] else None
+    if found is None or first < 1 or (last is not None and last < first):
         raise JsonRpcError(
             INVALID_PARAMS, f"lines must be a-b (1 <= a <= b), a- or a, got {text[:40]!r}", {"lines": text[:40]}
         )
-    if not dash:
-        return int(first), int(first)
-    return int(first), int(last) if last else None
+    if not found["dash"]:
+        return first, first
+    return first, last
 
 
 # ------------------------------------------------------------------------------------------------ reading
