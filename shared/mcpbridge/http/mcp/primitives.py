@@ -17,7 +17,7 @@ import anyio.to_thread
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.knowledge import KnowledgeAccess
-from mcpbridge.http.mcp.jsonrpc import JsonRpcError, invalid_params
+from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, invalid_params
 from mcpbridge.http.mcp.params import MetaCheck, listing_params, request_params
 from mcpbridge.http.mcp.prompts import Prompts
 from mcpbridge.http.mcp.resources import TEMPLATES, Resources
@@ -134,5 +134,5 @@ class Primitives:
         _require(context is None or isinstance(context, dict))
         known = _strings(context.get("arguments") if isinstance(context, dict) else None)
         if kind == "ref/resource" and self._resources is None:
-            raise JsonRpcError(-32602, "this endpoint offers no resource templates")
+            raise JsonRpcError(INVALID_PARAMS, "this endpoint offers no resource templates")
         return lambda: self._prompts.complete(ref, str(name), str(value), known)
