@@ -34,13 +34,13 @@ SECONDS = 20.0
 class _Echo(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     served: list[str]
-    connections: set[int]
+    connections: set[tuple[str, int]]
 
     def log_message(self, *_args: Any) -> None:
         pass
 
     def _answer(self) -> None:
-        type(self).connections.add(id(self.connection))
+        type(self).connections.add(self.client_address)  # one client port per connection
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         parts = urlsplit(self.path)
