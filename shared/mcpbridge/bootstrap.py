@@ -33,9 +33,6 @@ from mcpbridge.ports import (
 from mcpbridge.settings import Settings, get_settings, settings_secret_values, settings_with_secret
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from contextlib import AbstractContextManager
-
     import boto3
 
     from mcpbridge.adapters.index_files.search_index import FileSearchIndex
@@ -670,8 +667,10 @@ class Container:
             client = self._aws_client("stepfunctions", connect_timeout=2, read_timeout=10)
             return StepFunctionsWorkflow(client, self.settings.state_machine_arn)
         from mcpbridge.adapters.local.workflow import LocalWorkflow
+        from mcpbridge.agent.loop import StepLoop
 
-        return LocalWorkflow(lambda: self.tool_call_steps, lambda: self.tool_call_records, self.clock)
+        loop = StepLoop(lambda: self.tool_call_steps, lambda: self.tool_call_records, self.clock)
+        return LocalWorkflow(loop.run, loop.unfinished)
 
     @property
     def _uses_step_functions(self) -> bool:
@@ -719,19 +718,11 @@ class Container:
             self.tool_resolution,
             self.tool_policies,
             self._oauth_gate,
+            store=self.store,
             callbacks_supported=self._uses_step_functions,
             user_usable=self.identity.user_usable,
             request_budget=self._request_budget,
-            reads_inline=self.store.reads_are_local,
-            writes_at_once=self._writes_at_once,
         )
-
-    @property
-    def _writes_at_once(self) -> Callable[[], AbstractContextManager[None]] | None:
-        """The SQLite store's block of writes that never wait (None on DynamoDB, whose writes are network calls)."""
-        from mcpbridge.adapters.local.sqlite import SqliteStore
-
-        return self.store.writes_at_once if isinstance(self.store, SqliteStore) else None
 
     @cached_property
     def _oauth_gate(self) -> OAuthGate:
