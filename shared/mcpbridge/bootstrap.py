@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from mcpbridge.agent.broker import ToolCallBroker
     from mcpbridge.agent.calls import ToolCalls
     from mcpbridge.agent.discovery import AgentCatalog
-    from mcpbridge.agent.profiles import AgentProfiles
+    from mcpbridge.agent.gateway import Gateway, Publication
+    from mcpbridge.agent.profiles import AgentProfile, AgentProfiles
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.agent.tool_resolution import ToolResolution
     from mcpbridge.authserver.access import OAuthAccess
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
     from mcpbridge.maintenance.sweep import Sweep
     from mcpbridge.oauth.service_oauth import ServiceOAuth
     from mcpbridge.outbound.policy import EgressPolicy
-    from mcpbridge.publishing.endpoints import EndpointService
+    from mcpbridge.publishing.endpoints import Endpoint, EndpointService
     from mcpbridge.publishing.rate_limit import RateLimiter
     from mcpbridge.tenancy.user_removal import UserRemoval
     from mcpbridge.tenancy.workspace_purge import WorkspacePurge
@@ -455,7 +456,16 @@ class Container:
     def endpoints(self) -> EndpointService:
         from mcpbridge.publishing.endpoints import EndpointService
 
-        return EndpointService(self.store, self.clock, self.knowledge_bases)
+        return EndpointService(self.store, self.clock, self.knowledge_bases, self._service_exists)
+
+    def _service_exists(self, workspace_id: str, service_id: str) -> bool:
+        from mcpbridge.errors import NotFound
+
+        try:
+            self.services.find(workspace_id, service_id)
+        except NotFound:
+            return False
+        return True
 
     # -- mcpbridge as the authorization server of its endpoints ------------------------------------------------
 
@@ -686,7 +696,32 @@ class Container:
     def tool_resolution(self) -> ToolResolution:
         from mcpbridge.agent.tool_resolution import ToolResolution
 
-        return ToolResolution(self.store, self.services, self.agent_catalog, self.agent_profiles, self.catalog)
+        return ToolResolution(
+            self.store,
+            self.services,
+            self.agent_catalog,
+            self.agent_profiles,
+            self.catalog,
+            endpoint_profile=self._endpoint_profile,
+        )
+
+    def _endpoint_profile(self, workspace_id: str, endpoint_id: str) -> AgentProfile | None:
+        """The profile the calls through a published endpoint run under: its external services as the selection."""
+        endpoint = self.endpoints.find(endpoint_id)
+        if endpoint is None or endpoint.workspace_id != workspace_id:
+            return None
+        return self.publication_of(endpoint).profile
+
+    def publication_of(self, endpoint: Endpoint) -> Publication:
+        from mcpbridge.agent.gateway import publication_of
+
+        return publication_of(endpoint.id, endpoint.workspace_id, endpoint.name, endpoint.services)
+
+    @cached_property
+    def gateway(self) -> Gateway:
+        from mcpbridge.agent.gateway import Gateway
+
+        return Gateway(self.agent_catalog, lambda: self.tool_calls)
 
     @cached_property
     def tool_call_steps(self) -> ToolCallSteps:

@@ -335,6 +335,12 @@ def _add_kb(commands: Commands) -> None:
 # ---------------------------------------------------------------------------------------------------- endpoints
 
 
+_SERVICE_HELP = (
+    "publish tools of an external MCP service (id or name): SERVICE:tool_a,tool_b, or SERVICE alone for every enabled "
+    "tool (repeat; calls go through the service's policies and approvals)"
+)
+
+
 def _add_endpoints(commands: Commands) -> None:
     actions = _group(commands, "endpoints", "MCP endpoints that publish knowledge bases")
     _leaf(actions, "list", "the workspace's MCP endpoints", "mcpbridge endpoints list", "publishing:endpoints_list")
@@ -354,6 +360,17 @@ def _add_endpoints(commands: Commands) -> None:
     create.add_argument("--rate-limit", type=int, default=60, help="calls per minute, 1 to 6000 (default 60)")
     create.add_argument("--agent", help="the agent profile its tool calls use (agt_...)")
     create.add_argument("--disabled", action="store_true", help="create it disabled")
+    create.add_argument("--service", action="append", metavar="SERVICE[:TOOLS]", help=_SERVICE_HELP)
+    update = _leaf(
+        actions,
+        "update",
+        "change which external services' tools an endpoint publishes",
+        "mcpbridge endpoints update Claude --service github:create_issue,list_issues",
+        "publishing:endpoint_update",
+    )
+    update.add_argument("endpoint", metavar="ENDPOINT", help="the endpoint's id or name")
+    update.add_argument("--service", action="append", metavar="SERVICE[:TOOLS]", help=_SERVICE_HELP)
+    update.add_argument("--no-services", action="store_true", help="publish no external service any more")
     for name, summary in (
         ("show", "one endpoint (never its token)"),
         ("rotate", "issue a new token (the old one stops working at once): prints it once, with the client configs"),

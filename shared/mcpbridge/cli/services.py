@@ -33,7 +33,7 @@ _TOOL_COLUMNS: list[Column] = [
 ]
 
 
-async def _service_id(api: Api, reference: str) -> str:
+async def service_id(api: Api, reference: str) -> str:
     return await api.resolve(SERVICES, reference, "svc", "service")
 
 
@@ -58,7 +58,7 @@ async def services_list(api: Api, args: argparse.Namespace) -> None:
 
 @command()
 async def service_show(api: Api, args: argparse.Namespace) -> None:
-    emit(args, await api.get(f"{SERVICES}/{await _service_id(api, args.service)}"), _print_service)
+    emit(args, await api.get(f"{SERVICES}/{await service_id(api, args.service)}"), _print_service)
 
 
 def _headers(given: list[str] | None) -> dict[str, str]:
@@ -144,7 +144,7 @@ async def service_import(api: Api, args: argparse.Namespace) -> int:
 
 @command(acting_user=True)
 async def service_test(api: Api, args: argparse.Namespace) -> int:
-    body = await api.post(f"{SERVICES}/{await _service_id(api, args.service)}/test")
+    body = await api.post(f"{SERVICES}/{await service_id(api, args.service)}/test")
 
     def human(result: dict[str, Any]) -> None:
         server = " ".join(part for part in (result["server_name"], result["server_version"]) if part)
@@ -165,7 +165,7 @@ async def service_test(api: Api, args: argparse.Namespace) -> int:
 
 @command(acting_user=True)
 async def service_refresh(api: Api, args: argparse.Namespace) -> int:
-    body = await api.post(f"{SERVICES}/{await _service_id(api, args.service)}/metadata/refresh")
+    body = await api.post(f"{SERVICES}/{await service_id(api, args.service)}/metadata/refresh")
 
     def human(view: dict[str, Any]) -> None:
         snapshot = view["data"]
@@ -186,7 +186,7 @@ async def service_refresh(api: Api, args: argparse.Namespace) -> int:
 
 @command(acting_user=True)
 async def service_tools(api: Api, args: argparse.Namespace) -> None:
-    body = await api.get(f"{SERVICES}/{await _service_id(api, args.service)}/tools")
+    body = await api.get(f"{SERVICES}/{await service_id(api, args.service)}/tools")
     emit(args, body, lambda b: table(b["items"], _TOOL_COLUMNS, empty="The service lists no tools."))
 
 
@@ -202,7 +202,7 @@ async def service_policy(api: Api, args: argparse.Namespace) -> None:
         request["enabled"] = args.enabled
     if args.approval is not None:
         request["require_approval"] = args.approval
-    target = await _service_id(api, args.service)
+    target = await service_id(api, args.service)
     body = await api.put(f"{SERVICES}/{target}/tool-approvals/{args.tool}", json=request)
 
     def human(policy: dict[str, Any]) -> None:
@@ -224,7 +224,7 @@ def _read_secret(field_name: str) -> str:
 
 @command()
 async def service_credentials(api: Api, args: argparse.Namespace) -> None:
-    target = await _service_id(api, args.service)
+    target = await service_id(api, args.service)
     await api.get(f"{SERVICES}/{target}")  # an unknown service is reported before the secret is asked for
     secret = await anyio.to_thread.run_sync(_read_secret, args.field)
     body = await api.put(f"{SERVICES}/{target}/credentials", json={args.field: secret})
@@ -233,6 +233,6 @@ async def service_credentials(api: Api, args: argparse.Namespace) -> None:
 
 @command()
 async def service_delete(api: Api, args: argparse.Namespace) -> None:
-    target = await _service_id(api, args.service)
+    target = await service_id(api, args.service)
     await api.delete(f"{SERVICES}/{target}")
     deleted(args, "service", target)

@@ -95,7 +95,7 @@ class ServerIdentity:
 class ToolServer(Protocol):
     """What a published endpoint offers one request: its tools (as ``tools/list`` gives them) and calls."""
 
-    def tools(self) -> list[dict[str, Any]]: ...
+    def tools(self) -> Awaitable[list[dict[str, Any]]]: ...
 
     def call(self, name: str, arguments: dict[str, Any], *, modern: bool) -> Awaitable[dict[str, Any]]:
         """A ``CallToolResult`` (its wire form); raises :class:`JsonRpcError` for a call the era refuses."""
@@ -208,7 +208,7 @@ async def _handshake_result(message: Message, identity: ServerIdentity, server: 
         return {}
     if method == "tools/list":
         listing_params(params, handshake_meta)
-        return {"tools": server.tools()}
+        return {"tools": await server.tools()}
     if method == "tools/call":
         name, arguments = call_params(params, handshake_meta, modern=False)
         return await server.call(name, arguments, modern=False)
@@ -327,7 +327,7 @@ async def _modern_result(message: Message, identity: ServerIdentity, server: Too
     method, params = message.method, message.params
     if method == "tools/list":
         listing_params(params, modern_meta)
-        return {**_CACHE_HINT, "tools": server.tools()}
+        return {**_CACHE_HINT, "tools": await server.tools()}
     if method == "tools/call":
         name, arguments = call_params(params, modern_meta, modern=True)
         return dict(await server.call(name, arguments, modern=True))
