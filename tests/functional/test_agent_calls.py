@@ -177,6 +177,29 @@ def test_a_call_without_pause_runs_at_once(client: TestClient, service_id: str, 
     assert client.get(f"{CALLS}/{body['pending_id']}").json()["status"] == "completed"
 
 
+def test_an_idempotency_key_returns_the_first_call_and_never_runs_the_tool_twice(
+    client: TestClient, service_id: str, upstream: Upstream
+) -> None:
+    ref = tool_ref(client, service_id, "echo")
+    once = {"Idempotency-Key": "order-42"}
+    first = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "pay"}}, headers=once)
+    assert first.status_code == 200, first.text
+    again = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "pay"}}, headers=once)
+    assert again.status_code == 200, again.text
+    assert again.json()["pending_id"] == first.json()["pending_id"]
+    assert again.json()["result"] == first.json()["result"]
+    other = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "pay twice"}}, headers=once)
+    assert other.status_code == 409, other.text
+    assert other.json()["code"] == "idempotency_key_reused"
+    assert upstream.ran == [("echo", {"text": "pay"})], "the tool ran once"
+    fresh = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "pay"}}, headers={"Idempotency-Key": "b"})
+    assert fresh.json()["pending_id"] != first.json()["pending_id"]
+    assert upstream.ran == [("echo", {"text": "pay"})] * 2
+    blank = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "x"}}, headers={"Idempotency-Key": " "})
+    assert blank.status_code == 400, blank.text
+    assert upstream.ran == [("echo", {"text": "pay"})] * 2
+
+
 def test_a_call_runs_at_once_while_another_process_holds_the_store(
     client: TestClient, container: Container, service_id: str, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -255,3 +255,41 @@ def _checked_until_settled(hub: Hub, endpoint: dict[str, Any], call_id: str) -> 
 
     hub.process.wait_for(settled, f"call {call_id} to settle")
     return seen[-1]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_an_idempotency_key_in_meta_returns_the_first_call(hub: Hub, mode: str) -> None:
+    """With approval required, a retried call with the same key is the same paused call (no second record); the
+    same key with other arguments is refused as invalid params."""
+    from mcp.shared.exceptions import MCPError
+
+    endpoint = _endpoint(hub, ["echo"])
+    key = {"io.mcpbridge/idempotency-key": f"retry-{mode}"}
+    with http_client(hub.process.base_url) as http:
+        http.headers.update(bearer(hub.admin_key))
+        http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": True})
+        pending_before = len(http.get("/api/v1/agent/pending").json()["items"])
+
+    async def twice(mcp: Any) -> tuple[Any, Any, str]:
+        (echo,) = [tool for tool in (await mcp.list_tools()).tools if tool.name.startswith("mcp_")]
+        first = await mcp.call_tool(echo.name, {"message": "once"}, meta=key)
+        again = await mcp.call_tool(echo.name, {"message": "once"}, meta=key)
+        try:
+            await mcp.call_tool(echo.name, {"message": "other"}, meta=key)
+        except MCPError as refused:
+            return first, again, f"{refused.error.code} {refused.error.message}"
+        return first, again, "accepted"
+
+    try:
+        first, again, other = asyncio.run(_session(endpoint, mode, twice))
+        assert first.structured_content["status"] == "awaiting_approval"
+        assert again.structured_content["call_id"] == first.structured_content["call_id"]
+        assert other.startswith("-32602 "), other
+        assert "idempotency key" in other
+        with http_client(hub.process.base_url) as http:
+            http.headers.update(bearer(hub.admin_key))
+            assert len(http.get("/api/v1/agent/pending").json()["items"]) == pending_before + 1
+    finally:
+        with http_client(hub.process.base_url) as http:
+            http.headers.update(bearer(hub.admin_key))
+            http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": False})

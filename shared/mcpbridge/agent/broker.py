@@ -20,6 +20,7 @@ while the call waited is refused).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -32,6 +33,7 @@ from anyio import to_thread
 
 from mcpbridge.agent.arguments import MAX_ARGUMENT_BYTES, validate_arguments
 from mcpbridge.agent.calls import ID_PREFIX, ToolCall, ToolCalls
+from mcpbridge.agent.idempotency import IdempotencyKeys, check_key, request_digest
 from mcpbridge.agent.steps import OAuthGate, ToolCallSteps, event_detail, needs_oauth
 from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.domain.external_services import ExternalService
@@ -79,6 +81,8 @@ class _Draft:
     arguments_checked: bool
     needs_approval: bool
     needs_oauth: bool
+    call_id: str | None = None
+    """Chosen before the call is recorded when an idempotency key is claimed for it."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,8 @@ class Submitted:
     notice: str | None = None
     agent_result: dict[str, Any] | None = None
     """For a call that ran at once: its result with images (the stored one has them redacted)."""
+    replayed: bool = False
+    """The call was made before with the same idempotency key: ``call`` is that first call, as it stands."""
 
 
 class ToolLookup(Protocol):
@@ -125,6 +131,7 @@ class ToolCallBroker:
         callbacks_supported: bool,
         user_usable: Callable[[str, str], bool] | None = None,
         request_budget: float | None = None,
+        keys: IdempotencyKeys | None = None,
     ) -> None:
         """``workflow`` is asked for on use (the embedded workflow runs the steps this broker starts);
         ``user_usable(workspace_id, user_id)`` says whether a user a call acts for may still be acted for;
@@ -142,6 +149,7 @@ class ToolCallBroker:
         self._callbacks_supported = callbacks_supported
         self._user_usable = user_usable
         self._budget = request_budget
+        self._keys = keys or IdempotencyKeys(store, clock)
 
     # -- submitting -------------------------------------------------------------------------------------------
 
@@ -157,7 +165,11 @@ class ToolCallBroker:
         interactive: bool = True,
         callback_task_token: str | None = None,
         base_url: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Submitted:
+        """Check, record and run (or pause) a call. ``idempotency_key``: a retry with the same key and the same
+        request returns the first call as it stands (never running the tool again); with another request, 409."""
+        key = None if idempotency_key is None else check_key(idempotency_key)
         until = None if self._budget is None else anyio.current_time() + self._budget
         if callback_task_token and not self._callbacks_supported:
             raise InvalidInput(
@@ -168,7 +180,7 @@ class ToolCallBroker:
                 principal, tool_ref, arguments, agent_id, acting_user_id, session_id, interactive, base_url
             )
         )
-        admitted = await self._on_store(lambda: self._admit(prepared(), callback_task_token, base_url))
+        admitted = await self._on_store(lambda: self._admit_keyed(prepared(), callback_task_token, base_url, key))
         if isinstance(admitted, Submitted):
             return admitted
         running, secrets = admitted
@@ -194,6 +206,29 @@ class ToolCallBroker:
                 if busy.code != "store_busy":
                     raise
         return await to_thread.run_sync(work)
+
+    def _admit_keyed(
+        self, draft: _Draft, callback: str | None, base_url: str | None, key: str | None
+    ) -> Submitted | tuple[ToolCall, Mapping[str, str] | None]:
+        """:meth:`_admit`, after claiming the idempotency key if there is one (a durable write: never at once)."""
+        if key is None:
+            return self._admit(draft, callback, base_url)
+        workspace_id, call_id = draft.principal.workspace_id, new_id(ID_PREFIX)
+        digest = request_digest(draft.service.id, draft.tool_name, getattr(draft.profile, "id", None), draft.arguments)
+        first = self._keys.claim(workspace_id, draft.user_id, key, digest, call_id)
+        if first is not None:
+            try:
+                call = self._calls.find(workspace_id, first)
+            except NotFound:
+                raise Conflict(
+                    "a call with this idempotency key is being made; retry in a moment", code="idempotency_key_in_use"
+                ) from None
+            return Submitted(call=call, paused=not call.is_terminal, replayed=True)
+        try:
+            return self._admit(dataclasses.replace(draft, call_id=call_id), callback, base_url)
+        except Exception:
+            self._keys.release(workspace_id, draft.user_id, key)
+            raise
 
     def _admit(
         self, draft: _Draft, callback: str | None, base_url: str | None
@@ -348,7 +383,7 @@ class ToolCallBroker:
         durable: bool = True,
     ) -> ToolCall:
         item: dict[str, Any] = {
-            "id": new_id(ID_PREFIX),
+            "id": draft.call_id or new_id(ID_PREFIX),
             "workspace_id": draft.principal.workspace_id,
             "owner_user_id": draft.user_id,
             "submitted_by_api_key": draft.principal.api_key_id,

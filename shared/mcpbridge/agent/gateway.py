@@ -144,8 +144,10 @@ class Gateway:
         tool_ref: str,
         arguments: Mapping[str, Any],
         base_url: str,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
-        """Call a published tool through the broker: its result, or the notice of a call that waits."""
+        """Call a published tool through the broker: its result, or the notice of a call that waits. With an
+        idempotency key used before for the same call: that call as it stands (its result, once it ran)."""
         submitted = await self._broker().submit(
             principal,
             tool_ref=tool_ref,
@@ -153,6 +155,7 @@ class Gateway:
             agent_id=publication.endpoint_id,
             interactive=not principal.user_id.startswith("endpoint:"),
             base_url=base_url,
+            idempotency_key=idempotency_key,
         )
         call = submitted.call
         if submitted.agent_result is not None and call.status == "completed":

@@ -97,7 +97,9 @@ class ToolServer(Protocol):
 
     def tools(self) -> Awaitable[list[dict[str, Any]]]: ...
 
-    def call(self, name: str, arguments: dict[str, Any], *, modern: bool) -> Awaitable[dict[str, Any]]:
+    def call(
+        self, name: str, arguments: dict[str, Any], *, modern: bool, meta: Mapping[str, Any] | None = None
+    ) -> Awaitable[dict[str, Any]]:
         """A ``CallToolResult`` (its wire form); raises :class:`JsonRpcError` for a call the era refuses."""
         ...
 
@@ -211,7 +213,7 @@ async def _handshake_result(message: Message, identity: ServerIdentity, server: 
         return {"tools": await server.tools()}
     if method == "tools/call":
         name, arguments = call_params(params, handshake_meta, modern=False)
-        return await server.call(name, arguments, modern=False)
+        return await server.call(name, arguments, modern=False, meta=_meta_of(params))
     raise JsonRpcError(METHOD_NOT_FOUND, "Method not found", method)
 
 
@@ -330,7 +332,7 @@ async def _modern_result(message: Message, identity: ServerIdentity, server: Too
         return {**_CACHE_HINT, "tools": await server.tools()}
     if method == "tools/call":
         name, arguments = call_params(params, modern_meta, modern=True)
-        return dict(await server.call(name, arguments, modern=True))
+        return dict(await server.call(name, arguments, modern=True, meta=_meta_of(params)))
     if method == "server/discover":
         request_params(params, modern_meta)
         return {
@@ -340,3 +342,9 @@ async def _modern_result(message: Message, identity: ServerIdentity, server: Too
             "supportedVersions": list(MODERN_VERSIONS),
         }
     raise JsonRpcError(METHOD_NOT_FOUND, "Method not found", method)
+
+
+def _meta_of(params: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """A request's ``_meta`` (checked by the era's rules already), for what a tool call reads of it."""
+    meta = (params or {}).get("_meta")
+    return meta if isinstance(meta, Mapping) else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,7 +31,7 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
-from mcpbridge.errors import Forbidden, MCPBridgeError, Unauthenticated
+from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, Unauthenticated
 from mcpbridge.http.mcp import protocol
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
 from mcpbridge.http.mcp.protocol import ServerIdentity
@@ -42,6 +43,8 @@ from mcpbridge.publishing.endpoints import Endpoint
 log = logging.getLogger("mcpbridge.mcp")
 
 CHECK_CALL = "check_call"
+IDEMPOTENCY_META = "io.mcpbridge/idempotency-key"
+"""The ``_meta`` key of a ``tools/call`` of a published external tool that makes retries return the first call."""
 
 ENDPOINT_STATE = "mcpbridge.endpoint"
 # Query parameters that would carry a credential: refused, since URLs end up in logs and histories.
@@ -293,19 +296,22 @@ class EndpointTools:
         endpoint = self._authority.endpoint
         return caller(endpoint.workspace_id, endpoint.id, self._authority.user_id)
 
-    async def call(self, name: str, arguments: dict[str, Any], *, modern: bool) -> dict[str, Any]:
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, modern: bool, meta: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         if name in self._authority.tools and name in SPECS_BY_NAME:
             # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
             return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments)
         if self._authority.endpoint.services:
-            answered = await self._gateway_call(name, arguments)
+            key = (meta or {}).get(IDEMPOTENCY_META)
+            answered = await self._gateway_call(name, arguments, key if isinstance(key, str) else None)
             if answered is not None:
                 return answered
         if modern:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         return error_result("tool_not_enabled", f'tool "{name}" is not enabled on this endpoint', 403)
 
-    async def _gateway_call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    async def _gateway_call(self, name: str, arguments: dict[str, Any], key: str | None) -> dict[str, Any] | None:
         """A call of a published external tool or of ``check_call``; None when ``name`` is neither."""
         container, authority = self._app.container, self._authority
         gateway, principal = container.gateway, self._caller()
@@ -332,7 +338,11 @@ class EndpointTools:
                     authority.endpoint.id,
                     authority.user_id,
                 )
-            return await gateway.call(publication, principal, admitted[1], arguments, self._base_url)
+            return await gateway.call(publication, principal, admitted[1], arguments, self._base_url, key)
+        except Conflict as exc:
+            if exc.code == "idempotency_key_reused":  # the request is at fault, as a JSON-RPC error
+                raise JsonRpcError(INVALID_PARAMS, exc.message) from None
+            return error_result(exc.code, exc.message, exc.status)
         except MCPBridgeError as exc:
             return error_result(exc.code, exc.message, exc.status)
 
