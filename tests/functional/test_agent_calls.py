@@ -200,6 +200,34 @@ def test_an_idempotency_key_returns_the_first_call_and_never_runs_the_tool_twice
     assert upstream.ran == [("echo", {"text": "pay"})] * 2
 
 
+def test_the_audit_trail_finds_each_call_with_a_digest_of_its_arguments(
+    client: TestClient, service_id: str, upstream: Upstream
+) -> None:
+    ref = tool_ref(client, service_id, "echo")
+    made = [client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": f"secret-{n}"}}).json() for n in range(3)]
+    listed = client.get("/api/v1/calls", params={"service_id": service_id, "tool": "echo", "limit": 2})
+    assert listed.status_code == 200, listed.text
+    first = listed.json()
+    assert [e["call_id"] for e in first["items"]] == [made[2]["pending_id"], made[1]["pending_id"]], "newest first"
+    rest = client.get(
+        "/api/v1/calls", params={"service_id": service_id, "tool": "echo", "limit": 2, "cursor": first["next_cursor"]}
+    ).json()
+    assert [e["call_id"] for e in rest["items"]] == [made[0]["pending_id"]]
+    assert rest["next_cursor"] is None
+    entry = rest["items"][0]
+    assert entry["outcome"] == "completed"
+    assert entry["arguments_digest"].startswith("sha256:")
+    assert entry["agent_id"] is None
+    assert entry["endpoint_id"] is None
+    assert entry["duration_ms"] is not None
+    assert "secret-" not in listed.text + json.dumps(rest), "never the values"
+    assert client.get("/api/v1/calls", params={"outcome": "rejected", "service_id": service_id}).json()["items"] == []
+    assert client.get("/api/v1/calls", params={"tool": "nope"}).json()["items"] == []
+    bad = client.get("/api/v1/calls", params={"since": "yesterday"})
+    assert bad.status_code == 400, bad.text
+    assert bad.json()["code"] == "invalid_time_range"
+
+
 def test_a_call_runs_at_once_while_another_process_holds_the_store(
     client: TestClient, container: Container, service_id: str, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:

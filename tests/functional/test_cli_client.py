@@ -199,3 +199,13 @@ def test_endpoints_publish_external_tools(server: Server, cli: Cli) -> None:
     assert "nowhere" in missing.err
     assert cli.json("endpoints", "show", "gateway", env=env)["services"] == every["services"], "nothing changed"
     assert cli.json("endpoints", "update", "gateway", "--no-services", env=env)["services"] == []
+    cli.json("services", "refresh", "everything", env=env)
+    tool_ref = cli.json("agents", "describe", "everything", "echo", env=env)["tool_ref"]
+    assert tool_ref
+    cli.json("call", "everything", "echo", "--args", '{"message": "audited"}', env=env)
+    trail = cli.json("calls", "list", "--tool", "echo", "--outcome", "completed", env=env)
+    assert [entry["tool"] for entry in trail["items"]] == ["echo"]
+    assert "audited" not in json.dumps(trail)
+    shown = cli.run("calls", "list", "--service", service["id"], env=env)
+    assert "echo" in shown.out, shown
+    assert "completed" in shown.out, shown

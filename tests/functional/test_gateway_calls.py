@@ -153,6 +153,22 @@ def test_an_approved_call_runs_with_the_approvers_arguments_and_a_rejection_says
         assert rejected.is_error is True
         assert "not on a Friday" in _text(rejected)
         assert rejected.structured_content["status"] == "rejected"
+
+        with http_client(base) as http:
+            http.headers.update(bearer(hub.admin_key))
+            trail = http.get("/api/v1/calls", params={"endpoint_id": endpoint["id"]})
+            assert trail.status_code == 200, trail.text
+            by_id = {entry["call_id"]: entry for entry in trail.json()["items"]}
+            assert by_id[call_id]["approval"]["modified_args"] is True
+            assert by_id[call_id]["outcome"] == "completed"
+            assert by_id[call_id]["user_id"] == f"endpoint:{endpoint['id']}"
+            refused_entry = by_id[second.structured_content["call_id"]]
+            assert refused_entry["outcome"] == "rejected"
+            assert refused_entry["approval"]["reason"] == "not on a Friday"
+            assert refused_entry["approval"]["by"] != refused_entry["user_id"]
+            assert "as asked" not in trail.text, "a digest of the arguments, never their values"
+            only = http.get("/api/v1/calls", params={"endpoint_id": endpoint["id"], "outcome": "rejected"}).json()
+            assert [entry["call_id"] for entry in only["items"]] == [second.structured_content["call_id"]]
     finally:
         with http_client(base) as http:
             http.headers.update(bearer(hub.admin_key))

@@ -411,6 +411,11 @@ class ToolCallBroker:
 
     # -- reading ----------------------------------------------------------------------------------------------
 
+    @property
+    def records(self) -> ToolCalls:
+        """The call records (what the audit trail reads)."""
+        return self._calls
+
     def get(self, principal: Principal, call_id: str) -> ToolCall:
         """A call of the caller's workspace, for its owner or a workspace admin."""
         call = self._calls.find(principal.workspace_id, call_id)

@@ -163,6 +163,10 @@ class ToolCalls:
         waiting = {c.id: c for c in calls if c.status in WAITING.values()}
         return sorted(waiting.values(), key=lambda c: (c.created_at, c.id))
 
+    def every_call(self, workspace_id: str) -> builtins.list[ToolCall]:
+        """Every call record of the workspace still kept (for the audit trail)."""
+        return [_call_of(item) for item in every_item(self._store, f"WS#{workspace_id}", sk_prefix="CALL#")]
+
     def unfinished(self) -> builtins.list[ToolCall]:
         """Every call not in a final status, all workspaces (for recovery after a restart)."""
         calls = []

@@ -535,6 +535,26 @@ def _add_calls(commands: Commands) -> None:
     pending.add_argument(
         "--all-workspaces", action="store_true", help="every workspace's waiting calls (a platform admin's key only)"
     )
+    audit = _leaf(
+        actions,
+        "list",
+        "the audit trail: every external tool call kept (agents' and published endpoints'), newest first",
+        "mcpbridge calls list --tool echo --since 2026-12-01T00:00:00Z",
+        "calls:calls_list",
+        details="Arguments are shown as a digest, never their values. An admin key sees the workspace's calls, "
+        "other keys their own.",
+    )
+    for option, name, text in (
+        ("--since", "since", "calls made at or after this ISO 8601 time"),
+        ("--until", "until", "calls made before this ISO 8601 time"),
+        ("--user", "user_id", "calls of this user (id)"),
+        ("--service", "service_id", "calls of this service (svc_...)"),
+        ("--tool", "tool", "calls of this tool (its name at the service)"),
+        ("--outcome", "outcome", "completed, failed, rejected, cancelled, uncertain, or a waiting status"),
+        ("--endpoint", "endpoint_id", "calls made through this published endpoint (ep_...)"),
+        ("--agent", "agent_id", "calls made under this agent profile (agt_...)"),
+    ):
+        audit.add_argument(option, dest=name, help=text)
     show = _leaf(actions, "show", "one tool call", "mcpbridge calls show call_...", "calls:call_show")
     show.add_argument("call", metavar="CALL", help="the call's id")
     approve = _leaf(
