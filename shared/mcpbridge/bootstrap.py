@@ -690,7 +690,13 @@ class Container:
     def tool_call_records(self) -> ToolCalls:
         from mcpbridge.agent.calls import ToolCalls
 
-        return ToolCalls(self.store, self.clock, self.secrets, self.telemetry)
+        return ToolCalls(
+            self.store,
+            self.clock,
+            self.secrets,
+            self.telemetry,
+            retention_seconds=self.settings.call_retention_days * 86_400,
+        )
 
     @cached_property
     def tool_resolution(self) -> ToolResolution:

@@ -38,3 +38,13 @@ def test_a_released_key_can_be_claimed_again(store: Store, clock: FakeClock) -> 
     assert keys.claim("ws", "alice", "k", asked, "call_lost") is None
     keys.release("ws", "alice", "k")
     assert keys.claim("ws", "alice", "k", asked, "call_kept") is None
+
+
+def test_keys_follow_the_calls_retention_setting(store: Store, clock: FakeClock) -> None:
+    keys = IdempotencyKeys(store, clock, retention_seconds=3600)
+    asked = request_digest("svc_1", "echo", None, {})
+    assert keys.claim("ws", "alice", "k", asked, "call_hour") is None
+    clock.advance(3000)
+    assert keys.claim("ws", "alice", "k", asked, "call_later") == "call_hour"
+    clock.advance(601)
+    assert keys.claim("ws", "alice", "k", asked, "call_next") is None

@@ -223,6 +223,11 @@ def test_the_audit_trail_finds_each_call_with_a_digest_of_its_arguments(
     assert "secret-" not in listed.text + json.dumps(rest), "never the values"
     assert client.get("/api/v1/calls", params={"outcome": "rejected", "service_id": service_id}).json()["items"] == []
     assert client.get("/api/v1/calls", params={"tool": "nope"}).json()["items"] == []
+    # Records are kept for the retention setting (TTL on DynamoDB), and the audit trail with them.
+    container = client.app.state.container  # type: ignore[attr-defined]
+    container.clock.advance(container.settings.call_retention_days * 86_400 + 1)
+    gone = client.get("/api/v1/calls", params={"service_id": service_id})
+    assert gone.json()["items"] == []
     bad = client.get("/api/v1/calls", params={"since": "yesterday"})
     assert bad.status_code == 400, bad.text
     assert bad.json()["code"] == "invalid_time_range"

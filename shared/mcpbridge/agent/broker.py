@@ -149,7 +149,7 @@ class ToolCallBroker:
         self._callbacks_supported = callbacks_supported
         self._user_usable = user_usable
         self._budget = request_budget
-        self._keys = keys or IdempotencyKeys(store, clock)
+        self._keys = keys or IdempotencyKeys(store, clock, calls.retention_seconds)
 
     # -- submitting -------------------------------------------------------------------------------------------
 

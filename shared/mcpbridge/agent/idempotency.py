@@ -42,9 +42,11 @@ def check_key(key: Any) -> str:
 
 
 class IdempotencyKeys:
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, retention_seconds: int = RETENTION_SECONDS) -> None:
+        """``retention_seconds``: the calls' (a key lives as long as its call's record)."""
         self._store = store
         self._clock = clock
+        self._retention = retention_seconds
 
     def claim(self, workspace_id: str, owner: str, key: str, digest: str, call_id: str) -> str | None:
         """Claim ``key`` for the new call ``call_id``: None when claimed now; the first call's id when the key was
@@ -56,7 +58,7 @@ class IdempotencyKeys:
                 **where.as_dict(),
                 "call_id": call_id,
                 "digest": digest,
-                "expires_at": int(self._clock.now()) + RETENTION_SECONDS,
+                "expires_at": int(self._clock.now()) + self._retention,
             }
             try:
                 self._store.put(item, condition=Condition.absent("idempotency_key_new"))
