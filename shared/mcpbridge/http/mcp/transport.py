@@ -12,6 +12,9 @@ checked by :func:`~mcpbridge.http.store_reads.store_read`: on the event loop whe
 goes to the protocol, and a tool call takes one worker thread for the rate limit, the use record and the tool.
 """
 
+# Over 400 lines: the endpoint's HTTP checks and the tools one request may call (its own and published ones) share
+# the request's authority.
+
 from __future__ import annotations
 
 import json
