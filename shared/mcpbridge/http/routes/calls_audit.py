@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from anyio import to_thread
 from fastapi import APIRouter, Query
@@ -23,21 +23,23 @@ class AuditEntries(BaseModel):
     next_cursor: str | None = next_cursor_field()
 
 
-Filter = Annotated[str | None, Query(max_length=256)]
+
+def _filter(description: str) -> Any:
+    return Query(default=None, max_length=256, description=description)
 
 
 @router.get("", operation_id="listCalls", summary="Audit the external tool calls")
 async def list_calls(
     principal: CurrentPrincipal,
     broker: BrokerDep,
-    since: Filter = None,
-    until: Filter = None,
-    user_id: Filter = None,
-    service_id: Filter = None,
-    tool: Filter = None,
-    outcome: Filter = None,
-    endpoint_id: Filter = None,
-    agent_id: Filter = None,
+    since: str | None = _filter("Calls made at or after this ISO 8601 time."),
+    until: str | None = _filter("Calls made before this ISO 8601 time."),
+    user_id: str | None = _filter("Calls of this user (admin keys only; others see their own)."),
+    service_id: str | None = _filter("Calls of this MCP service."),
+    tool: str | None = _filter("Calls of this tool (its name at the service)."),
+    outcome: str | None = _filter("Calls in this status: completed, failed, rejected, cancelled, uncertain..."),
+    endpoint_id: str | None = _filter("Calls made through this published endpoint."),
+    agent_id: str | None = _filter("Calls made under this agent profile."),
     limit: int = limit_query(),
     cursor: str | None = cursor_query(),
 ) -> AuditEntries:
