@@ -23,7 +23,6 @@ class AuditEntries(BaseModel):
     next_cursor: str | None = next_cursor_field()
 
 
-
 def _filter(description: str) -> Any:
     return Query(default=None, max_length=256, description=description)
 
