@@ -180,6 +180,8 @@ class ToolCallBroker:
                 principal, tool_ref, arguments, agent_id, acting_user_id, session_id, interactive, base_url
             )
         )
+        if self._store.reads_are_local:
+            prepared()  # reads only: on the event loop, before (not inside) the store's block of writes made at once
         admitted = await self._on_store(lambda: self._admit_keyed(prepared(), callback_task_token, base_url, key))
         if isinstance(admitted, Submitted):
             return admitted
