@@ -33,16 +33,14 @@ from mcpbridge.ports import (
 from mcpbridge.settings import Settings, get_settings, settings_secret_values, settings_with_secret
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from contextlib import AbstractContextManager
-
     import boto3
 
     from mcpbridge.adapters.index_files.search_index import FileSearchIndex
     from mcpbridge.agent.broker import ToolCallBroker
     from mcpbridge.agent.calls import ToolCalls
     from mcpbridge.agent.discovery import AgentCatalog
-    from mcpbridge.agent.profiles import AgentProfiles
+    from mcpbridge.agent.gateway import Gateway, Publication
+    from mcpbridge.agent.profiles import AgentProfile, AgentProfiles
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.agent.tool_resolution import ToolResolution
     from mcpbridge.authserver.access import OAuthAccess
@@ -69,7 +67,7 @@ if TYPE_CHECKING:
     from mcpbridge.maintenance.sweep import Sweep
     from mcpbridge.oauth.service_oauth import ServiceOAuth
     from mcpbridge.outbound.policy import EgressPolicy
-    from mcpbridge.publishing.endpoints import EndpointService
+    from mcpbridge.publishing.endpoints import Endpoint, EndpointService
     from mcpbridge.publishing.rate_limit import RateLimiter
     from mcpbridge.tenancy.user_removal import UserRemoval
     from mcpbridge.tenancy.workspace_purge import WorkspacePurge
@@ -458,7 +456,16 @@ class Container:
     def endpoints(self) -> EndpointService:
         from mcpbridge.publishing.endpoints import EndpointService
 
-        return EndpointService(self.store, self.clock, self.knowledge_bases)
+        return EndpointService(self.store, self.clock, self.knowledge_bases, self._service_exists)
+
+    def _service_exists(self, workspace_id: str, service_id: str) -> bool:
+        from mcpbridge.errors import NotFound
+
+        try:
+            self.services.find(workspace_id, service_id)
+        except NotFound:
+            return False
+        return True
 
     # -- mcpbridge as the authorization server of its endpoints ------------------------------------------------
 
@@ -670,8 +677,10 @@ class Container:
             client = self._aws_client("stepfunctions", connect_timeout=2, read_timeout=10)
             return StepFunctionsWorkflow(client, self.settings.state_machine_arn)
         from mcpbridge.adapters.local.workflow import LocalWorkflow
+        from mcpbridge.agent.loop import StepLoop
 
-        return LocalWorkflow(lambda: self.tool_call_steps, lambda: self.tool_call_records, self.clock)
+        loop = StepLoop(lambda: self.tool_call_steps, lambda: self.tool_call_records, self.clock)
+        return LocalWorkflow(loop.run, loop.unfinished)
 
     @property
     def _uses_step_functions(self) -> bool:
@@ -681,13 +690,44 @@ class Container:
     def tool_call_records(self) -> ToolCalls:
         from mcpbridge.agent.calls import ToolCalls
 
-        return ToolCalls(self.store, self.clock, self.secrets, self.telemetry)
+        return ToolCalls(
+            self.store,
+            self.clock,
+            self.secrets,
+            self.telemetry,
+            retention_seconds=self.settings.call_retention_days * 86_400,
+        )
 
     @cached_property
     def tool_resolution(self) -> ToolResolution:
         from mcpbridge.agent.tool_resolution import ToolResolution
 
-        return ToolResolution(self.store, self.services, self.agent_catalog, self.agent_profiles, self.catalog)
+        return ToolResolution(
+            self.store,
+            self.services,
+            self.agent_catalog,
+            self.agent_profiles,
+            self.catalog,
+            endpoint_profile=self._endpoint_profile,
+        )
+
+    def _endpoint_profile(self, workspace_id: str, endpoint_id: str) -> AgentProfile | None:
+        """The profile the calls through a published endpoint run under: its external services as the selection."""
+        endpoint = self.endpoints.find(endpoint_id)
+        if endpoint is None or endpoint.workspace_id != workspace_id:
+            return None
+        return self.publication_of(endpoint).profile
+
+    def publication_of(self, endpoint: Endpoint) -> Publication:
+        from mcpbridge.agent.gateway import publication_of
+
+        return publication_of(endpoint.id, endpoint.workspace_id, endpoint.name, endpoint.services)
+
+    @cached_property
+    def gateway(self) -> Gateway:
+        from mcpbridge.agent.gateway import Gateway
+
+        return Gateway(self.agent_catalog, lambda: self.tool_calls)
 
     @cached_property
     def tool_call_steps(self) -> ToolCallSteps:
@@ -719,19 +759,11 @@ class Container:
             self.tool_resolution,
             self.tool_policies,
             self._oauth_gate,
+            store=self.store,
             callbacks_supported=self._uses_step_functions,
             user_usable=self.identity.user_usable,
             request_budget=self._request_budget,
-            reads_inline=self.store.reads_are_local,
-            writes_at_once=self._writes_at_once,
         )
-
-    @property
-    def _writes_at_once(self) -> Callable[[], AbstractContextManager[None]] | None:
-        """The SQLite store's block of writes that never wait (None on DynamoDB, whose writes are network calls)."""
-        from mcpbridge.adapters.local.sqlite import SqliteStore
-
-        return self.store.writes_at_once if isinstance(self.store, SqliteStore) else None
 
     @cached_property
     def _oauth_gate(self) -> OAuthGate:

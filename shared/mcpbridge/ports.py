@@ -58,6 +58,13 @@ class Store(Protocol):
         """Delete and return the live item that was there (None when there was none)."""
         ...
 
+    def writes_at_once(self) -> AbstractContextManager[None]:
+        """A block in which this thread's writes never wait: a write that would (for another writer, a disk sync,
+        the network) raises ``errors.Unavailable`` with code ``store_busy`` and writes nothing. For an event loop,
+        which makes at once what it can and hands the rest to a worker thread. SQLite makes a write that needs no
+        disk sync at once when no one else is writing; on DynamoDB every write is a network call, so none is."""
+        ...
+
     def query(
         self,
         partition: str,

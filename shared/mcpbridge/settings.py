@@ -74,6 +74,11 @@ class Settings(BaseSettings):
     ``client_id_metadata_document_supported``. HTTPS with a path (plain http only to SSRF-allowlisted hosts). Empty:
     dynamic registration instead."""
 
+    # External tool calls
+    call_retention_days: int = Field(default=30, ge=1, le=3650)
+    """How long external tool call records (the audit trail) and their idempotency keys are kept (days); DynamoDB's
+    TTL on ``expires_at`` deletes them after."""
+
     # mcpbridge as the authorization server of its published endpoints (see mcpbridge.authserver)
     oauth_access_token_seconds: int = Field(default=3600, ge=60, le=86400)
     """Lifetime of the OAuth access tokens issued for published endpoints."""

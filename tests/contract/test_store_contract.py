@@ -21,7 +21,7 @@ from mcpbridge.domain.items import (
     all_of,
     any_of,
 )
-from mcpbridge.errors import ConditionFailed, InvalidInput
+from mcpbridge.errors import ConditionFailed, InvalidInput, Unavailable
 from mcpbridge.ports import Store
 from tests.support.clock import FakeClock
 from tests.support.threads import run_together
@@ -136,6 +136,23 @@ def test_delete_returns_the_old_item(store: Store) -> None:
     assert store.delete(K) == item(a=1)
     assert store.get(K) is None
     assert store.delete(K) is None
+
+
+def test_a_write_that_would_wait_is_refused_at_once_and_writes_nothing(store: Store) -> None:
+    """A durable write waits for a disk sync (SQLite) or the network (DynamoDB): inside ``writes_at_once`` it raises
+    ``store_busy`` before anything lands, and the block leaves the store as usable as before."""
+    store.put(item(a=1))
+    with store.writes_at_once():
+        with pytest.raises(Unavailable) as busy:
+            store.put(item(a=2))
+        assert busy.value.code == "store_busy"
+        with pytest.raises(Unavailable):
+            store.update(K, Update(set={"a": 3}))
+        with pytest.raises(Unavailable):
+            store.delete(K)
+    assert store.get(K) == item(a=1)
+    store.put(item(a=4))
+    assert store.get(K) == item(a=4)
 
 
 def test_conditional_delete_is_single_use(store: Store) -> None:

@@ -177,6 +177,62 @@ def test_a_call_without_pause_runs_at_once(client: TestClient, service_id: str, 
     assert client.get(f"{CALLS}/{body['pending_id']}").json()["status"] == "completed"
 
 
+def test_an_idempotency_key_returns_the_first_call_and_never_runs_the_tool_twice(
+    client: TestClient, service_id: str, upstream: Upstream
+) -> None:
+    ref = tool_ref(client, service_id, "echo")
+    once = {"Idempotency-Key": "order-42"}
+    first = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "pay"}}, headers=once)
+    assert first.status_code == 200, first.text
+    again = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "pay"}}, headers=once)
+    assert again.status_code == 200, again.text
+    assert again.json()["pending_id"] == first.json()["pending_id"]
+    assert again.json()["result"] == first.json()["result"]
+    other = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "pay twice"}}, headers=once)
+    assert other.status_code == 409, other.text
+    assert other.json()["code"] == "idempotency_key_reused"
+    assert upstream.ran == [("echo", {"text": "pay"})], "the tool ran once"
+    fresh = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "pay"}}, headers={"Idempotency-Key": "b"})
+    assert fresh.json()["pending_id"] != first.json()["pending_id"]
+    assert upstream.ran == [("echo", {"text": "pay"})] * 2
+    blank = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "x"}}, headers={"Idempotency-Key": " "})
+    assert blank.status_code == 400, blank.text
+    assert upstream.ran == [("echo", {"text": "pay"})] * 2
+
+
+def test_the_audit_trail_finds_each_call_with_a_digest_of_its_arguments(
+    client: TestClient, service_id: str, upstream: Upstream
+) -> None:
+    ref = tool_ref(client, service_id, "echo")
+    made = [client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": f"secret-{n}"}}).json() for n in range(3)]
+    listed = client.get("/api/v1/calls", params={"service_id": service_id, "tool": "echo", "limit": 2})
+    assert listed.status_code == 200, listed.text
+    first = listed.json()
+    assert [e["call_id"] for e in first["items"]] == [made[2]["pending_id"], made[1]["pending_id"]], "newest first"
+    rest = client.get(
+        "/api/v1/calls", params={"service_id": service_id, "tool": "echo", "limit": 2, "cursor": first["next_cursor"]}
+    ).json()
+    assert [e["call_id"] for e in rest["items"]] == [made[0]["pending_id"]]
+    assert rest["next_cursor"] is None
+    entry = rest["items"][0]
+    assert entry["outcome"] == "completed"
+    assert entry["arguments_digest"].startswith("sha256:")
+    assert entry["agent_id"] is None
+    assert entry["endpoint_id"] is None
+    assert entry["duration_ms"] is not None
+    assert "secret-" not in listed.text + json.dumps(rest), "never the values"
+    assert client.get("/api/v1/calls", params={"outcome": "rejected", "service_id": service_id}).json()["items"] == []
+    assert client.get("/api/v1/calls", params={"tool": "nope"}).json()["items"] == []
+    # Records are kept for the retention setting (TTL on DynamoDB), and the audit trail with them.
+    container = client.app.state.container  # type: ignore[attr-defined]
+    container.clock.advance(container.settings.call_retention_days * 86_400 + 1)
+    gone = client.get("/api/v1/calls", params={"service_id": service_id})
+    assert gone.json()["items"] == []
+    bad = client.get("/api/v1/calls", params={"since": "yesterday"})
+    assert bad.status_code == 400, bad.text
+    assert bad.json()["code"] == "invalid_time_range"
+
+
 def test_a_call_runs_at_once_while_another_process_holds_the_store(
     client: TestClient, container: Container, service_id: str, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:

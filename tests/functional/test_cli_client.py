@@ -183,3 +183,29 @@ def test_agents_and_call_through_the_broker(server: Server, cli: Cli) -> None:
     assert shown["user_id"] == bob["id"]
     assert shown["status"] in ("approved", "ready", "running", "completed")
     assert shown["status"] in ("approved", "ready", "running", "completed")
+
+
+def test_endpoints_publish_external_tools(server: Server, cli: Cli) -> None:
+    env = {"MCPBRIDGE_URL": server.process.base_url, "MCPBRIDGE_API_KEY": server.admin_key}
+    service = cli.json("services", "add", "everything", server.everything.url, env=env)
+    created = cli.json("endpoints", "create", "gateway", "--service", "everything:echo", env=env)
+    assert created["services"] == [{"service_id": service["id"], "tools": ["echo"]}]
+    every = cli.json("endpoints", "update", "gateway", "--service", "everything", env=env)
+    assert every["services"] == [{"service_id": service["id"], "tools": ["*"]}]
+    shown = cli.run("endpoints", "show", "gateway", env=env)
+    assert f"external: {service['id']}: *" in shown.out, shown
+    missing = cli.run("endpoints", "update", "gateway", "--service", "nowhere:echo", env=env)
+    assert missing.code == 1, missing
+    assert "nowhere" in missing.err
+    assert cli.json("endpoints", "show", "gateway", env=env)["services"] == every["services"], "nothing changed"
+    assert cli.json("endpoints", "update", "gateway", "--no-services", env=env)["services"] == []
+    cli.json("services", "refresh", "everything", env=env)
+    tool_ref = cli.json("agents", "describe", "everything", "echo", env=env)["tool_ref"]
+    assert tool_ref
+    cli.json("call", "everything", "echo", "--args", '{"message": "audited"}', env=env)
+    trail = cli.json("calls", "list", "--tool", "echo", "--outcome", "completed", env=env)
+    assert [entry["tool"] for entry in trail["items"]] == ["echo"]
+    assert "audited" not in json.dumps(trail)
+    shown = cli.run("calls", "list", "--service", service["id"], env=env)
+    assert "echo" in shown.out, shown
+    assert "completed" in shown.out, shown

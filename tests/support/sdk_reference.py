@@ -86,7 +86,7 @@ class SdkReferenceApp(McpEndpointApp):
     # The SDK's typed results, as a server written on the SDK returns them: its models fill what each era adds.
 
     async def _list_tools(self, ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[types.Tool.model_validate(tool) for tool in self._tools(ctx).tools()])
+        return types.ListToolsResult(tools=[types.Tool.model_validate(tool) for tool in await self._tools(ctx).tools()])
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams

@@ -1011,9 +1011,10 @@ def test_state_machine_permissions_are_least_privilege() -> None:
         "AdminApiFunction": {"StartToolCalls": ("states:StartExecution", machine), "ResumeToolCalls": machine},
         "ResolutionsFunction": {"ResumeToolCalls": machine},
         "OAuthCallbackFunction": {"ResumeToolCalls": machine},
+        # Published external tools: a call that waits for a person starts its execution and answers at once.
+        "McpEndpointFunction": {"StartToolCalls": ("states:StartExecution", machine)},
         "AuthorizationServerFunction": {},
         TOOL_CALLS: {"ResumeToolCalls": NAMED_MACHINE_ARN},
-        "McpEndpointFunction": {},
         INDEXER: {"ResumeToolCalls": machine},  # a workspace's purge ends the executions of its paused calls
         RECOVERY: {},
     }
@@ -1053,7 +1054,7 @@ def test_state_machine_permissions_are_least_privilege() -> None:
 
 def test_state_machine_arn_reaches_the_functions_that_use_it() -> None:
     # The indexer resumes the executions of the paused calls a workspace purge cancels.
-    users = {"AdminApiFunction", "ResolutionsFunction", "OAuthCallbackFunction", INDEXER}
+    users = {"AdminApiFunction", "ResolutionsFunction", "OAuthCallbackFunction", "McpEndpointFunction", INDEXER}
     for name in FUNCTIONS:
         env = function_environment(name)
         if name in users:
@@ -1115,13 +1116,13 @@ def test_create_aws_resources_matches_the_template(monkeypatch: pytest.MonkeyPat
         assert "AWS_ENDPOINT_URL" not in env
 
 
-def test_tool_call_events_are_published_by_the_functions_that_resolve_calls_only() -> None:
+def test_tool_call_events_are_published_by_the_functions_that_start_or_resolve_calls_only() -> None:
     publishers = {
         path.split("/")[1]
         for path, statement in _statements(RESOURCES)
         if "events:PutEvents" in _as_list(statement.get("Action", []))
     }
-    assert publishers == {"AdminApiRole", "OAuthCallbackRole", "ResolutionsRole", "ToolCallsRole"}
+    assert publishers == {"AdminApiRole", "McpEndpointRole", "OAuthCallbackRole", "ResolutionsRole", "ToolCallsRole"}
     for path, statement in _statements(RESOURCES):
         if "events:PutEvents" in _as_list(statement.get("Action", [])):
             assert "event-bus/${EventBusName}" in str(statement["Resource"]), path

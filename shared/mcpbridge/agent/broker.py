@@ -20,26 +20,27 @@ while the call waited is refused).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import anyio
 from anyio import to_thread
 
 from mcpbridge.agent.arguments import MAX_ARGUMENT_BYTES, validate_arguments
 from mcpbridge.agent.calls import ID_PREFIX, ToolCall, ToolCalls
+from mcpbridge.agent.idempotency import IdempotencyKeys, check_key, request_digest
 from mcpbridge.agent.steps import OAuthGate, ToolCallSteps, event_detail, needs_oauth
 from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal, acting_for, timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.errors import Conflict, Forbidden, InvalidInput, NotFound, OAuthRequired, Unavailable
-from mcpbridge.ports import CallStart, Clock, Events, Workflow
+from mcpbridge.ports import CallStart, Clock, Events, Store, Workflow
 
 if TYPE_CHECKING:
     from mcpbridge.agent.discovery import ResolvedTool
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from mcpbridge.client.policies import ToolPolicy
 
 log = logging.getLogger("mcpbridge.agent")
+
+_T = TypeVar("_T")
 
 _USER_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 BACKGROUND_NOTICE = (
@@ -78,6 +81,8 @@ class _Draft:
     arguments_checked: bool
     needs_approval: bool
     needs_oauth: bool
+    call_id: str | None = None
+    """Chosen before the call is recorded when an idempotency key is claimed for it."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,8 @@ class Submitted:
     notice: str | None = None
     agent_result: dict[str, Any] | None = None
     """For a call that ran at once: its result with images (the stored one has them redacted)."""
+    replayed: bool = False
+    """The call was made before with the same idempotency key: ``call`` is that first call, as it stands."""
 
 
 class ToolLookup(Protocol):
@@ -120,17 +127,15 @@ class ToolCallBroker:
         policies: PolicyReader,
         oauth: OAuthGate | None,
         *,
+        store: Store,
         callbacks_supported: bool,
         user_usable: Callable[[str, str], bool] | None = None,
         request_budget: float | None = None,
-        reads_inline: bool = False,
-        writes_at_once: Callable[[], AbstractContextManager[None]] | None = None,
+        keys: IdempotencyKeys | None = None,
     ) -> None:
         """``workflow`` is asked for on use (the embedded workflow runs the steps this broker starts);
         ``user_usable(workspace_id, user_id)`` says whether a user a call acts for may still be acted for;
-        ``reads_inline``: the store's reads are local, so a call's checks run on the event loop;
-        ``writes_at_once``: the store's block in which writes that would wait raise instead (SQLite's), so a call's
-        record can be written on the event loop when no one else is writing."""
+        ``store``: the store the call records live in, which says where a call's admission runs cheapest."""
         self._calls = calls
         self._clock = clock
         self._registry = registry
@@ -140,11 +145,11 @@ class ToolCallBroker:
         self._tools = tools
         self._policies = policies
         self._oauth = oauth
+        self._store = store
         self._callbacks_supported = callbacks_supported
         self._user_usable = user_usable
         self._budget = request_budget
-        self._reads_inline = reads_inline
-        self._writes_at_once = writes_at_once
+        self._keys = keys or IdempotencyKeys(store, clock, calls.retention_seconds)
 
     # -- submitting -------------------------------------------------------------------------------------------
 
@@ -160,56 +165,87 @@ class ToolCallBroker:
         interactive: bool = True,
         callback_task_token: str | None = None,
         base_url: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Submitted:
+        """Check, record and run (or pause) a call. ``idempotency_key``: a retry with the same key and the same
+        request returns the first call as it stands (never running the tool again); with another request, 409."""
+        key = None if idempotency_key is None else check_key(idempotency_key)
         until = None if self._budget is None else anyio.current_time() + self._budget
         if callback_task_token and not self._callbacks_supported:
             raise InvalidInput(
                 "callback_task_token needs the AWS backend (Step Functions)", code="callback_not_supported"
             )
-
-        def prepare() -> _Draft:
-            return self._prepare(
+        prepared = _once(
+            lambda: self._prepare(
                 principal, tool_ref, arguments, agent_id, acting_user_id, session_id, interactive, base_url
             )
+        )
+        if self._store.reads_are_local:
+            prepared()  # reads only: on the event loop, before (not inside) the store's block of writes made at once
+        admitted = await self._on_store(lambda: self._admit_keyed(prepared(), callback_task_token, base_url, key))
+        if isinstance(admitted, Submitted):
+            return admitted
+        running, secrets = admitted
+        outcome = await self._steps.call_upstream(running, prepared().service, until=until, secrets=secrets)
 
-        def prepare_and_open() -> tuple[_Draft, ToolCall | None, Mapping[str, str] | None]:
-            draft = prepare()
-            if not self._runs_at_once(draft):
-                return draft, None, None
-            return (draft, *self._open(draft, callback_task_token))
+        def record_and_end() -> ToolCall:  # one hop: the outcome's durable write, its event, the agent's callback
+            return self._steps.end(self._steps.record(running, outcome))[0]
 
-        # A call that runs at once is recorded, and its service's credentials opened, before it runs. Where the
-        # store's reads are local (SQLite), its checks (reads only) run on the event loop, which shares one
-        # interpreter lock with the worker threads, and so does its record when it can be written without waiting,
-        # else in one worker thread; elsewhere all of it in one thread: each hop to one costs a wake-up.
-        running: ToolCall | None = None
-        secrets: Mapping[str, str] | None = None
-        if self._reads_inline:
-            draft = prepare()
-            if self._runs_at_once(draft):
-                opened = self._open_at_once(draft, callback_task_token)
-                if opened is None:
-                    opened = await to_thread.run_sync(self._open, draft, callback_task_token)
-                running, secrets = opened
-        else:
-            draft, running, secrets = await to_thread.run_sync(prepare_and_open)
-        if draft.needs_oauth and not interactive and not draft.needs_approval:
+        call = await to_thread.run_sync(record_and_end)
+        return Submitted(call=call, paused=False, agent_result=outcome.for_agent)
+
+    async def _on_store(self, work: Callable[[], _T]) -> _T:
+        """Run ``work`` (a call's checks and first write) where the store makes it cheapest: on the event loop when
+        its reads are local and its write can be made at once (SQLite with no one else writing: the loop shares
+        one interpreter lock with the worker threads, and each hop to one costs a wake-up), else in one worker
+        thread (a write that would wait, every DynamoDB call). ``work`` must raise ``store_busy`` before any write
+        lands, and keep what it read (``_once``), so the thread goes on from there."""
+        if self._store.reads_are_local:
+            try:
+                with self._store.writes_at_once():
+                    return work()
+            except Unavailable as busy:
+                if busy.code != "store_busy":
+                    raise
+        return await to_thread.run_sync(work)
+
+    def _admit_keyed(
+        self, draft: _Draft, callback: str | None, base_url: str | None, key: str | None
+    ) -> Submitted | tuple[ToolCall, Mapping[str, str] | None]:
+        """:meth:`_admit`, after claiming the idempotency key if there is one (a durable write: never at once)."""
+        if key is None:
+            return self._admit(draft, callback, base_url)
+        workspace_id, call_id = draft.principal.workspace_id, new_id(ID_PREFIX)
+        digest = request_digest(draft.service.id, draft.tool_name, getattr(draft.profile, "id", None), draft.arguments)
+        first = self._keys.claim(workspace_id, draft.user_id, key, digest, call_id)
+        if first is not None:
+            try:
+                call = self._calls.find(workspace_id, first)
+            except NotFound:
+                raise Conflict(
+                    "a call with this idempotency key is being made; retry in a moment", code="idempotency_key_in_use"
+                ) from None
+            return Submitted(call=call, paused=not call.is_terminal, replayed=True)
+        try:
+            return self._admit(dataclasses.replace(draft, call_id=call_id), callback, base_url)
+        except Exception:
+            self._keys.release(workspace_id, draft.user_id, key)
+            raise
+
+    def _admit(
+        self, draft: _Draft, callback: str | None, base_url: str | None
+    ) -> Submitted | tuple[ToolCall, Mapping[str, str] | None]:
+        """Record a checked call: about to run (its record and its service's opened credentials), or answered now
+        (cancelled for want of an authorization, run in the background, paused)."""
+        if draft.needs_oauth and not draft.interactive and not draft.needs_approval:
             notice = OAUTH_NOTICE.format(service=draft.service.name)
             error = {"code": "oauth_required", "message": notice}
-            call = await to_thread.run_sync(lambda: self._record(draft, "cancelled", error=error))
-            return Submitted(call=call, paused=False, notice=notice)
-        if running is not None:
-            outcome = await self._steps.call_upstream(running, draft.service, until=until, secrets=secrets)
-
-            def record_and_end() -> ToolCall:  # one hop: the outcome's write, its event, the agent's callback
-                return self._steps.end(self._steps.record(running, outcome))[0]
-
-            call = await to_thread.run_sync(record_and_end)
-            return Submitted(call=call, paused=False, agent_result=outcome.for_agent)
+            return Submitted(call=self._record(draft, "cancelled", error=error), paused=False, notice=notice)
+        if self._runs_at_once(draft):
+            return self._open(draft, callback)
         if not draft.needs_approval and not draft.needs_oauth:
-            return await to_thread.run_sync(lambda: self._run_in_background(draft, callback_task_token))
-        call = await to_thread.run_sync(lambda: self._pause(draft, callback_task_token, base_url))
-        return Submitted(call=call, paused=True)
+            return self._run_in_background(draft, callback)
+        return Submitted(call=self._pause(draft, callback, base_url), paused=True)
 
     def _pause(self, draft: _Draft, callback: str | None, base_url: str | None) -> ToolCall:
         """Record a call that waits for an approval or the user's authorization, and start its workflow."""
@@ -231,26 +267,14 @@ class ToolCallBroker:
 
     def _open(self, draft: _Draft, callback: str | None) -> tuple[ToolCall, Mapping[str, str] | None]:
         """Record a call about to run and open its service's credentials. The record is not synced to disk on its
-        own (SQLite): the outcome's write, durable, syncs it too before the agent is answered. A crash of the
-        process loses neither; only a power cut during the call may forget that it was made, when its agent got no
-        answer either."""
+        own (SQLite: so it can be written at once): the outcome's write, durable, syncs it too before the agent is
+        answered. A crash of the process loses neither; only a power cut during the call may forget that it was
+        made, when its agent got no answer either."""
         running = self._record(draft, "running", callback=callback, durable=False)
         return running, self._secrets_of(draft)
 
     def _secrets_of(self, draft: _Draft) -> Mapping[str, str] | None:
         return None if draft.service.auth.auth_type == "oauth" else self._registry.connection_secrets(draft.service)
-
-    def _open_at_once(self, draft: _Draft, callback: str | None) -> tuple[ToolCall, Mapping[str, str] | None] | None:
-        """:meth:`_open` on the event loop when the store lets it write without waiting; None when it cannot (another
-        write holds the lock, or there is no such store), and then nothing was written."""
-        if self._writes_at_once is None:
-            return None
-        try:
-            with self._writes_at_once():
-                running = self._record(draft, "running", callback=callback, durable=False)
-        except Unavailable:
-            return None
-        return running, self._secrets_of(draft)
 
     def _runs_at_once(self, draft: _Draft) -> bool:
         return not (draft.needs_approval or draft.needs_oauth or self._in_background(draft.service))
@@ -361,7 +385,7 @@ class ToolCallBroker:
         durable: bool = True,
     ) -> ToolCall:
         item: dict[str, Any] = {
-            "id": new_id(ID_PREFIX),
+            "id": draft.call_id or new_id(ID_PREFIX),
             "workspace_id": draft.principal.workspace_id,
             "owner_user_id": draft.user_id,
             "submitted_by_api_key": draft.principal.api_key_id,
@@ -388,6 +412,11 @@ class ToolCallBroker:
         return self._calls.create(item, callback_task_token=callback, durable=durable)
 
     # -- reading ----------------------------------------------------------------------------------------------
+
+    @property
+    def records(self) -> ToolCalls:
+        """The call records (what the audit trail reads)."""
+        return self._calls
 
     def get(self, principal: Principal, call_id: str) -> ToolCall:
         """A call of the caller's workspace, for its owner or a workspace admin."""
@@ -529,3 +558,16 @@ def _check_kept_together(original: dict[str, Any], modified: dict[str, Any]) -> 
             f"{MAX_ARGUMENT_BYTES // 1024} KiB",
             code="invalid_modified_args",
         )
+
+
+def _once(make: Callable[[], _T]) -> Callable[[], _T]:
+    """``make`` run on the first call only; later calls return what it returned (or raise what it raised again by
+    running it again: a failed check keeps nothing)."""
+    made: list[_T] = []
+
+    def get() -> _T:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return get

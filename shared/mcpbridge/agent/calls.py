@@ -128,8 +128,18 @@ class ToolCall:
 class ToolCalls:
     """Reading and moving call records. Every move is conditional on the status it leaves."""
 
-    def __init__(self, store: Store, clock: Clock, secrets: SecretBox, telemetry: Telemetry | None = None) -> None:
-        """``telemetry`` counts calls as they end (``ToolCalls``, by ``outcome``)."""
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        secrets: SecretBox,
+        telemetry: Telemetry | None = None,
+        *,
+        retention_seconds: int = RETENTION_SECONDS,
+    ) -> None:
+        """``telemetry`` counts calls as they end (``ToolCalls``, by ``outcome``); ``retention_seconds``: how long a
+        call's record is kept after it was made (the audit trail)."""
+        self.retention_seconds = retention_seconds
         self._store = store
         self._clock = clock
         self._secrets = secrets
@@ -162,6 +172,10 @@ class ToolCalls:
         calls = [_call_of(self._store.get(Key(i["pk"], i["sk"])) or i) for i in entries]
         waiting = {c.id: c for c in calls if c.status in WAITING.values()}
         return sorted(waiting.values(), key=lambda c: (c.created_at, c.id))
+
+    def every_call(self, workspace_id: str) -> builtins.list[ToolCall]:
+        """Every call record of the workspace still kept (for the audit trail)."""
+        return [_call_of(item) for item in every_item(self._store, f"WS#{workspace_id}", sk_prefix="CALL#")]
 
     def unfinished(self) -> builtins.list[ToolCall]:
         """Every call not in a final status, all workspaces (for recovery after a restart)."""
@@ -208,7 +222,7 @@ class ToolCalls:
             **call_key(record["workspace_id"], record["id"]).as_dict(),
             "created_at": timestamp(now),
             "updated_at": timestamp(now),
-            "expires_at": int(now) + RETENTION_SECONDS,
+            "expires_at": int(now) + self.retention_seconds,
             "version": 1,
         }
         if callback_task_token:

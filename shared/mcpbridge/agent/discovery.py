@@ -37,6 +37,7 @@ import functools
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
@@ -163,6 +164,17 @@ class ResolvedTool:
     definition_hash: str
     policy: ToolPolicy
     """Read fresh for this resolution (``require_approval`` for the broker)."""
+
+
+@dataclass(frozen=True)
+class PublishedTool:
+    """A tool an endpoint publishes, as its caller may call it now (an enabled tool of an enabled service)."""
+
+    function_name: str
+    service: ExternalService
+    tool_name: str
+    definition: dict[str, Any]
+    require_approval: bool
 
 
 @dataclass(frozen=True)
@@ -330,6 +342,46 @@ class AgentCatalog:
             stale=entry.view.stale,
             synced_at=snapshot.get("synced_at"),
         )
+
+    def published(
+        self, principal: Principal, agent: AgentProfile, publishes: Callable[[str, str], bool]
+    ) -> builtins.list[PublishedTool]:
+        """The tools ``publishes(service_id, tool_name)`` keeps among the enabled tools of the enabled services
+        ``agent`` selects (an endpoint's services, see :mod:`mcpbridge.agent.gateway`), named by function name as
+        agents see them (the names come from every tool of every selected service, so none moves when another is
+        switched off or left out)."""
+        require_agent(principal)
+        _require_own(principal, agent)
+        loaded = self._load(principal, agent)
+        names = _function_names(loaded)
+        found: builtins.list[PublishedTool] = []
+        for entry in loaded:
+            service = entry.service
+            if not service.enabled or entry.view.snapshot is None:
+                continue
+            policies = self._policies.of_service(_reader(principal), service.id)
+            for tool in entry.tools:
+                policy = policies.of(tool["name"])
+                if not policy.enabled or not publishes(service.id, tool["name"]):
+                    continue
+                found.append(
+                    PublishedTool(
+                        function_name=_name_in(names, service.id, tool["name"]),
+                        service=service,
+                        tool_name=tool["name"],
+                        definition=tool["definition"],
+                        require_approval=policy.require_approval,
+                    )
+                )
+        return found
+
+    def issue_ref(self, workspace_id: str, service_id: str, tool_name: str, input_schema: dict[str, Any]) -> str:
+        """The ``tool_ref`` of a tool as its schema is now, recorded unless it already is (what ``describe`` gives an
+        agent; a published tool's call gets it here)."""
+        ref = tool_ref(service_id, tool_name, input_schema)
+        if self._store.get(tool_ref_key(workspace_id, ref)) is None:
+            self._record_ref(workspace_id, ref, service_id, tool_name)
+        return ref
 
     # ------------------------------------------------------------------------------------------ resolution
 

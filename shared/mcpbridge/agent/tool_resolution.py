@@ -4,15 +4,19 @@ their catalog snapshots; the broker and the steps ask here instead of wiring the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mcpbridge.agent.discovery import AgentCatalog, ResolvedTool, tool_ref_key
-from mcpbridge.agent.profiles import AgentProfile, AgentProfiles
+from mcpbridge.agent.profiles import AgentProfile, AgentProfiles, require_agent
 from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal, acting_for
 from mcpbridge.domain.tool_names import is_tool_ref
 from mcpbridge.ports import Store
+
+ENDPOINT_PREFIX = "ep_"
+"""The ids of published endpoints, whose calls carry the endpoint's id where an agent's carry its profile's."""
 
 if TYPE_CHECKING:
     from mcpbridge.agent.calls import ToolCall
@@ -27,15 +31,25 @@ class ToolResolution:
         discovery: AgentCatalog,
         profiles: AgentProfiles,
         catalog: ToolCatalog,
+        endpoint_profile: Callable[[str, str], AgentProfile | None] | None = None,
     ) -> None:
+        """``endpoint_profile(workspace_id, endpoint_id)``: the profile a published endpoint's calls run under (its
+        services as the selection; None when there is no such endpoint)."""
         self._store = store
+        self._endpoint_profile = endpoint_profile
         self._registry = registry
         self._discovery = discovery
         self._profiles = profiles
         self._catalog = catalog
 
     def profile(self, principal: Principal, agent_id: str | None) -> AgentProfile:
-        """The agent profile a call runs under (the workspace's default when ``agent_id`` is None)."""
+        """The agent profile a call runs under (the workspace's default when ``agent_id`` is None; for a call made
+        through a published endpoint, the endpoint's)."""
+        if agent_id and agent_id.startswith(ENDPOINT_PREFIX) and self._endpoint_profile is not None:
+            profile = self._endpoint_profile(principal.workspace_id, agent_id)
+            if profile is not None:
+                require_agent(principal)
+                return profile
         return self._profiles.resolve(principal, agent_id)
 
     def resolve(self, principal: Principal, agent_id: str | None, tool_ref: str) -> ResolvedTool:

@@ -140,3 +140,25 @@ def call_reject(api: Api, args: argparse.Namespace) -> None:
         body = api.post(f"{APPROVALS}/{args.call}", json=decision)
         verb = "Rejected"
     emit(args, body, lambda b: print(f"{verb} {b['pending_id']} ({b['service_name']}.{b['tool']})."))
+
+
+AUDIT = "/api/v1/calls"
+_AUDIT_COLUMNS: list[Column] = [
+    ("ID", field("call_id")),
+    ("CREATED", field("created_at")),
+    ("USER", field("user_id")),
+    ("THROUGH", lambda row: row["endpoint_id"] or row["agent_id"] or "default agent"),
+    ("SERVICE", field("service_name")),
+    ("TOOL", field("tool")),
+    ("OUTCOME", field("outcome")),
+    ("APPROVED BY", lambda row: (row["approval"] or {}).get("by") or ""),
+    ("MS", field("duration_ms")),
+]
+_AUDIT_FILTERS = ("since", "until", "user_id", "service_id", "tool", "outcome", "endpoint_id", "agent_id")
+
+
+@command()
+def calls_list(api: Api, args: argparse.Namespace) -> None:
+    params = {name: getattr(args, name) for name in _AUDIT_FILTERS if getattr(args, name) is not None}
+    body = api.every(AUDIT, params)
+    emit(args, body, lambda b: table(b["items"], _AUDIT_COLUMNS, empty="No calls."))

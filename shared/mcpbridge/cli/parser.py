@@ -371,6 +371,12 @@ def _add_kb(commands: Commands) -> None:
 # ---------------------------------------------------------------------------------------------------- endpoints
 
 
+_SERVICE_HELP = (
+    "publish tools of an external MCP service (id or name): SERVICE:tool_a,tool_b, or SERVICE alone for every enabled "
+    "tool (repeat; calls go through the service's policies and approvals)"
+)
+
+
 def _add_endpoints(commands: Commands) -> None:
     actions = _group(commands, "endpoints", "MCP endpoints that publish knowledge bases")
     _leaf(actions, "list", "the workspace's MCP endpoints", "mcpbridge endpoints list", "publishing:endpoints_list")
@@ -390,6 +396,17 @@ def _add_endpoints(commands: Commands) -> None:
     create.add_argument("--rate-limit", type=int, default=60, help="calls per minute, 1 to 6000 (default 60)")
     create.add_argument("--agent", help="the agent profile its tool calls use (agt_...)")
     create.add_argument("--disabled", action="store_true", help="create it disabled")
+    create.add_argument("--service", action="append", metavar="SERVICE[:TOOLS]", help=_SERVICE_HELP)
+    update = _leaf(
+        actions,
+        "update",
+        "change which external services' tools an endpoint publishes",
+        "mcpbridge endpoints update Claude --service github:create_issue,list_issues",
+        "publishing:endpoint_update",
+    )
+    update.add_argument("endpoint", metavar="ENDPOINT", help="the endpoint's id or name")
+    update.add_argument("--service", action="append", metavar="SERVICE[:TOOLS]", help=_SERVICE_HELP)
+    update.add_argument("--no-services", action="store_true", help="publish no external service any more")
     for name, summary in (
         ("show", "one endpoint (never its token)"),
         ("rotate", "issue a new token (the old one stops working at once): prints it once, with the client configs"),
@@ -554,6 +571,26 @@ def _add_calls(commands: Commands) -> None:
     pending.add_argument(
         "--all-workspaces", action="store_true", help="every workspace's waiting calls (a platform admin's key only)"
     )
+    audit = _leaf(
+        actions,
+        "list",
+        "the audit trail: every external tool call kept (agents' and published endpoints'), newest first",
+        "mcpbridge calls list --tool echo --since 2026-12-01T00:00:00Z",
+        "calls:calls_list",
+        details="Arguments are shown as a digest, never their values. An admin key sees the workspace's calls, "
+        "other keys their own.",
+    )
+    for option, name, text in (
+        ("--since", "since", "calls made at or after this ISO 8601 time"),
+        ("--until", "until", "calls made before this ISO 8601 time"),
+        ("--user", "user_id", "calls of this user (id)"),
+        ("--service", "service_id", "calls of this service (svc_...)"),
+        ("--tool", "tool", "calls of this tool (its name at the service)"),
+        ("--outcome", "outcome", "completed, failed, rejected, cancelled, uncertain, or a waiting status"),
+        ("--endpoint", "endpoint_id", "calls made through this published endpoint (ep_...)"),
+        ("--agent", "agent_id", "calls made under this agent profile (agt_...)"),
+    ):
+        audit.add_argument(option, dest=name, help=text)
     show = _leaf(actions, "show", "one tool call", "mcpbridge calls show call_...", "calls:call_show")
     show.add_argument("call", metavar="CALL", help="the call's id")
     approve = _leaf(

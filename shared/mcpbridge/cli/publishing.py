@@ -11,6 +11,7 @@ from typing import Any
 from mcpbridge.cli.api import Api, command
 from mcpbridge.cli.knowledge import kb_id
 from mcpbridge.cli.output import Column, deleted, emit, field, table
+from mcpbridge.cli.services import service_id
 
 ENDPOINTS = "/api/v1/mcp-endpoints"
 _COLUMNS: list[Column] = [
@@ -32,6 +33,18 @@ def _print_endpoint(body: dict[str, Any]) -> None:
     kbs = ", ".join(body["knowledge_base_ids"]) or "every knowledge base"
     print(f"{body['id']}  {body['name']}  ({state}; {kbs}; {body['rate_limit_per_minute']} calls/min)")
     print(f"  tools: {', '.join(body['tools'])}")
+    for published in body.get("services") or []:
+        print(f"  external: {published['service_id']}: {', '.join(published['tools'])}")
+
+
+def _services(api: Api, given: list[str]) -> list[dict[str, Any]]:
+    """``--service SERVICE[:tool,tool]`` options as the API's ``services`` (no tool list: every enabled tool)."""
+    services = []
+    for option in given:
+        reference, _, tools = option.partition(":")
+        names = [name.strip() for name in tools.split(",") if name.strip()] or ["*"]
+        services.append({"service_id": service_id(api, reference.strip()), "tools": names})
+    return services
 
 
 def print_issued(body: dict[str, Any], what: str) -> None:
@@ -70,8 +83,19 @@ def endpoint_create(api: Api, args: argparse.Namespace) -> None:
         request["tools"] = args.tool
     if args.agent is not None:
         request["default_agent_id"] = args.agent
+    if args.service:
+        request["services"] = _services(api, args.service)
     body = api.post(ENDPOINTS, json=request)
     emit(args, body, lambda b: print_issued(b, f"Endpoint {b['id']} ({b['name']}) published"))
+
+
+@command()
+def endpoint_update(api: Api, args: argparse.Namespace) -> None:
+    request: dict[str, Any] = {}
+    if args.no_services or args.service:
+        request["services"] = [] if args.no_services else _services(api, args.service)
+    body = api.put(f"{ENDPOINTS}/{_endpoint_id(api, args.endpoint)}", json=request)
+    emit(args, body, _print_endpoint)
 
 
 @command()

@@ -31,7 +31,7 @@ _TOOL_COLUMNS: list[Column] = [
 ]
 
 
-def _service_id(api: Api, reference: str) -> str:
+def service_id(api: Api, reference: str) -> str:
     return api.resolve(SERVICES, reference, "svc", "service")
 
 
@@ -56,7 +56,7 @@ def services_list(api: Api, args: argparse.Namespace) -> None:
 
 @command()
 def service_show(api: Api, args: argparse.Namespace) -> None:
-    emit(args, api.get(f"{SERVICES}/{_service_id(api, args.service)}"), _print_service)
+    emit(args, api.get(f"{SERVICES}/{service_id(api, args.service)}"), _print_service)
 
 
 def _headers(given: list[str] | None) -> dict[str, str]:
@@ -142,7 +142,7 @@ def service_import(api: Api, args: argparse.Namespace) -> int:
 
 @command(acting_user=True)
 def service_test(api: Api, args: argparse.Namespace) -> int:
-    body = api.post(f"{SERVICES}/{_service_id(api, args.service)}/test")
+    body = api.post(f"{SERVICES}/{service_id(api, args.service)}/test")
 
     def human(result: dict[str, Any]) -> None:
         server = " ".join(part for part in (result["server_name"], result["server_version"]) if part)
@@ -163,7 +163,7 @@ def service_test(api: Api, args: argparse.Namespace) -> int:
 
 @command(acting_user=True)
 def service_refresh(api: Api, args: argparse.Namespace) -> int:
-    body = api.post(f"{SERVICES}/{_service_id(api, args.service)}/metadata/refresh")
+    body = api.post(f"{SERVICES}/{service_id(api, args.service)}/metadata/refresh")
 
     def human(view: dict[str, Any]) -> None:
         snapshot = view["data"]
@@ -184,7 +184,7 @@ def service_refresh(api: Api, args: argparse.Namespace) -> int:
 
 @command(acting_user=True)
 def service_tools(api: Api, args: argparse.Namespace) -> None:
-    body = api.get(f"{SERVICES}/{_service_id(api, args.service)}/tools")
+    body = api.get(f"{SERVICES}/{service_id(api, args.service)}/tools")
     emit(args, body, lambda b: table(b["items"], _TOOL_COLUMNS, empty="The service lists no tools."))
 
 
@@ -200,7 +200,7 @@ def service_policy(api: Api, args: argparse.Namespace) -> None:
         request["enabled"] = args.enabled
     if args.approval is not None:
         request["require_approval"] = args.approval
-    target = _service_id(api, args.service)
+    target = service_id(api, args.service)
     body = api.put(f"{SERVICES}/{target}/tool-approvals/{args.tool}", json=request)
 
     def human(policy: dict[str, Any]) -> None:
@@ -222,7 +222,7 @@ def _read_secret(field_name: str) -> str:
 
 @command()
 def service_credentials(api: Api, args: argparse.Namespace) -> None:
-    target = _service_id(api, args.service)
+    target = service_id(api, args.service)
     api.get(f"{SERVICES}/{target}")  # an unknown service is reported before the secret is asked for
     secret = _read_secret(args.field)  # from the terminal or standard input: nothing else runs meanwhile
     body = api.put(f"{SERVICES}/{target}/credentials", json={args.field: secret})
@@ -231,6 +231,6 @@ def service_credentials(api: Api, args: argparse.Namespace) -> None:
 
 @command()
 def service_delete(api: Api, args: argparse.Namespace) -> None:
-    target = _service_id(api, args.service)
+    target = service_id(api, args.service)
     api.delete(f"{SERVICES}/{target}")
     deleted(args, "service", target)

@@ -37,6 +37,7 @@ Surface = Literal["admin_api", "oauth_callback", "resolutions", "authorization_s
 _SURFACES: dict[Surface, tuple[str, ...]] = {
     "admin_api": (
         "agent_calls",
+        "calls_audit",
         "api_keys",
         "me",
         "users",

@@ -13,6 +13,10 @@ An endpoint accepts its static token, OAuth access tokens of mcpbridge's authori
 (:mod:`mcpbridge.authserver`), or both (``auth_mode``; both by default); its rate limit counts per endpoint or,
 for OAuth callers, per user (``rate_limit_scope``).
 
+An endpoint may also publish tools of the workspace's external MCP services (``services``: each a service id and
+the names of its tools, or ``["*"]`` for every enabled tool); :mod:`mcpbridge.agent.gateway` lists and calls them
+through the agent broker. Publishing them needs ``call_tools`` on the key, as calling them would.
+
 A scoped API key never mints an endpoint with more authority than itself: the endpoint's knowledge bases must lie
 within the key's, and the capabilities its tools need (``catalog.capabilities_for``) within the key's capabilities.
 """
@@ -25,7 +29,7 @@ import builtins
 import enum
 import hmac
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
@@ -67,6 +71,10 @@ ID_PREFIX = "ep"
 DEFAULT_RATE_LIMIT_PER_MINUTE = 60
 MAX_RATE_LIMIT_PER_MINUTE = 6000
 MAX_KNOWLEDGE_BASES = 100
+MAX_SERVICES = 50
+MAX_SERVICE_TOOLS = 200
+ALL_TOOLS = "*"
+SERVICES_CAPABILITY = "call_tools"
 LAST_USED_EVERY_SECONDS = 60
 _WRITE_ATTEMPTS = 5
 
@@ -93,6 +101,20 @@ def endpoint_key(workspace_id: str, endpoint_id: str) -> Key:
 
 
 @dataclass(frozen=True)
+class PublishedService:
+    """An external service an endpoint publishes: ``tools`` names its tools, or is ``("*",)`` for every enabled one."""
+
+    service_id: str
+    tools: tuple[str, ...]
+
+    def publishes(self, tool_name: str) -> bool:
+        return self.tools == (ALL_TOOLS,) or tool_name in self.tools
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"service_id": self.service_id, "tools": list(self.tools)}
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """An endpoint as stored, minus its token hash. The plaintext token exists only in create/rotate responses."""
 
@@ -114,6 +136,8 @@ class Endpoint:
     version: int
     auth_mode: AuthMode = "both"
     rate_limit_scope: RateLimitScope = "endpoint"
+    services: tuple[PublishedService, ...] = ()
+    """External services whose tools the endpoint publishes beside its knowledge tools."""
 
     @property
     def accepts_oauth(self) -> bool:
@@ -156,10 +180,30 @@ class CatalogGroup:
 class EndpointService:
     """Management of a workspace's MCP endpoints (REST) and authentication of their tokens (MCP transport)."""
 
-    def __init__(self, store: Store, clock: Clock, bases: KnowledgeBases) -> None:
+    def __init__(
+        self, store: Store, clock: Clock, bases: KnowledgeBases, service_exists: Callable[[str, str], bool]
+    ) -> None:
+        """``service_exists(workspace_id, service_id)``: whether the workspace has that external service."""
         self._store = store
         self._clock = clock
         self._bases = bases
+        self._service_exists = service_exists
+
+    def _require_services(self, principal: Principal, services: builtins.list[PublishedService]) -> None:
+        """Each published service exists in the workspace (404 naming it), and the key may call external tools."""
+        if services and not principal.scope.allows(SERVICES_CAPABILITY):
+            raise Forbidden(
+                f"publishing external services needs the {SERVICES_CAPABILITY} capability on this API key",
+                code="scope_exceeded",
+                details={"missing_capabilities": [SERVICES_CAPABILITY]},
+            )
+        for published in services:
+            if not self._service_exists(principal.workspace_id, published.service_id):
+                raise NotFound(
+                    f"services: no MCP service {_shown(published.service_id)} in this workspace",
+                    code="service_not_found",
+                    details={"field": "services", "service_id": _shown(published.service_id)},
+                )
 
     def _clean_agent(self, workspace_id: str, agent_id: str | None) -> str | None:
         """None or blank: no default agent; otherwise an agent profile of the workspace (404 if there is none)."""
@@ -218,6 +262,7 @@ class EndpointService:
         rate_limit_per_minute: int = 0,
         auth_mode: str = "both",
         rate_limit_scope: str = "endpoint",
+        services: Iterable[Any] = (),
     ) -> tuple[Endpoint, str]:
         """A new endpoint and its token's plaintext (shown once). ``tools=None``: the default tools the key may
         publish; ``rate_limit_per_minute=0``: the default (60)."""
@@ -229,8 +274,10 @@ class EndpointService:
         mode, rate_scope = _clean_auth_mode(auth_mode), _clean_rate_scope(rate_limit_scope)
         agent = self._clean_agent(principal.workspace_id, default_agent_id)
         kb_ids = _clean_kb_ids(knowledge_base_ids)
+        published = _clean_services(services)
         _require_covers(principal, kb_ids, chosen_tools)
         self._require_bases(principal, kb_ids)
+        self._require_services(principal, published)
         now = timestamp(self._clock.now())
         issued = credentials.issue(credentials.ENDPOINT_TOKEN_PREFIX)
         endpoint = Endpoint(
@@ -250,6 +297,7 @@ class EndpointService:
             version=1,
             auth_mode=mode,
             rate_limit_scope=rate_scope,
+            services=tuple(published),
         )
         item = _item_of(endpoint, issued.sha256)
         item["created_by"] = principal.user_id
@@ -272,6 +320,7 @@ class EndpointService:
         rate_limit_per_minute: int | Unset = UNSET,
         auth_mode: str | Unset = UNSET,
         rate_limit_scope: str | Unset = UNSET,
+        services: Iterable[Any] | Unset = UNSET,
         expected_version: int | None = None,
     ) -> Endpoint:
         """Change the given fields (validated as on create). The result must stay within the key's authority.
@@ -282,10 +331,13 @@ class EndpointService:
         _require_writer(principal)
         given: dict[str, Any] = {"name": name, "description": description, "enabled": enabled, "tools": tools}
         given |= {"rate_limit_per_minute": rate_limit_per_minute, "knowledge_base_ids": knowledge_base_ids}
-        given |= {"auth_mode": auth_mode, "rate_limit_scope": rate_limit_scope}
+        given |= {"auth_mode": auth_mode, "rate_limit_scope": rate_limit_scope, "services": services}
         changes: dict[str, Any] = {f: _CLEANERS[f](v) for f, v in given.items() if not isinstance(v, Unset)}
         if not isinstance(default_agent_id, Unset):
             changes["default_agent_id"] = self._clean_agent(principal.workspace_id, default_agent_id)
+        if "services" in changes:
+            self._require_services(principal, changes["services"])
+            changes["services"] = tuple(changes["services"])
         bases_checked = False
 
         def attempt() -> Endpoint:
@@ -305,6 +357,8 @@ class EndpointService:
             if not effective:
                 return current
             effective |= {"updated_at": timestamp(self._clock.now()), "version": current.version + 1}
+            if "services" in effective:
+                effective["services"] = [published.as_dict() for published in effective["services"]]
             # Changed under us: merged onto the newer version in the next round, unless the caller pinned one.
             with refusing_when(gone=_not_found, pinned=_version_conflict if expected_version is not None else None):
                 item = self._store.update(
@@ -540,6 +594,37 @@ def _clean_rate_scope(scope: str) -> RateLimitScope:
     )
 
 
+def _clean_services(services: Iterable[Any]) -> list[PublishedService]:
+    """``[{"service_id": ..., "tools": [...] | ["*"]}]``, each service once; a bad shape is refused naming its place."""
+    if isinstance(services, (str, bytes, Mapping)):
+        raise _bad_services("services must be a list of {service_id, tools} objects")
+    cleaned: dict[str, PublishedService] = {}
+    for index, entry in enumerate(services):
+        where = f"services[{index}]"
+        if not isinstance(entry, Mapping) or set(entry) - {"service_id", "tools"}:
+            raise _bad_services(f"{where} must be an object with service_id and tools only")
+        service_id, tools = entry.get("service_id"), entry.get("tools")
+        if not isinstance(service_id, str) or not service_id.strip() or len(service_id) > 128:
+            raise _bad_services(f"{where}.service_id must be a service id (a string, svc_...)")
+        if not isinstance(tools, list) or not tools or not all(isinstance(t, str) and t.strip() for t in tools):
+            raise _bad_services(f'{where}.tools must be a non-empty list of tool names, or ["*"]')
+        names = tuple(dict.fromkeys(t.strip() for t in tools))
+        if ALL_TOOLS in names and len(names) > 1:
+            raise _bad_services(f'{where}.tools: "*" stands alone (every enabled tool)')
+        if len(names) > MAX_SERVICE_TOOLS or any(len(n) > 256 for n in names):
+            raise _bad_services(f"{where}.tools: at most {MAX_SERVICE_TOOLS} names of at most 256 characters")
+        if service_id.strip() in cleaned:
+            raise _bad_services(f"{where}.service_id {service_id.strip()} is listed twice")
+        cleaned[service_id.strip()] = PublishedService(service_id.strip(), names)
+    if len(cleaned) > MAX_SERVICES:
+        raise _bad_services(f"an endpoint publishes at most {MAX_SERVICES} services")
+    return list(cleaned.values())
+
+
+def _bad_services(message: str) -> InvalidInput:
+    return InvalidInput(message, code="invalid_services", details={"field": "services"})
+
+
 def _clean_kb_ids(kb_ids: Iterable[str]) -> list[str]:
     cleaned = list(dict.fromkeys(k.strip() for k in kb_ids if k and k.strip()))
     if len(cleaned) > MAX_KNOWLEDGE_BASES:
@@ -558,6 +643,7 @@ _CLEANERS: dict[str, Any] = {
     "knowledge_base_ids": _clean_kb_ids,
     "auth_mode": _clean_auth_mode,
     "rate_limit_scope": _clean_rate_scope,
+    "services": _clean_services,
 }
 """How ``update`` cleans each field it is given (as ``create`` does)."""
 
@@ -620,6 +706,7 @@ def _item_of(endpoint: Endpoint, sha256: str) -> Item:
         "version": endpoint.version,
         "auth_mode": endpoint.auth_mode,
         "rate_limit_scope": endpoint.rate_limit_scope,
+        "services": [published.as_dict() for published in endpoint.services],
     }
 
 
@@ -641,4 +728,8 @@ def _endpoint_of(item: Item) -> Endpoint:
         version=int(item.get("version", 1)),
         auth_mode=_clean_auth_mode(item.get("auth_mode") or "both"),
         rate_limit_scope=_clean_rate_scope(item.get("rate_limit_scope") or "endpoint"),
+        services=tuple(
+            PublishedService(str(entry["service_id"]), tuple(entry.get("tools") or ()))
+            for entry in item.get("services") or ()
+        ),
     )

@@ -11,8 +11,10 @@ condition into ``ConditionFailed`` carrying the current item, without a second r
 from __future__ import annotations
 
 import math
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -140,6 +142,7 @@ class DynamoStore:
         self._client = client
         self._table = table_name
         self._clock = clock
+        self._at_once = threading.local()
 
     def _now(self) -> int:
         return math.floor(self._clock.now())
@@ -365,7 +368,18 @@ class DynamoStore:
             current = raw if is_live(raw, self._clock.now()) else None
             raise ConditionFailed(condition.name, current) from None
 
+    @contextmanager
+    def writes_at_once(self) -> Iterator[None]:
+        """Every write is a call over the network, which waits: in the block, each one raises ``store_busy``."""
+        self._at_once.active = True
+        try:
+            yield
+        finally:
+            self._at_once.active = False
+
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+        if operation in _WRITES and getattr(self._at_once, "active", False):
+            raise Unavailable("a DynamoDB write waits for the network, so not at once", code="store_busy")
         try:
             response: dict[str, Any] = getattr(self._client, operation)(**kwargs)
         except ClientError as exc:
@@ -376,6 +390,8 @@ class DynamoStore:
             raise Unavailable(f"DynamoDB cannot be reached ({type(exc).__name__})", code="store_unavailable") from exc
         return response
 
+
+_WRITES = frozenset({"put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item"})
 
 _UNAVAILABLE_CODES = frozenset(
     {

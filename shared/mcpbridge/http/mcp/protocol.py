@@ -98,9 +98,11 @@ class ServerIdentity:
 class ToolServer(Protocol):
     """What a published endpoint offers one request: its tools (as ``tools/list`` gives them) and calls."""
 
-    def tools(self) -> list[dict[str, Any]]: ...
+    def tools(self) -> Awaitable[list[dict[str, Any]]]: ...
 
-    def call(self, name: str, arguments: dict[str, Any], *, modern: bool) -> Awaitable[dict[str, Any]]:
+    def call(
+        self, name: str, arguments: dict[str, Any], *, modern: bool, meta: Mapping[str, Any] | None = None
+    ) -> Awaitable[dict[str, Any]]:
         """A ``CallToolResult`` (its wire form); raises :class:`JsonRpcError` for a call the era refuses."""
         ...
 
@@ -244,10 +246,10 @@ async def _handshake_result(message: Message, identity: ServerIdentity, served: 
         return {}
     if method == "tools/list":
         listing_params(params, handshake_meta)
-        return {"tools": server.tools()}
+        return {"tools": await server.tools()}
     if method == "tools/call":
         name, arguments = call_params(params, handshake_meta, modern=False)
-        return await server.call(name, arguments, modern=False)
+        return await server.call(name, arguments, modern=False, meta=_meta_of(params))
     if (primitives := served.serves(method)) is not None:
         return await primitives.answer(method, params, handshake_meta, modern=False)
     raise JsonRpcError(METHOD_NOT_FOUND, "Method not found", method)
@@ -376,10 +378,10 @@ async def _modern_result(message: Message, identity: ServerIdentity, served: Ser
     method, params, server = message.method, message.params, served.tools
     if method == "tools/list":
         listing_params(params, modern_meta)
-        return {**_CACHE_HINT, "tools": server.tools()}
+        return {**_CACHE_HINT, "tools": await server.tools()}
     if method == "tools/call":
         name, arguments = call_params(params, modern_meta, modern=True)
-        return dict(await server.call(name, arguments, modern=True))
+        return dict(await server.call(name, arguments, modern=True, meta=_meta_of(params)))
     if method == "server/discover":
         request_params(params, modern_meta)
         return {
@@ -392,3 +394,9 @@ async def _modern_result(message: Message, identity: ServerIdentity, served: Ser
         result = await primitives.answer(method, params, modern_meta, modern=True)
         return {**_CACHE_HINT, **result} if method in CACHED_LISTINGS else result
     raise JsonRpcError(METHOD_NOT_FOUND, "Method not found", method)
+
+
+def _meta_of(params: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """A request's ``_meta`` (checked by the era's rules already), for what a tool call reads of it."""
+    meta = (params or {}).get("_meta")
+    return meta if isinstance(meta, Mapping) else None

@@ -15,10 +15,14 @@ checked by :func:`~mcpbridge.http.store_reads.store_read`: on the event loop whe
 goes to the protocol, and a tool call takes one worker thread for the rate limit, the use record and the tool.
 """
 
+# Over 400 lines: the endpoint's HTTP checks and the tools one request may call (its own and published ones) share
+# the request's authority.
+
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,8 +35,9 @@ from starlette.types import Receive, Scope, Send
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
+from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
-from mcpbridge.errors import Forbidden, MCPBridgeError, Unauthenticated
+from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, Unauthenticated
 from mcpbridge.http.mcp import protocol
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
 from mcpbridge.http.mcp.primitives import Primitives
@@ -43,6 +48,10 @@ from mcpbridge.http.store_reads import store_read
 from mcpbridge.publishing.endpoints import Endpoint
 
 log = logging.getLogger("mcpbridge.mcp")
+
+CHECK_CALL = "check_call"
+IDEMPOTENCY_META = "io.mcpbridge/idempotency-key"
+"""The ``_meta`` key of a ``tools/call`` of a published external tool that makes retries return the first call."""
 
 ENDPOINT_STATE = "mcpbridge.endpoint"
 # Query parameters that would carry a credential: refused, since URLs end up in logs and histories.
@@ -117,6 +126,10 @@ class McpEndpointApp:
         self._container = container
         self._allowed_of: _Allowed | None = None
 
+    @property
+    def container(self) -> Container:
+        return self._container
+
     # ------------------------------------------------------------------------------------------ HTTP
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -138,10 +151,9 @@ class McpEndpointApp:
     async def answer(self, scope: Scope, receive: Receive, send: Send, authority: Authority, body: bytes) -> None:
         """The protocol's answer to an admitted request, sent."""
         headers = protocol.Headers(scope["headers"])
+        tools = EndpointTools(self, authority, _base_url(scope))
         primitives = Primitives(self._container, authority.access, authority.tools, lambda: self.admit(authority))
-        reply = await protocol.answer(
-            scope["method"], headers, body, IDENTITY, EndpointTools(self, authority), primitives
-        )
+        reply = await protocol.answer(scope["method"], headers, body, IDENTITY, tools, primitives)
         await send_reply(reply, send)
 
     def _preflight(self, request: Request) -> Response:
@@ -253,17 +265,19 @@ class McpEndpointApp:
         self._container.endpoints.touch(authority.endpoint)
         return None
 
+    def admit_call(self, authority: Authority) -> dict[str, Any] | None:
+        """The rate limit and the use record of one tool call (blocking): an error result when it is over the limit."""
+        wait = self.admit(authority)
+        if wait is None:
+            return None
+        return error_result("rate_limited", f"rate limit exceeded for this endpoint; retry in {wait} s", 429)
+
     def run_tool(self, authority: Authority, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """One tool call of an admitted request, in a worker thread: the rate limit, the use record, the tool."""
         container, endpoint = self._container, authority.endpoint
-        decision = container.rate_limiter.hit(authority.rate_key, endpoint.rate_limit_per_minute)
-        if not decision.allowed:
-            return error_result(
-                "rate_limited",
-                f"rate limit exceeded for this endpoint; retry in {decision.retry_after_seconds} s",
-                429,
-            )
-        container.endpoints.touch(endpoint)
+        refused = self.admit_call(authority)
+        if refused is not None:
+            return refused
         if authority.user_id is not None:
             log.info("tool %s on endpoint %s, as user %s (OAuth)", name, endpoint.id, authority.user_id)
         context = ToolContext(container, authority.access, endpoint.id, authority.user_id)
@@ -278,24 +292,93 @@ class McpEndpointApp:
 
 
 class EndpointTools:
-    """The tools one request may see and call (:class:`~mcpbridge.http.mcp.protocol.ToolServer`)."""
+    """The tools one request may see and call (:class:`~mcpbridge.http.mcp.protocol.ToolServer`): the knowledge tools
+    of its endpoint and, where the endpoint publishes external services, their tools and ``check_call``
+    (:mod:`mcpbridge.agent.gateway`)."""
 
-    __slots__ = ("_app", "_authority")
+    __slots__ = ("_app", "_authority", "_base_url")
 
-    def __init__(self, app: McpEndpointApp, authority: Authority) -> None:
+    def __init__(self, app: McpEndpointApp, authority: Authority, base_url: str = "") -> None:
         self._app = app
         self._authority = authority
+        self._base_url = base_url
 
-    def tools(self) -> list[dict[str, Any]]:
-        return [TOOLS[name] for name in self._authority.tools if name in TOOLS]
+    async def tools(self) -> list[dict[str, Any]]:
+        own = [TOOLS[name] for name in self._authority.tools if name in TOOLS]
+        if not self._authority.endpoint.services:
+            return own
+        try:
+            published = await anyio.to_thread.run_sync(self._published)
+        except MCPBridgeError as exc:  # the knowledge tools stay listed; the external ones come back next time
+            log.warning("published tools of endpoint %s unavailable: %s", self._authority.endpoint.id, exc.code)
+            return own
+        return own + published
 
-    async def call(self, name: str, arguments: dict[str, Any], *, modern: bool) -> dict[str, Any]:
-        if name not in self._authority.tools or name not in SPECS_BY_NAME:
-            # Every version's spec (2024-11-05 on) has an unknown tool as a protocol error, -32602; a tool this
-            # caller may not use is not listed to it, so it is unknown alike.
-            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-        # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
-        return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments)
+    def _published(self) -> list[dict[str, Any]]:
+        container, authority = self._app.container, self._authority
+        publication = container.publication_of(authority.endpoint)
+        return container.gateway.tools(publication, self._caller())
+
+    def _caller(self) -> Principal:
+        from mcpbridge.agent.gateway import caller
+
+        endpoint = self._authority.endpoint
+        return caller(endpoint.workspace_id, endpoint.id, self._authority.user_id)
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, modern: bool, meta: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        if name in self._authority.tools and name in SPECS_BY_NAME:
+            # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
+            return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments)
+        if self._authority.endpoint.services:
+            key = (meta or {}).get(IDEMPOTENCY_META)
+            answered = await self._gateway_call(name, arguments, key if isinstance(key, str) else None)
+            if answered is not None:
+                return answered
+        # Every version's spec (2024-11-05 on) has an unknown tool as a protocol error, -32602; a tool this caller
+        # may not use is not listed to it, so it is unknown alike.
+        raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+
+    async def _gateway_call(self, name: str, arguments: dict[str, Any], key: str | None) -> dict[str, Any] | None:
+        """A call of a published external tool or of ``check_call``; None when ``name`` is neither."""
+        container, authority = self._app.container, self._authority
+        gateway, principal = container.gateway, self._caller()
+        publication = container.publication_of(authority.endpoint)
+
+        def admit() -> dict[str, Any] | tuple[Any, str] | None:
+            if name == CHECK_CALL:
+                return self._app.admit_call(authority) or gateway.check(
+                    publication, principal, arguments, self._base_url
+                )
+            found = gateway.find(publication, principal, name)
+            if found is None:
+                return None
+            return self._app.admit_call(authority) or (found[0], found[1])
+
+        try:
+            admitted = await anyio.to_thread.run_sync(admit)
+            if not isinstance(admitted, tuple):
+                return admitted
+            if authority.user_id is not None:
+                log.info(
+                    "external tool %s on endpoint %s, as user %s (OAuth)",
+                    name,
+                    authority.endpoint.id,
+                    authority.user_id,
+                )
+            return await gateway.call(publication, principal, admitted[1], arguments, self._base_url, key)
+        except Conflict as exc:
+            if exc.code == "idempotency_key_reused":  # the request is at fault, as a JSON-RPC error
+                raise JsonRpcError(INVALID_PARAMS, exc.message) from None
+            return error_result(exc.code, exc.message, exc.status)
+        except MCPBridgeError as exc:
+            return error_result(exc.code, exc.message, exc.status)
+
+
+def _base_url(scope: Scope) -> str:
+    """The request's base URL (scheme, host and root path), for links in answers."""
+    return str(Request(scope).base_url).rstrip("/")
 
 
 async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:

@@ -7,10 +7,10 @@ AWS, passes ``callback_task_token`` to be resumed by Step Functions when the cal
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from anyio import to_thread
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.agent.calls import ToolCall
@@ -76,7 +76,20 @@ class PendingList(BaseModel):
     responses={**problems(404, 409, 502), 202: {"description": "The call waits for an approval or an authorization."}},
 )
 async def submit_tool_call(
-    body: ToolCallIn, principal: CurrentPrincipal, broker: BrokerDep, request: Request, response: Response
+    body: ToolCallIn,
+    principal: CurrentPrincipal,
+    broker: BrokerDep,
+    request: Request,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=255,
+            description="Retrying with the same key and body returns the first call (the tool never runs twice); "
+            "the same key with another body is 409. Keys expire with their call.",
+        ),
+    ] = None,
 ) -> SubmittedOut:
     """Calls an external tool by `tool_ref`, its arguments checked against the tool's schema and policy. 200 with the
     outcome when it ran at once; 202 with the pending call when it waits for a person's approval or the user's OAuth
@@ -92,6 +105,7 @@ async def submit_tool_call(
         interactive=body.interactive,
         callback_task_token=body.callback_task_token,
         base_url=str(request.base_url).rstrip("/"),
+        idempotency_key=idempotency_key,
     )
     if submitted.paused:
         response.status_code = 202

@@ -25,6 +25,20 @@ TOKEN_ENV_VAR = "MCPBRIDGE_TOKEN"  # noqa: S105 - the name of an environment var
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1"})
 
 
+class PublishedServiceIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    service_id: str = Field(min_length=1, max_length=128, description="An MCP service of the workspace.")
+    tools: list[str] = Field(
+        min_length=1, max_length=200, description='Its tools to publish, by name, or `["*"]` for every enabled tool.'
+    )
+
+
+class PublishedServiceOut(BaseModel):
+    service_id: str
+    tools: list[str]
+
+
 class EndpointIn(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -59,6 +73,11 @@ class EndpointIn(BaseModel):
         default="endpoint",
         description="What the rate limit counts: all calls to the endpoint, or each OAuth user's calls apart.",
     )
+    services: list[PublishedServiceIn] = Field(
+        default_factory=list,
+        description="External MCP services whose tools the endpoint publishes beside its knowledge tools (calls go "
+        "through the same policies, approvals and records as agent calls).",
+    )
 
 
 class EndpointPatch(BaseModel):
@@ -75,6 +94,7 @@ class EndpointPatch(BaseModel):
     rate_limit_per_minute: int | None = None
     auth_mode: Literal["both", "oauth", "static"] | None = None
     rate_limit_scope: Literal["endpoint", "user"] | None = None
+    services: list[PublishedServiceIn] | None = None
 
     @model_validator(mode="after")
     def _only_agent_is_nullable(self) -> EndpointPatch:
@@ -84,7 +104,10 @@ class EndpointPatch(BaseModel):
         return self
 
     def changes(self) -> dict[str, Any]:
-        return {field: getattr(self, field) for field in self.model_fields_set}
+        changes = {field: getattr(self, field) for field in self.model_fields_set}
+        if self.services is not None:
+            changes["services"] = [published.model_dump() for published in self.services]
+        return changes
 
 
 class EndpointOut(BaseModel):
@@ -105,6 +128,7 @@ class EndpointOut(BaseModel):
     version: int
     auth_mode: Literal["both", "oauth", "static"]
     rate_limit_scope: Literal["endpoint", "user"]
+    services: list[PublishedServiceOut]
 
     @classmethod
     def of(cls, endpoint: Endpoint) -> EndpointOut:
@@ -124,6 +148,7 @@ class EndpointOut(BaseModel):
             version=endpoint.version,
             auth_mode=endpoint.auth_mode,
             rate_limit_scope=endpoint.rate_limit_scope,
+            services=[PublishedServiceOut(**published.as_dict()) for published in endpoint.services],
         )
 
 
@@ -223,6 +248,7 @@ def create_endpoint(
         rate_limit_per_minute=body.rate_limit_per_minute,
         auth_mode=body.auth_mode,
         rate_limit_scope=body.rate_limit_scope,
+        services=[published.model_dump() for published in body.services],
     )
     return _issued(endpoint, token, settings.public_base_url, request, response)
 

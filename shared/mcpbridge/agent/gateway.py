@@ -1,0 +1,211 @@
+"""Gateway mode: the tools of external MCP services that a published endpoint publishes, listed and called there.
+
+* **Names.** A published tool is listed under its agent function name, ``mcp_<service>_<tool>_<hash8>``
+  (:mod:`mcpbridge.domain.tool_names`): lower case, at most 64 characters, the hash over the service id and the
+  tool's own name, so a name never changes while the service keeps its name and never collides with a knowledge
+  tool (none starts with ``mcp_``) or another published tool. Descriptions carry the agent catalog's untrusted-data
+  prefix ``[MCP Service: <name> (external)]``; schemas and annotations are the service's (its ``outputSchema`` is
+  left out: a paused call answers with a notice, not the tool's structured output). A catalog refresh reaches the
+  list on its next request: nothing is cached here.
+* **Who a call runs as.** A caller signed in with OAuth runs as their user (their own OAuth tokens for OAuth
+  services; a missing authorization pauses the call with its consent URL). A caller with the endpoint's static
+  token runs as the endpoint's own identity, ``endpoint:<endpoint id>``, with the workspace's service credentials;
+  it has no user to authorize an OAuth service, so such a call ends with a notice to sign in with OAuth instead.
+* **Every call goes through the agent broker** (:class:`~mcpbridge.agent.broker.ToolCallBroker`): per-tool enable
+  and approval policy, arguments checked against the tool's pinned schema, the call's record, the SSRF guard, the
+  uncertain-outcome rule. Its record carries the endpoint's id as its ``agent_id``; rechecks before the tool runs
+  judge it by the endpoint's services as they are then.
+* **Pauses** (handshake-era clients). A call that waits for a person answers at once with a tool result that is not
+  an error (the call was accepted: a client must not make it again): ``status``, ``call_id``, ``approval_url``
+  (the console's page for it, absolute from the request's base URL) or ``authorization_url`` (for the user's own
+  OAuth consent), and a note naming ``check_call``. ``check_call`` (offered only by endpoints that publish external
+  tools) answers the tool's result once the call has run, the same notice while it still waits, and an error result
+  naming the reason after a rejection, a timeout or a failure. Only the caller who made a call may check it, through
+  the endpoint that made it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from mcpbridge.agent.calls import ToolCall
+from mcpbridge.agent.discovery import AgentCatalog, PublishedTool, description_prefix
+from mcpbridge.agent.profiles import AgentProfile
+from mcpbridge.domain.identity import Principal, Scope
+from mcpbridge.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from mcpbridge.agent.broker import ToolCallBroker
+
+CHECK_CALL: Final = "check_call"
+APPROVAL_PAGE: Final = "/console/approvals/{pending_id}"
+ENDPOINT_IDENTITY: Final = "endpoint:{endpoint_id}"
+_WAITING: Final = frozenset({"awaiting_approval", "awaiting_oauth", "approved", "ready", "running"})
+
+CHECK_CALL_TOOL: Final[dict[str, Any]] = {
+    "annotations": {
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+        "readOnlyHint": True,
+        "title": "Check a paused call",
+    },
+    "description": (
+        "A call of an external tool that needed a person's approval (or your authorization) answered with a "
+        "call_id. Give that call_id here: you get the tool's result once the call has run, the same waiting notice "
+        "while it still waits, or an error naming why it did not run (rejected, timed out)."
+    ),
+    "inputSchema": {
+        "properties": {"call_id": {"description": "The call_id a paused call answered.", "type": "string"}},
+        "required": ["call_id"],
+        "type": "object",
+    },
+    "name": CHECK_CALL,
+    "title": "Check a paused call",
+}
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What one endpoint publishes of the external services: for each service id, its tool names (``("*",)``: every
+    enabled tool)."""
+
+    endpoint_id: str
+    workspace_id: str
+    name: str
+    services: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def publishes(self, service_id: str, tool_name: str) -> bool:
+        for published, tools in self.services:
+            if published == service_id:
+                return tools == ("*",) or tool_name in tools
+        return False
+
+    @property
+    def profile(self) -> AgentProfile:
+        """The endpoint's calls run under a profile that selects its services (default timeouts)."""
+        return AgentProfile(
+            id=self.endpoint_id,
+            workspace_id=self.workspace_id,
+            name=self.name,
+            mcp_selection_mode="selected",
+            mcp_services=tuple(service_id for service_id, _ in self.services),
+        )
+
+
+def caller(workspace_id: str, endpoint_id: str, user_id: str | None) -> Principal:
+    """Who a call through the endpoint runs as: the OAuth user, or the endpoint's own identity (static token)."""
+    return Principal(workspace_id, user_id or ENDPOINT_IDENTITY.format(endpoint_id=endpoint_id), "", "viewer", Scope())
+
+
+def listed(tool: PublishedTool) -> dict[str, Any]:
+    """A published tool as ``tools/list`` gives it."""
+    definition = tool.definition
+    entry: dict[str, Any] = {
+        "description": description_prefix(tool.service.name) + str(definition.get("description") or ""),
+        "inputSchema": dict(definition.get("inputSchema") or {"type": "object"}),
+        "name": tool.function_name,
+    }
+    if definition.get("title"):
+        entry["title"] = definition["title"]
+    if isinstance(definition.get("annotations"), dict):
+        entry["annotations"] = definition["annotations"]
+    return entry
+
+
+class Gateway:
+    def __init__(self, catalog: AgentCatalog, broker: Callable[[], ToolCallBroker]) -> None:
+        self._catalog = catalog
+        self._broker = broker
+
+    def tools(self, publication: Publication, principal: Principal) -> list[dict[str, Any]]:
+        """The published tools the caller may call now, then ``check_call`` (blocking: store reads)."""
+        found = self._catalog.published(principal, publication.profile, publication.publishes)
+        return [*(listed(tool) for tool in found), CHECK_CALL_TOOL]
+
+    def find(self, publication: Publication, principal: Principal, name: str) -> tuple[PublishedTool, str] | None:
+        """The published tool listed as ``name`` and its ``tool_ref`` (recorded), or None (blocking)."""
+        if not name.startswith("mcp_"):
+            return None
+        for tool in self._catalog.published(principal, publication.profile, publication.publishes):
+            if tool.function_name == name:
+                schema = dict(tool.definition.get("inputSchema") or {})
+                ref = self._catalog.issue_ref(principal.workspace_id, tool.service.id, tool.tool_name, schema)
+                return tool, ref
+        return None
+
+    async def call(
+        self,
+        publication: Publication,
+        principal: Principal,
+        tool_ref: str,
+        arguments: Mapping[str, Any],
+        base_url: str,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Call a published tool through the broker: its result, or the notice of a call that waits. With an
+        idempotency key used before for the same call: that call as it stands (its result, once it ran)."""
+        submitted = await self._broker().submit(
+            principal,
+            tool_ref=tool_ref,
+            arguments=arguments,
+            agent_id=publication.endpoint_id,
+            interactive=not principal.user_id.startswith("endpoint:"),
+            base_url=base_url,
+            idempotency_key=idempotency_key,
+        )
+        call = submitted.call
+        if submitted.agent_result is not None and call.status == "completed":
+            return submitted.agent_result
+        return self._answer(call, principal, base_url, notice=submitted.notice)
+
+    def check(self, publication: Publication, principal: Principal, arguments: Mapping[str, Any], base_url: str) -> Any:
+        """``check_call``: a call of this caller through this endpoint, as it stands (blocking: a store read)."""
+        call_id = arguments.get("call_id")
+        if not isinstance(call_id, str) or not call_id.strip():
+            raise InvalidInput("call_id is required (the call_id a paused call answered)", code="missing_argument")
+        call = self._broker().get(principal, call_id.strip())
+        if call.agent_id != publication.endpoint_id:
+            raise NotFound("no such tool call", code="pending_not_found")
+        return self._answer(call, principal, base_url)
+
+    def _answer(
+        self, call: ToolCall, principal: Principal, base_url: str, *, notice: str | None = None
+    ) -> dict[str, Any]:
+        if call.status == "completed":
+            return dict(call.result or {"content": [], "isError": False})
+        if call.status in _WAITING:
+            return _waiting(call, base_url, self._broker().authorization_url(call, principal))
+        error = call.error or {}
+        reason = str(error.get("message") or notice or call.status)
+        data = {"call_id": call.id, "status": call.status, "reason": reason, "code": error.get("code", call.status)}
+        return _result(data, f"The call did not run: {call.status} ({reason}).", is_error=True)
+
+
+def _waiting(call: ToolCall, base_url: str, authorization_url: str | None) -> dict[str, Any]:
+    data: dict[str, Any] = {"call_id": call.id, "status": call.status}
+    if call.status == "awaiting_oauth":
+        data["authorization_url"] = authorization_url
+        text = "This call waits for your authorization of the service: open authorization_url"
+    elif call.status == "awaiting_approval":
+        data["approval_url"] = base_url.rstrip("/") + APPROVAL_PAGE.format(pending_id=call.id)
+        text = "This call waits for a person's approval (approval_url)"
+    else:
+        text = "This call was approved and is running"
+    if call.deadline_at is not None:
+        data["deadline_at"] = call.deadline_at
+    text += f". Call {CHECK_CALL} with call_id {call.id} for its result."
+    return _result(data, text, is_error=False)
+
+
+def _result(data: dict[str, Any], text: str, *, is_error: bool) -> dict[str, Any]:
+    body = json.dumps(data, ensure_ascii=False, indent=2)
+    return {"content": [{"text": f"{text}\n{body}", "type": "text"}], "isError": is_error, "structuredContent": data}
+
+
+def publication_of(endpoint_id: str, workspace_id: str, name: str, services: Sequence[Any]) -> Publication:
+    """A :class:`Publication` from an endpoint's ``services`` (objects with ``service_id`` and ``tools``)."""
+    return Publication(endpoint_id, workspace_id, name, tuple((s.service_id, tuple(s.tools)) for s in services))

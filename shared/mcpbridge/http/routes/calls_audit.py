@@ -1,0 +1,62 @@
+"""``GET /api/v1/calls``: the audit trail of external tool calls, agent and gateway alike
+(:mod:`mcpbridge.agent.audit`), newest first, filtered and paged by the REST convention."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+from fastapi import APIRouter, Query
+from pydantic import BaseModel
+
+from mcpbridge.agent.audit import CallAudit, CallFilters
+from mcpbridge.agent.profiles import require_agent_or_approver
+from mcpbridge.http.auth import CurrentPrincipal
+from mcpbridge.http.deps import BrokerDep
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
+
+router = APIRouter(prefix="/api/v1/calls", tags=["calls"])
+
+
+class AuditEntries(BaseModel):
+    items: list[dict[str, Any]]
+    next_cursor: str | None = next_cursor_field()
+
+
+def _filter(description: str) -> Any:
+    return Query(default=None, max_length=256, description=description)
+
+
+@router.get("", operation_id="listCalls", summary="Audit the external tool calls")
+async def list_calls(
+    principal: CurrentPrincipal,
+    broker: BrokerDep,
+    since: str | None = _filter("Calls made at or after this ISO 8601 time."),
+    until: str | None = _filter("Calls made before this ISO 8601 time."),
+    user_id: str | None = _filter("Calls of this user (admin keys only; others see their own)."),
+    service_id: str | None = _filter("Calls of this MCP service."),
+    tool: str | None = _filter("Calls of this tool (its name at the service)."),
+    outcome: str | None = _filter("Calls in this status: completed, failed, rejected, cancelled, uncertain..."),
+    endpoint_id: str | None = _filter("Calls made through this published endpoint."),
+    agent_id: str | None = _filter("Calls made under this agent profile."),
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> AuditEntries:
+    """Every external tool call kept (agents' and published endpoints'), newest first: who called, through which
+    endpoint or agent, the tool, a digest of the arguments (never their values), the approval, the outcome and its
+    timings. `since` (inclusive) and `until` (exclusive) are ISO 8601 times. Admin keys see the workspace's calls,
+    other keys their own."""
+    if not principal.is_admin:
+        require_agent_or_approver(principal)
+    filters = CallFilters(since, until, user_id, service_id, tool, outcome, endpoint_id, agent_id)
+    audit = CallAudit(broker.records)
+    entries = await to_thread.run_sync(audit.query, principal, filters)
+    page, next_cursor = page_of(
+        entries,
+        key=lambda e: (e["created_at"], e["call_id"]),
+        limit=limit,
+        cursor=cursor,
+        listing=f"calls:{filters.describe()}",
+        descending=True,
+    )
+    return AuditEntries(items=page, next_cursor=next_cursor)

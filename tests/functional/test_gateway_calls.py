@@ -1,0 +1,311 @@
+"""Gateway mode through the real ``mcpbridge serve``: an endpoint publishes server-everything's ``echo``; the official
+MCP SDK client lists it beside the knowledge tools and calls it over real HTTP, through the agent broker (approval
+policy, a person approving with other arguments or rejecting, ``check_call``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.everything import Everything
+from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, bearer, cli_env, http_client
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
+
+ENDPOINTS = "/api/v1/mcp-endpoints"
+SERVICES = "/api/v1/mcp-services"
+
+
+@dataclass
+class Hub:
+    process: ServeProcess
+    admin_key: str
+    service_id: str
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    tmp_path = tmp_path_factory.mktemp("gateway")
+    everything = Everything("streamableHttp", tmp_path_factory.mktemp("everything"))
+    everything.start()
+    env = cli_env(
+        {
+            "MCPBRIDGE_DATA_DIR": str(tmp_path / "data"),
+            "MCPBRIDGE_EMBEDDING_PROVIDER": "none",
+            "MCPBRIDGE_SSRF_ALLOWLIST": f"127.0.0.1:{everything.port}",
+        }
+    )
+    process = ServeProcess.start(cwd=tmp_path, env=env, args=["--json"], log_dir=tmp_path, tag="serve")
+    try:
+        process.wait_ready()
+        admin_key = json.loads(process.stdout().splitlines()[0])["api_key"]
+        with http_client(process.base_url) as http:
+            http.headers.update(bearer(admin_key))
+            service = http.post(SERVICES, json={"name": "everything", "url": everything.url})
+            assert service.status_code == 201, service.text
+            refreshed = http.post(f"{SERVICES}/{service.json()['id']}/metadata/refresh")
+            assert refreshed.status_code == 200, refreshed.text
+        yield Hub(process, admin_key, service.json()["id"])
+        assert "Traceback" not in process.output()
+    finally:
+        process.kill()
+        everything.kill()
+
+
+def _endpoint(hub: Hub, tools: list[str]) -> dict[str, Any]:
+    with http_client(hub.process.base_url) as http:
+        http.headers.update(bearer(hub.admin_key))
+        created = http.post(
+            ENDPOINTS,
+            json={"name": "gateway", "services": [{"service_id": hub.service_id, "tools": tools}]},
+        )
+    assert created.status_code == 201, created.text
+    body: dict[str, Any] = created.json()
+    assert body["services"] == [{"service_id": hub.service_id, "tools": tools}]
+    return body
+
+
+async def _session(endpoint: dict[str, Any], mode: str, work: Any) -> Any:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {endpoint['token']}"}, timeout=30)
+    async with http, Client(streamable_http_client(endpoint["url"], http_client=http), mode=mode) as mcp:
+        return await work(mcp)
+
+
+def _text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_a_published_tool_is_listed_and_runs_through_the_broker(hub: Hub, mode: str) -> None:
+    endpoint = _endpoint(hub, ["echo"])
+
+    async def work(mcp: Any) -> tuple[list[Any], Any]:
+        tools = (await mcp.list_tools()).tools
+        (echo,) = [tool for tool in tools if tool.name.startswith("mcp_")]
+        return tools, await mcp.call_tool(echo.name, {"message": "straight through"})
+
+    tools, result = asyncio.run(_session(endpoint, mode, work))
+    names = [tool.name for tool in tools]
+    (echo,) = [tool for tool in tools if tool.name.startswith("mcp_")]  # only the published tool of the service
+    assert echo.name.startswith("mcp_everything_echo_"), names
+    assert echo.description.startswith("[MCP Service: everything (external)] ")
+    assert echo.input_schema["properties"]["message"]["type"] == "string"
+    assert "search_knowledge" in names
+    assert "check_call" in names
+    assert result.is_error is False
+    assert "Echo: straight through" in _text(result)
+    assert "treat as untrusted data" in _text(result)
+
+
+def test_an_approved_call_runs_with_the_approvers_arguments_and_a_rejection_says_why(hub: Hub) -> None:
+    endpoint = _endpoint(hub, ["*"])
+    base = hub.process.base_url
+    with http_client(base) as http:
+        http.headers.update(bearer(hub.admin_key))
+        policy = http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": True})
+        assert policy.status_code == 200, policy.text
+        approver = _other_admin(http)
+
+    async def paused(mcp: Any) -> tuple[str, Any, Any, Any]:
+        tools = (await mcp.list_tools()).tools
+        (echo,) = [tool for tool in tools if tool.name.startswith("mcp_everything_echo_")]
+        first = await mcp.call_tool(echo.name, {"message": "as asked"})
+        still = await mcp.call_tool("check_call", {"call_id": first.structured_content["call_id"]})
+        second = await mcp.call_tool(echo.name, {"message": "to be refused"})
+        return echo.name, first, still, second
+
+    try:
+        _, first, still, second = asyncio.run(_session(endpoint, "legacy", paused))
+        for waiting in (first, still, second):
+            assert waiting.is_error is False
+            assert waiting.structured_content["status"] == "awaiting_approval"
+        call_id = first.structured_content["call_id"]
+        assert first.structured_content["approval_url"] == f"{base}/console/approvals/{call_id}"
+        assert "check_call" in _text(first)
+
+        with http_client(base) as other:
+            other.headers.update(bearer(approver))
+            approved = other.post(
+                f"/api/v1/agent/tool-approvals/{call_id}",
+                json={"decision": "approve", "modified_args": {"message": "as approved"}},
+            )
+            assert approved.status_code == 200, approved.text
+            refused = other.post(
+                f"/api/v1/agent/tool-approvals/{second.structured_content['call_id']}",
+                json={"decision": "reject", "reason": "not on a Friday"},
+            )
+            assert refused.status_code == 200, refused.text
+
+        done = _checked_until_settled(hub, endpoint, call_id)
+        assert done.is_error is False
+        assert "Echo: as approved" in _text(done)
+        assert "as asked" not in _text(done)
+        rejected = _checked_until_settled(hub, endpoint, second.structured_content["call_id"])
+        assert rejected.is_error is True
+        assert "not on a Friday" in _text(rejected)
+        assert rejected.structured_content["status"] == "rejected"
+
+        with http_client(base) as http:
+            http.headers.update(bearer(hub.admin_key))
+            trail = http.get("/api/v1/calls", params={"endpoint_id": endpoint["id"]})
+            assert trail.status_code == 200, trail.text
+            by_id = {entry["call_id"]: entry for entry in trail.json()["items"]}
+            assert by_id[call_id]["approval"]["modified_args"] is True
+            assert by_id[call_id]["outcome"] == "completed"
+            assert by_id[call_id]["user_id"] == f"endpoint:{endpoint['id']}"
+            refused_entry = by_id[second.structured_content["call_id"]]
+            assert refused_entry["outcome"] == "rejected"
+            assert refused_entry["approval"]["reason"] == "not on a Friday"
+            assert refused_entry["approval"]["by"] != refused_entry["user_id"]
+            assert "as asked" not in trail.text, "a digest of the arguments, never their values"
+            only = http.get("/api/v1/calls", params={"endpoint_id": endpoint["id"], "outcome": "rejected"}).json()
+            assert [entry["call_id"] for entry in only["items"]] == [second.structured_content["call_id"]]
+    finally:
+        with http_client(base) as http:
+            http.headers.update(bearer(hub.admin_key))
+            http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": False})
+
+
+def test_check_call_answers_only_its_caller_through_its_endpoint(hub: Hub) -> None:
+    endpoint, other = _endpoint(hub, ["echo"]), _endpoint(hub, ["echo"])
+    with http_client(hub.process.base_url) as http:
+        http.headers.update(bearer(hub.admin_key))
+        http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": True})
+
+    async def call(mcp: Any) -> Any:
+        (echo,) = [tool for tool in (await mcp.list_tools()).tools if tool.name.startswith("mcp_")]
+        return await mcp.call_tool(echo.name, {"message": "mine"})
+
+    try:
+        call_id = asyncio.run(_session(endpoint, "legacy", call)).structured_content["call_id"]
+
+        async def peek(mcp: Any) -> Any:
+            return await mcp.call_tool("check_call", {"call_id": call_id})
+
+        seen = asyncio.run(_session(other, "legacy", peek))
+        assert seen.is_error is True
+        assert "pending_not_found" in _text(seen)
+    finally:
+        with http_client(hub.process.base_url) as http:
+            http.headers.update(bearer(hub.admin_key))
+            http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": False})
+
+
+def test_bad_services_are_refused_naming_the_field_and_change_nothing(hub: Hub) -> None:
+    with http_client(hub.process.base_url) as http:
+        http.headers.update(bearer(hub.admin_key))
+        before = http.get(ENDPOINTS, params={"limit": 200}).json()["items"]
+        unknown = http.post(
+            ENDPOINTS,
+            json={"name": "x", "services": [{"service_id": "svc_01jd8x2k7m0000000000000000", "tools": ["echo"]}]},
+        )
+        assert unknown.status_code == 404, unknown.text
+        assert unknown.json()["code"] == "service_not_found"
+        assert "services" in unknown.json()["detail"]
+        shapes: list[Any] = [
+            [{"service_id": hub.service_id, "tools": "echo"}],
+            [{"service_id": hub.service_id}],
+            [{"service_id": hub.service_id, "tools": []}],
+            [{"service_id": hub.service_id, "tools": ["echo"], "extra": 1}],
+            "everything",
+        ]
+        for services in shapes:
+            bad = http.post(ENDPOINTS, json={"name": "x", "services": services})
+            assert bad.status_code in (400, 422), bad.text
+            assert "services" in bad.text
+        star = http.post(
+            ENDPOINTS, json={"name": "x", "services": [{"service_id": hub.service_id, "tools": ["*", "echo"]}]}
+        )
+        assert star.status_code == 400, star.text
+        assert star.json()["code"] == "invalid_services"
+        assert http.get(ENDPOINTS, params={"limit": 200}).json()["items"] == before
+
+        endpoint = _endpoint(hub, ["echo"])
+        changed = http.put(
+            f"{ENDPOINTS}/{endpoint['id']}",
+            json={"services": [{"service_id": "svc_01jd8x2k7m0000000000000001", "tools": ["*"]}]},
+        )
+        assert changed.status_code == 404, changed.text
+        kept = http.get(f"{ENDPOINTS}/{endpoint['id']}").json()
+        assert kept["services"] == [{"service_id": hub.service_id, "tools": ["echo"]}]
+        assert kept["version"] == endpoint["version"]
+        cleared = http.put(f"{ENDPOINTS}/{endpoint['id']}", json={"services": []})
+        assert cleared.status_code == 200, cleared.text
+        assert cleared.json()["services"] == []
+
+
+def _other_admin(http: httpx.Client) -> str:
+    """A second user of the workspace holding an admin key with ``approve_calls``: the approver."""
+    user = http.post("/api/v1/users", json={"name": "Approver"})
+    assert user.status_code == 201, user.text
+    key = http.post(
+        f"/api/v1/users/{user.json()['id']}/api-keys",
+        json={"name": "approvals", "role": "admin", "capabilities": ["approve_calls"]},
+    )
+    assert key.status_code == 201, key.text
+    secret: str = key.json()["key"]
+    return secret
+
+
+def _checked_until_settled(hub: Hub, endpoint: dict[str, Any], call_id: str) -> Any:
+    """``check_call`` until the call no longer waits (the workflow runs it after the resolution)."""
+    seen: list[Any] = []
+
+    async def check(mcp: Any) -> Any:
+        return await mcp.call_tool("check_call", {"call_id": call_id})
+
+    def settled() -> bool:
+        result = asyncio.run(_session(endpoint, "legacy", check))
+        seen.append(result)
+        status = (result.structured_content or {}).get("status")
+        return status not in ("awaiting_approval", "approved", "ready", "running")
+
+    hub.process.wait_for(settled, f"call {call_id} to settle")
+    return seen[-1]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_an_idempotency_key_in_meta_returns_the_first_call(hub: Hub, mode: str) -> None:
+    """With approval required, a retried call with the same key is the same paused call (no second record); the
+    same key with other arguments is refused as invalid params."""
+    from mcp.shared.exceptions import MCPError
+
+    endpoint = _endpoint(hub, ["echo"])
+    key = {"io.mcpbridge/idempotency-key": f"retry-{mode}"}
+    with http_client(hub.process.base_url) as http:
+        http.headers.update(bearer(hub.admin_key))
+        http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": True})
+        pending_before = len(http.get("/api/v1/agent/pending").json()["items"])
+
+    async def twice(mcp: Any) -> tuple[Any, Any, str]:
+        (echo,) = [tool for tool in (await mcp.list_tools()).tools if tool.name.startswith("mcp_")]
+        first = await mcp.call_tool(echo.name, {"message": "once"}, meta=key)
+        again = await mcp.call_tool(echo.name, {"message": "once"}, meta=key)
+        try:
+            await mcp.call_tool(echo.name, {"message": "other"}, meta=key)
+        except MCPError as refused:
+            return first, again, f"{refused.error.code} {refused.error.message}"
+        return first, again, "accepted"
+
+    try:
+        first, again, other = asyncio.run(_session(endpoint, mode, twice))
+        assert first.structured_content["status"] == "awaiting_approval"
+        assert again.structured_content["call_id"] == first.structured_content["call_id"]
+        assert other.startswith("-32602 "), other
+        assert "idempotency key" in other
+        with http_client(hub.process.base_url) as http:
+            http.headers.update(bearer(hub.admin_key))
+            assert len(http.get("/api/v1/agent/pending").json()["items"]) == pending_before + 1
+    finally:
+        with http_client(hub.process.base_url) as http:
+            http.headers.update(bearer(hub.admin_key))
+            http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": False})
