@@ -6,12 +6,18 @@ from it; the secret's values are in the snapshot, as the environment is. ``lifes
 otherwise run the ASGI lifespan on every invocation. Every function records metrics and traces through
 :class:`~mcpbridge.observability.LambdaTelemetry`, its metrics written as each invocation ends. What init built is
 then frozen out of the garbage collector's way (:mod:`mcpbridge.heap`), before any invocation.
+
+What init builds depends on who waits for it (``AWS_LAMBDA_INITIALIZATION_TYPE``). On an ``on-demand`` cold start
+the caller does: the admin API then includes each of its routers when a request first needs it (a request needs one
+group of them). For a SnapStart snapshot (``snap-start``) or provisioned concurrency nobody does, and init builds
+everything, so no restored sandbox pays for it on a request.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -60,7 +66,13 @@ def _app(container: Container, surface: Surface | Literal["mcp_endpoint"]) -> AS
         return create_mcp_function_app(container)
     from mcpbridge.http.apps import create_app
 
-    return create_app(container, surface)
+    return create_app(container, surface, lazy=on_demand_init())
+
+
+def on_demand_init() -> bool:
+    """Whether this init is an on-demand cold start, which a caller waits for (not a SnapStart snapshot nor
+    provisioned concurrency, nor a process outside Lambda)."""
+    return os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") == "on-demand"
 
 
 def make_handler(surface: Surface | Literal["mcp_endpoint"]) -> LambdaHandler:

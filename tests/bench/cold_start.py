@@ -13,6 +13,13 @@ their Lambda path on them (the X-Ray SDK, for one, builds no sampling client the
 are interleaved so drift on the machine affects them alike, after one discarded warm-up run each (``.pyc``).
 
     .venv/bin/python tests/bench/cold_start.py [--runs 7] [--warmup 1] [--json] [--build .aws-sam/smoke]
+        [--init-type on-demand|snap-start] [--against /path/to/other/checkout]
+
+``--init-type`` is what Lambda puts in ``AWS_LAMBDA_INITIALIZATION_TYPE``: ``on-demand`` (the default: a caller
+waits for this init) or ``snap-start`` (the init of a SnapStart snapshot, which builds everything a request may need).
+``--against`` adds, for each function, a target ``<function>@against`` loaded from another checkout (its
+``functions/`` and ``shared/`` first on ``sys.path``), measured in the same interleaved rounds: before and after a
+change in one run.
 
 With ``--build`` (the tree ``make build-smoke`` writes) every target, the baseline included, runs on that build's
 interpreter with ``-I -S`` and ``sys.path`` = the function's built code + the built CoreLayer, as Lambda loads it:
@@ -122,10 +129,17 @@ class Build:
         return cls(python=python, layer=root / "CoreLayer" / "python", functions=functions)
 
 
-def _code(target: str, build: Build | None) -> str:
+AGAINST = "@against"
+
+
+def _code(target: str, build: Build | None, against: Path | None = None) -> str:
     if target == BASELINE:
         path = [] if build is None else [str(build.layer)]
         return _PROBE.format(body=_BASELINE_CODE, path=path)
+    if target.endswith(AGAINST) and against is not None:
+        function = target.removesuffix(AGAINST)
+        body = _HANDLER_CODE.format(path=str(against / "functions" / function / "handler.py"))
+        return _PROBE.format(body=body, path=[str(against / "shared")])
     if build is None:
         path, handler = [], REPO_ROOT / "functions" / target / "handler.py"
     else:
@@ -134,11 +148,12 @@ def _code(target: str, build: Build | None) -> str:
     return _PROBE.format(body=body, path=path)
 
 
-def _runtime_env(target: str) -> dict[str, str]:
+def _runtime_env(target: str, init_type: str = "on-demand") -> dict[str, str]:
     """What Lambda's Python runtime sets in a function's environment (the baseline gets it too)."""
-    name = "baseline" if target == BASELINE else target
+    name = "baseline" if target == BASELINE else target.removesuffix(AGAINST)
     return {
-        "LAMBDA_TASK_ROOT": str(REPO_ROOT / "functions" / target) if target != BASELINE else str(REPO_ROOT),
+        "LAMBDA_TASK_ROOT": str(REPO_ROOT / "functions" / name) if target != BASELINE else str(REPO_ROOT),
+        "AWS_LAMBDA_INITIALIZATION_TYPE": init_type,
         "LAMBDA_RUNTIME_DIR": "/var/runtime",
         "AWS_LAMBDA_FUNCTION_NAME": f"mcpbridge-bench-{name}",
         "AWS_LAMBDA_FUNCTION_VERSION": "1",
@@ -160,14 +175,16 @@ def _env() -> dict[str, str]:
     return env
 
 
-def measure(target: str, env: dict[str, str], build: Build | None) -> Sample:
-    env = {**env, **_runtime_env(target)}
+def measure(
+    target: str, env: dict[str, str], build: Build | None, init_type: str = "on-demand", against: Path | None = None
+) -> Sample:
+    env = {**env, **_runtime_env(target, init_type)}
     # -I: isolated (no user site, no script dir or cwd on sys.path); the editable install still resolves mcpbridge.
     # With a build, -S too: no site-packages at all, only the built code and layer (as in Lambda).
     command = [sys.executable, "-I", "-c"] if build is None else [build.python, "-I", "-S", "-c"]
     started = time.perf_counter()
     done = subprocess.run(
-        [*command, _code(target, build)],
+        [*command, _code(target, build, against)],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -188,15 +205,22 @@ def p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[8]
 
 
-def run(runs: int, warmup: int, targets: tuple[str, ...], build: Build | None = None) -> list[Result]:
+def run(
+    runs: int,
+    warmup: int,
+    targets: tuple[str, ...],
+    build: Build | None = None,
+    init_type: str = "on-demand",
+    against: Path | None = None,
+) -> list[Result]:
     env = _env()
     samples: dict[str, list[Sample]] = {t: [] for t in targets}
     for _ in range(warmup):
         for target in targets:
-            measure(target, env, build)
+            measure(target, env, build, init_type, against)
     for _ in range(runs):
         for target in targets:
-            samples[target].append(measure(target, env, build))
+            samples[target].append(measure(target, env, build, init_type, against))
     baseline = statistics.median(s.ms for s in samples[BASELINE])
     results = []
     for target in targets:
@@ -248,12 +272,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1, help="discarded runs per target first (default 1)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--build", type=Path, help="load the handlers from this build (e.g. .aws-sam/smoke)")
+    parser.add_argument(
+        "--init-type",
+        choices=("on-demand", "snap-start"),
+        default="on-demand",
+        help="AWS_LAMBDA_INITIALIZATION_TYPE of the handler processes (default on-demand)",
+    )
+    parser.add_argument("--against", type=Path, help="another checkout whose handlers to measure alongside")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.warmup < 0:
         parser.error("--runs must be at least 1 and --warmup at least 0")
+    if args.against is not None and args.build is not None:
+        parser.error("--against measures checkouts, not builds: give one or the other")
 
     build = Build.load(args.build) if args.build else None
-    results = run(args.runs, args.warmup, (BASELINE, *FUNCTIONS), build)
+    against = args.against.resolve() if args.against else None
+    functions = [f for name in FUNCTIONS for f in (name, *([name + AGAINST] if against else []))]
+    results = run(args.runs, args.warmup, (BASELINE, *functions), build, args.init_type, against)
     meta: dict[str, Any] = {
         "python": platform.python_version() if build is None else build.python,
         "build": str(args.build) if args.build else None,
@@ -261,13 +296,20 @@ def main(argv: list[str] | None = None) -> int:
         "machine": platform.machine(),
         "runs": args.runs,
         "warmup": args.warmup,
+        "init_type": args.init_type,
+        "against": str(against) if against else None,
         "baseline": _BASELINE_CODE,
         "measured": "perf_counter around the import/load in a fresh `python -I` process; process = whole subprocess",
     }
     if args.json:
         print(json.dumps({**meta, "results": [asdict(r) for r in results]}, indent=2))
     else:
-        print(f"cold start, Python {meta['python']} on {meta['machine']}, {args.runs} runs (+{args.warmup} warm-up)")
+        print(
+            f"cold start ({args.init_type}), Python {meta['python']} on {meta['machine']}, "
+            f"{args.runs} runs (+{args.warmup} warm-up)"
+        )
+        if against:
+            print(f"@against: {against}")
         print(f"baseline: {_BASELINE_CODE}")
         print(table(results))
     return 0
