@@ -9,8 +9,9 @@ then frozen out of the garbage collector's way (:mod:`mcpbridge.heap`), before a
 
 What init builds depends on who waits for it (``AWS_LAMBDA_INITIALIZATION_TYPE``). On an ``on-demand`` cold start
 the caller does: the admin API then includes each of its routers when a request first needs it (a request needs one
-group of them). For a SnapStart snapshot (``snap-start``) or provisioned concurrency nobody does, and init builds
-everything, so no restored sandbox pays for it on a request.
+group of them), and the backend's adapters are imported by the first request that uses each (not every request
+seals or unseals with KMS). For a SnapStart snapshot (``snap-start``) or provisioned concurrency nobody does, and
+init builds everything, so no restored sandbox pays for it on a request.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def lambda_container() -> Container:
     """The container of a Lambda function: settings from the environment and the settings secret (a secret that
     cannot be read fails the cold start, naming why), Powertools telemetry."""
     container = build_container(telemetry=LambdaTelemetry())
-    container.preload()
+    if not on_demand_init():
+        container.preload()  # on demand, the first request that uses an adapter imports it
     return container
 
 
