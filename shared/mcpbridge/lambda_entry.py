@@ -9,8 +9,8 @@ then frozen out of the garbage collector's way (:mod:`mcpbridge.heap`), before a
 
 What init builds depends on who waits for it (``AWS_LAMBDA_INITIALIZATION_TYPE``). On an ``on-demand`` cold start
 the caller does: the admin API then includes each of its routers when a request first needs it (a request needs one
-group of them), and the backend's adapters are imported by the first request that uses each (not every request
-seals or unseals with KMS). For a SnapStart snapshot (``snap-start``) or provisioned concurrency nobody does, and
+group of them), and the key service's adapter is imported by the first request that seals or unseals a secret
+(most do not). For a SnapStart snapshot (``snap-start``) or provisioned concurrency nobody does, and
 init builds everything, so no restored sandbox pays for it on a request.
 """
 
@@ -49,8 +49,9 @@ def lambda_container() -> Container:
     """The container of a Lambda function: settings from the environment and the settings secret (a secret that
     cannot be read fails the cold start, naming why), Powertools telemetry."""
     container = build_container(telemetry=LambdaTelemetry())
-    if not on_demand_init():
-        container.preload()  # on demand, the first request that uses an adapter imports it
+    # On demand the key service's adapter is imported by the first request that seals or unseals; the store's (and
+    # boto3) by init, as every request but a refused one uses the store.
+    container.preload(sealing=not on_demand_init())
     return container
 
 

@@ -22,7 +22,8 @@ spec = importlib.util.spec_from_file_location("handler", "functions/admin_api/ha
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 def loaded():
-    return sorted(n for n in sys.modules if n.startswith(("mcpbridge.http.routes.", "mcpbridge.adapters.aws.kms")))
+    names = ("mcpbridge.http.routes.", "mcpbridge.adapters.aws.kms", "mcpbridge.adapters.aws.dynamodb", "boto3")
+    return sorted(n for n in sys.modules if n.startswith(names) and (n == "boto3" or not n.startswith("boto3")))
 at_init = loaded()
 event = {
     "version": "2.0", "routeKey": "ANY /api/v1/{proxy+}", "rawPath": "/api/v1/api-keys", "rawQueryString": "",
@@ -63,14 +64,15 @@ def _run(init_type: str) -> dict[str, Any]:
 
 def test_on_demand_init_imports_no_router_and_the_first_request_its_own() -> None:
     report = _run("on-demand")
-    assert report["init"] == [f"{ROUTES}health"]
+    # The store's adapter and boto3 are in: every request but a refused one uses the store.
+    assert report["init"] == ["boto3", "mcpbridge.adapters.aws.dynamodb", f"{ROUTES}health"]
     # Without a key the route answers 401 (no store call): its router is in, the others are not, nor is KMS.
     assert report["status"] == 401
-    assert report["after"] == [f"{ROUTES}api_keys", f"{ROUTES}health"]
+    assert report["after"] == ["boto3", "mcpbridge.adapters.aws.dynamodb", f"{ROUTES}api_keys", f"{ROUTES}health"]
 
 
 @pytest.mark.parametrize("init_type", ["snap-start", "provisioned-concurrency"])
 def test_a_snapshot_or_provisioned_init_imports_every_router_and_the_adapters(init_type: str) -> None:
     report = _run(init_type)
-    assert set(report["init"]) >= EVERY_ROUTER | {"mcpbridge.adapters.aws.kms"}
+    assert set(report["init"]) >= EVERY_ROUTER | {"mcpbridge.adapters.aws.kms", "mcpbridge.adapters.aws.dynamodb"}
     assert report["status"] == 401
