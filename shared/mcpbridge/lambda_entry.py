@@ -10,7 +10,7 @@ then frozen out of the garbage collector's way (:mod:`mcpbridge.heap`), before a
 What init builds depends on who waits for it (``AWS_LAMBDA_INITIALIZATION_TYPE``). On an ``on-demand`` cold start
 the caller does: the admin API then includes each of its routers when a request first needs it (a request needs one
 group of them), and the key service's adapter is imported by the first request that seals or unseals a secret
-(most do not). For a SnapStart snapshot (``snap-start``) or provisioned concurrency nobody does, and
+(most of its requests do not). For a SnapStart snapshot (``snap-start``) or provisioned concurrency nobody does, and
 init builds everything, so no restored sandbox pays for it on a request.
 """
 
@@ -45,13 +45,13 @@ BACKLOG_EVERY_SECONDS = 60.0
 waiting document's entry)."""
 
 
-def lambda_container() -> Container:
+def lambda_container(*, sealing: bool = True) -> Container:
     """The container of a Lambda function: settings from the environment and the settings secret (a secret that
-    cannot be read fails the cold start, naming why), Powertools telemetry."""
+    cannot be read fails the cold start, naming why), Powertools telemetry. The backend's adapters are preloaded,
+    the key service's only with ``sealing`` (the store's and boto3 always: every request but a refused one uses
+    them)."""
     container = build_container(telemetry=LambdaTelemetry())
-    # On demand the key service's adapter is imported by the first request that seals or unseals; the store's (and
-    # boto3) by init, as every request but a refused one uses the store.
-    container.preload(sealing=not on_demand_init())
+    container.preload(sealing=sealing)
     return container
 
 
@@ -79,7 +79,9 @@ def on_demand_init() -> bool:
 
 
 def make_handler(surface: Surface | Literal["mcp_endpoint"]) -> LambdaHandler:
-    container = lambda_container()
+    # On demand the admin API leaves the key service's adapter to the first request that seals or unseals (most of
+    # its requests do not); the other functions' requests mostly do.
+    container = lambda_container(sealing=not (surface == "admin_api" and on_demand_init()))
     logging_ = LambdaLogging(container.settings.log_level)
     # Error bodies are problem+json: text, so they go back to API Gateway readable rather than base64-encoded.
     text_types = [*DEFAULT_TEXT_MIME_TYPES, "application/problem+json"]
