@@ -772,12 +772,15 @@ class Container:
 
         return ServiceOAuthGate(self.oauth, TokenStore(self.store, self.clock, self.secrets), self.clock)
 
-    def preload(self) -> None:
+    def preload(self, *, sealing: bool = True) -> None:
         """Import the backend's adapter modules now (no client, no I/O), so a SnapStart snapshot holds them and
-        the first request does not pay for them."""
+        the first request does not pay for them. ``sealing=False``: not the key service's (KMS, cryptography's
+        AEAD), which only the requests that seal or unseal a secret use."""
         if self.settings.backend == "aws":
             import mcpbridge.adapters.aws.dynamodb
-            import mcpbridge.adapters.aws.kms  # noqa: F401
+
+            if sealing:
+                import mcpbridge.adapters.aws.kms  # noqa: F401
 
     def close(self) -> None:
         """Finish background jobs, then close what holds files or connections (only what was built)."""

@@ -6,12 +6,19 @@ from it; the secret's values are in the snapshot, as the environment is. ``lifes
 otherwise run the ASGI lifespan on every invocation. Every function records metrics and traces through
 :class:`~mcpbridge.observability.LambdaTelemetry`, its metrics written as each invocation ends. What init built is
 then frozen out of the garbage collector's way (:mod:`mcpbridge.heap`), before any invocation.
+
+What init builds depends on who waits for it (``AWS_LAMBDA_INITIALIZATION_TYPE``). On an ``on-demand`` cold start
+the caller does: the admin API then includes each of its routers when a request first needs it (a request needs one
+group of them), and the key service's adapter is imported by the first request that seals or unseals a secret
+(most of its requests do not). For a SnapStart snapshot (``snap-start``) or provisioned concurrency nobody does, and
+init builds everything, so no restored sandbox pays for it on a request.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -38,11 +45,13 @@ BACKLOG_EVERY_SECONDS = 60.0
 waiting document's entry)."""
 
 
-def lambda_container() -> Container:
+def lambda_container(*, sealing: bool = True) -> Container:
     """The container of a Lambda function: settings from the environment and the settings secret (a secret that
-    cannot be read fails the cold start, naming why), Powertools telemetry."""
+    cannot be read fails the cold start, naming why), Powertools telemetry. The backend's adapters are preloaded,
+    the key service's only with ``sealing`` (the store's and boto3 always: every request but a refused one uses
+    them)."""
     container = build_container(telemetry=LambdaTelemetry())
-    container.preload()
+    container.preload(sealing=sealing)
     return container
 
 
@@ -60,11 +69,19 @@ def _app(container: Container, surface: Surface | Literal["mcp_endpoint"]) -> AS
         return create_mcp_function_app(container)
     from mcpbridge.http.apps import create_app
 
-    return create_app(container, surface)
+    return create_app(container, surface, lazy=on_demand_init())
+
+
+def on_demand_init() -> bool:
+    """Whether this init is an on-demand cold start, which a caller waits for (not a SnapStart snapshot nor
+    provisioned concurrency, nor a process outside Lambda)."""
+    return os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") == "on-demand"
 
 
 def make_handler(surface: Surface | Literal["mcp_endpoint"]) -> LambdaHandler:
-    container = lambda_container()
+    # On demand the admin API leaves the key service's adapter to the first request that seals or unseals (most of
+    # its requests do not); the other functions' requests mostly do.
+    container = lambda_container(sealing=not (surface == "admin_api" and on_demand_init()))
     logging_ = LambdaLogging(container.settings.log_level)
     # Error bodies are problem+json: text, so they go back to API Gateway readable rather than base64-encoded.
     text_types = [*DEFAULT_TEXT_MIME_TYPES, "application/problem+json"]

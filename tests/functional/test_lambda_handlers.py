@@ -250,7 +250,12 @@ def load_function() -> Iterator[Callable[[str], Handler]]:
 # ---------------------------------------------------------------------------------------------- admin_api
 
 
-def test_admin_api_warm_invocations(deployment: Deployment, load_function: Callable[[str], Handler]) -> None:
+@pytest.mark.parametrize("init_type", ["on-demand", "snap-start"])
+def test_admin_api_warm_invocations(
+    deployment: Deployment, load_function: Callable[[str], Handler], init_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On demand the routers are included as requests need them (api-keys first, then me): the answers are the same.
+    monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", init_type)
     handler = load_function("admin_api")
     route = "ANY /api/v1/{proxy+}"
 

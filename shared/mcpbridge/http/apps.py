@@ -2,6 +2,12 @@
 
 Each surface is a set of routers; every app gets the same problem+json handlers and health routes, so a
 function answers ``/healthz`` and ``/readyz`` and renders errors the same way wherever it is deployed.
+
+The admin API's app may include its routers on demand (``create_app(..., lazy=True)``, what a Lambda function does
+on an on-demand cold start): a request's path names its group (``/api/v1/<segment>/...``), and only the routers
+with routes under that segment are imported and included, in their place in the surface's order, before the router
+sees the request. Anything that walks the routes (``app.routes``: the OpenAPI document) includes them all first.
+Routers of different segments never match the same path, so the answers are those of the app built whole.
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Literal
 
 from fastapi import APIRouter, FastAPI
+from starlette._utils import get_route_path
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
-from starlette.routing import Route
-from starlette.types import ASGIApp
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
@@ -58,8 +65,72 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
 }
 
 
+# The path segments after /api/v1/ under which each of the admin API's routers has routes (a unit test checks this
+# against the routers): a request under a segment needs these routers only.
+_SEGMENTS: dict[str, frozenset[str]] = {
+    "agent_calls": frozenset({"agent"}),
+    "api_keys": frozenset({"api-keys"}),
+    "me": frozenset({"me"}),
+    "users": frozenset({"users"}),
+    "workspaces": frozenset({"workspaces"}),
+    "knowledge": frozenset({"knowledge-bases", "knowledge"}),
+    "documents": frozenset({"document-uploads", "documents", "knowledge-bases"}),
+    "wiki": frozenset({"knowledge-bases", "wiki"}),
+    "endpoints": frozenset({"mcp-endpoints"}),
+    "services": frozenset({"mcp-services"}),
+    "service_oauth": frozenset({"mcp-services"}),
+    "agents": frozenset({"agents"}),
+    "agent_catalog": frozenset({"agent"}),
+    "oauth_grants": frozenset({"mcp-endpoints", "me", "users"}),
+}
+
+
+def _router(name: str) -> APIRouter:
+    router: APIRouter = importlib.import_module(f"mcpbridge.http.routes.{name}").router
+    return router
+
+
 def _routers(names: Iterable[str]) -> list[APIRouter]:
-    return [importlib.import_module(f"mcpbridge.http.routes.{name}").router for name in names]
+    return [_router(name) for name in names]
+
+
+def _segment(path: str) -> str:
+    """``/api/v1/knowledge-bases/kb_1/documents`` -> ``knowledge-bases``; ``""`` outside ``/api/v1/<segment>``."""
+    parts = path.split("/", 4)
+    return parts[3] if len(parts) > 3 and parts[1:3] == ["api", "v1"] else ""
+
+
+class _OnDemandRouters:
+    """The routers of a surface not yet included in ``app``; each goes where the whole app would have had it."""
+
+    def __init__(self, app: FastAPI, names: Iterable[str]) -> None:
+        self._app = app
+        self._order = tuple(names)
+        self._pending = set(self._order)
+        self._included: dict[str, int] = {}  # name -> how many route entries including it added
+        self._start = len(app.router.routes)  # after the health routes, before what is added after the routers
+
+    def include_for(self, path: str) -> None:
+        segment = _segment(path)
+        if segment:
+            for name in [n for n in self._order if n in self._pending and segment in _SEGMENTS[n]]:
+                self._include(name)
+
+    def include_all(self) -> None:
+        for name in [n for n in self._order if n in self._pending]:
+            self._include(name)
+
+    def _include(self, name: str) -> None:
+        router = _router(name)
+        routes = self._app.router.routes
+        before = len(routes)
+        self._app.include_router(router)
+        added = routes[before:]
+        del routes[before:]
+        at = self._start + sum(self._included.get(n, 0) for n in self._order[: self._order.index(name)])
+        routes[at:at] = added
+        self._included[name] = len(added)
+        self._pending.discard(name)
 
 
 @contextlib.asynccontextmanager
@@ -74,6 +145,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 class _App(FastAPI):
     mcp_app: ASGIApp | None = None
     body_deadline: tuple[float, int] | None = None
+    on_demand: _OnDemandRouters | None = None
+
+    @property
+    def routes(self) -> list[BaseRoute]:
+        if self.on_demand is not None:
+            self.on_demand.include_all()
+        return self.router.routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.on_demand is not None and scope["type"] in ("http", "websocket"):
+            self.on_demand.include_for(get_route_path(scope))
+        await super().__call__(scope, receive, send)
 
     def build_middleware_stack(self) -> ASGIApp:
         stack = super().build_middleware_stack()
@@ -86,7 +169,9 @@ class _App(FastAPI):
         return RequestIdMiddleware(stack)
 
 
-def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp: bool) -> _App:
+def _app(
+    container: Container, routers: Iterable[APIRouter], title: str, *, mcp: bool, on_demand: Iterable[str] = ()
+) -> _App:
     app = _App(
         title=title,
         lifespan=_lifespan,
@@ -99,6 +184,8 @@ def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp:
     app.state.container = container
     install_problem_handlers(app)
     app.include_router(health.router)
+    if on_demand:
+        app.on_demand = _OnDemandRouters(app, on_demand)
     for router in routers:
         app.include_router(router)
     install_problem_docs(app)
@@ -114,10 +201,14 @@ def _app(container: Container, routers: Iterable[APIRouter], title: str, *, mcp:
     return app
 
 
-def create_app(container: Container, surface: Surface) -> FastAPI:
-    """The app of one Lambda function."""
+def create_app(container: Container, surface: Surface, *, lazy: bool = False) -> FastAPI:
+    """The app of one Lambda function. ``lazy``: the admin API's routers are imported and included when a request
+    first needs them (see the module docstring), not now; the other surfaces have one router, included now."""
     title = f"mcpbridge {surface.replace('_', ' ')}"
-    return _app(container, _routers(_SURFACES[surface]), title, mcp=False)
+    names = _SURFACES[surface]
+    if lazy and surface == "admin_api":
+        return _app(container, (), title, mcp=False, on_demand=names)
+    return _app(container, _routers(names), title, mcp=False)
 
 
 def create_combined_app(container: Container, *, body_deadline: tuple[float, int] | None = None) -> FastAPI:
