@@ -82,6 +82,7 @@ _SEGMENTS: dict[str, frozenset[str]] = {
     "agents": frozenset({"agents"}),
     "agent_catalog": frozenset({"agent"}),
     "oauth_grants": frozenset({"mcp-endpoints", "me", "users"}),
+    "calls_audit": frozenset({"calls"}),
 }
 
 

@@ -22,6 +22,8 @@ Order of the checks: a POST whose ``Content-Type`` is JSON must hold one JSON-RP
 era maps a JSON-RPC error to its status (-32601: 404, the client-fault codes: 400).
 """
 
+# Over 400 lines: both eras of the protocol, each method answered once for both, with their checks side by side.
+
 from __future__ import annotations
 
 import base64
