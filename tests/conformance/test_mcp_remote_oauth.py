@@ -20,15 +20,32 @@ import pytest
 
 from tests.conformance.node import node_env, npx_to_node, spawn_node
 from tests.conformance.test_real_clients import StdioPeer
+from tests.support.aws import REPO_ROOT
 from tests.support.oauth_flow import Hub, close_clients, hub_on, mcp_post
 
 CONSENT_SCRIPT = """
-import re, sys, time
+import os, re, sys
+from pathlib import Path
 from urllib.parse import urlsplit
 import httpx
 
-url, key, log = sys.argv[1], sys.argv[2], sys.argv[3]
-with open(log, "a") as out, httpx.Client(timeout=20, follow_redirects=False) as http:
+url, key, log, repo, timeout = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+sys.path.insert(0, repo)
+from tests.support.readiness import Worker, wait_until
+
+
+def opener() -> int:
+    # The mcp-remote that opened this browser (through xdg-open): the nearest parent process running it.
+    pid = os.getppid()
+    while pid > 1:
+        if b"mcp-remote" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat[stat.rindex(")") + 2 :].split()[1])
+    raise SystemExit("no mcp-remote among the browser's parent processes")
+
+
+with open(log, "a") as out, httpx.Client(timeout=timeout, follow_redirects=False) as http:
     page = http.get(url)
     out.write(f"page {page.status_code}\\n")
     fields = dict(re.findall(r'<input type="hidden" name="(consent|csrf)" value="([^"]*)"', page.text))
@@ -37,18 +54,22 @@ with open(log, "a") as out, httpx.Client(timeout=20, follow_redirects=False) as 
     answer = http.post(action, data={**fields, "decision": "approve", "api_key": key},
                        headers={"origin": origin, "sec-fetch-site": "same-origin"})
     out.write(f"answer {answer.status_code}\\n")
-    # mcp-remote opens the browser before its callback server listens; a person takes seconds to get here.
-    deadline = time.monotonic() + 20
-    while True:
+    # mcp-remote opens the browser before its callback server listens (a person takes seconds to get here): wait
+    # for as long as mcp-remote is alive and working.
+    reached = []
+
+    def callback() -> bool:
         try:
-            callback = http.get(answer.headers["location"])
-            break
+            reached.append(http.get(answer.headers["location"]))
         except httpx.ConnectError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-    out.write(f"callback {callback.status_code}\\n")
+            return False
+        return True
+
+    wait_until(callback, Worker.pid("mcp-remote", opener()), what="its callback server listening")
+    out.write(f"callback {reached[0].status_code}\\n")
 """
+BROWSER_TIMEOUT = 60.0
+"""The browser's requests: a last resort against a hang, inside the test's own timeout."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +103,8 @@ def browser_script(directory: Path, key: str) -> tuple[Path, Path]:
     consent, log = directory / "consent.py", directory / "browser.log"
     consent.write_text(CONSENT_SCRIPT)
     browser = directory / "browser"
-    browser.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{consent}" "$1" "{key}" "{log}"\n')
+    arguments = f'"$1" "{key}" "{log}" "{REPO_ROOT}" {BROWSER_TIMEOUT}'
+    browser.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{consent}" {arguments} 2>>"{log}.err"\n')
     browser.chmod(browser.stat().st_mode | stat.S_IXUSR)
     return browser, log
 
@@ -123,7 +145,8 @@ def test_mcp_remote_signs_in_to_an_oauth_only_endpoint(served: Served, tmp_path:
     # every opening consents (page 200, answer 303) and one of them reaches its callback.
     steps = browser_log.read_text().split()
     pairs = list(zip(steps[::2], steps[1::2], strict=True))
-    assert ("callback", "200") in pairs, log[-3000:]
+    errors = browser_log.with_name(f"{browser_log.name}.err")
+    assert ("callback", "200") in pairs, (log[-3000:], errors.read_text() if errors.exists() else "")
     assert {pair for pair in pairs if pair[0] != "callback"} <= {("page", "200"), ("answer", "303")}, pairs
     with served.hub.api() as api:
         grants = api.get(f"/api/v1/users/{served.user_id}/oauth-grants").json()["items"]

@@ -31,12 +31,12 @@ from tests.conformance.node import (
     spawn_node,
     stop,
 )
+from tests.support.readiness import Worker, wait_until
 
 # The first test may wait for `npm ci`.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(NPM_CI_TIMEOUT + 180)]
 
 CLI_TIMEOUT = 60.0
-REPLY_TIMEOUT = 30.0
 QUERY = "walruses clams"
 
 
@@ -164,6 +164,7 @@ class StdioPeer:
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self._process = process
+        self._worker = Worker.process("the stdio client", process, lambda: "")
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -188,10 +189,9 @@ class StdioPeer:
         request_id = self._next_id
         self._send({"jsonrpc": "2.0", "id": request_id, "method": method, **({"params": params} if params else {})})
         while True:
-            try:
-                line = self._lines.get(timeout=REPLY_TIMEOUT)
-            except queue.Empty:
-                pytest.fail(f"no answer to {method} within {REPLY_TIMEOUT:.0f} s")
+            # For as long as the client (with what it started: a browser) is alive and working.
+            wait_until(lambda: not self._lines.empty(), self._worker, what=f"answering {method}")
+            line = self._lines.get_nowait()
             if line is None:
                 pytest.fail(f"mcp-remote closed its stdout before answering {method} (exit {self._process.poll()})")
             message: dict[str, Any] = json.loads(line)

@@ -9,7 +9,6 @@ import json
 import logging
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +33,7 @@ from mcpbridge.outbound.policy import EgressPolicy
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
 from tests.support.everything import handle_stateless, serve
+from tests.support.local_calls import wait_for_call, wait_idle
 
 SERVICES = "/api/v1/mcp-services"
 CALLS = "/api/v1/agent/tool-calls"
@@ -130,15 +130,20 @@ def _seconds(rfc3339: str) -> float:
     return datetime.strptime(rfc3339, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
-def settled(client: TestClient, call_id: str, *, timeout: float = 20.0) -> dict[str, Any]:
-    """Poll the call until it reaches a final status (the workflow runs in a thread)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def settled(client: TestClient, call_id: str) -> dict[str, Any]:
+    """The call once it has reached a final status (the workflow runs it in a thread: waited for while it works)."""
+
+    def final() -> dict[str, Any] | None:
         body: dict[str, Any] = client.get(f"{CALLS}/{call_id}").json()
-        if body["status"] in ("completed", "failed", "rejected", "cancelled", "uncertain"):
-            return body
-        time.sleep(0.05)
-    raise AssertionError(f"call {call_id} did not finish: {body['status']}")
+        return body if body["status"] in ("completed", "failed", "rejected", "cancelled", "uncertain") else None
+
+    return wait_for_call(call_id, final, what="a final status")
+
+
+def parked(container: Container, workspace_id: str, call_id: str) -> dict[str, Any] | None:
+    stored = container.store.get(call_key(workspace_id, call_id))
+    assert stored is not None
+    return stored if "sealed_task_token" in stored else None
 
 
 def problem(response: Any, status: int, code: str) -> None:
@@ -511,17 +516,13 @@ def test_nothing_secret_in_records_events_or_logs(
     call_id = paused.json()["pending_id"]
     workspace_id = container.identity.installed_workspace_id()
     assert workspace_id is not None
-    deadline = time.monotonic() + 10
-    stored = container.store.get(call_key(workspace_id, call_id))
-    while stored is not None and "sealed_task_token" not in stored and time.monotonic() < deadline:
-        time.sleep(0.05)  # the workflow parks its token
-        stored = container.store.get(call_key(workspace_id, call_id))
-    assert stored is not None
+    # The workflow parks its token on the record.
+    stored = wait_for_call(call_id, lambda: parked(container, workspace_id, call_id), what="its parked token")
     assert "task_token" not in stored  # only the sealed form
     assert str(stored["sealed_task_token"]).startswith("enc:v1:")
     client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"})
     settled(client, call_id)
-    assert container.workflow.wait_idle(call_id, 10)  # type: ignore[attr-defined]  # finish has announced it
+    wait_idle(call_id)  # finish has announced it
     events = [r.getMessage() for r in caplog.records if r.name == "mcpbridge.events"]
     assert any("tool_call.approval_required" in e for e in events)
     assert any("tool_call.resolved" in e for e in events)

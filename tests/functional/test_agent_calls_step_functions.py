@@ -72,14 +72,14 @@ class World:
 
     def parked(self, call_id: str) -> None:
         """Wait until the execution waits on its token (stored sealed on the record)."""
-        wait_until(lambda: self.record(call_id).get("sealed_task_token"), what="the paused execution", timeout=30)
+        wait_until(lambda: self.record(call_id).get("sealed_task_token"), what="the paused execution")
 
     def settled(self, call_id: str) -> dict[str, Any]:
         def final() -> dict[str, Any] | None:
             body: dict[str, Any] = self.client.get(f"{CALLS}/{call_id}").json()
             return body if body["status"] in ("completed", "failed", "rejected", "cancelled", "uncertain") else None
 
-        return wait_until(final, what="the call's end", timeout=45)
+        return wait_until(final, what="the call's end")
 
 
 @pytest.fixture(scope="module")

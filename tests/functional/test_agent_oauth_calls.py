@@ -21,6 +21,7 @@ from mcpbridge.agent.calls import call_key
 from mcpbridge.bootstrap import Container
 from tests.functional.test_oauth_flow import Api, approve, instances
 from tests.support.clock import FakeClock
+from tests.support.local_calls import wait_for_call
 from tests.support.oauth_server import OAuthTestServer, oauth_server
 
 CALLS = "/api/v1/agent/tool-calls"
@@ -54,14 +55,13 @@ def _ref_from_admin(api: Api, server: OAuthTestServer) -> tuple[str, str]:
 
 
 def _settled(api: Api, call_id: str, key: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 20
-    body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        body = api.client.get(f"{CALLS}/{call_id}", headers={"Authorization": f"Bearer {key}"}).json()
-        if body["status"] in ("completed", "failed", "rejected", "cancelled", "uncertain"):
-            return body
-        time.sleep(0.05)
-    raise AssertionError(f"the call did not finish: {body}")
+    """The call once it has reached a final status (the workflow runs it in a thread: waited for while it works)."""
+
+    def final() -> dict[str, Any] | None:
+        body: dict[str, Any] = api.client.get(f"{CALLS}/{call_id}", headers={"Authorization": f"Bearer {key}"}).json()
+        return body if body["status"] in ("completed", "failed", "rejected", "cancelled", "uncertain") else None
+
+    return wait_for_call(call_id, final, what="a final status")
 
 
 def test_a_call_pauses_for_oauth_and_the_callback_resumes_it(api: Api, server: OAuthTestServer) -> None:

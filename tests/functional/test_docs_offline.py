@@ -10,7 +10,6 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.settings import Settings
+from tests.support.readiness import Worker, wait_until
 
 DOCS = "/api/v1/docs"
 SCREENSHOT = Path("/tmp/mcpbridge-docs.png")
@@ -107,10 +107,7 @@ def live(container: Container) -> Iterator[tuple[str, _Recorder]]:
     server = uvicorn.Server(uvicorn.Config(recorder, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started
+    wait_until(lambda: server.started, Worker.thread("the test server", thread), what="starting")
     yield f"http://127.0.0.1:{port}", recorder
     server.should_exit = True
     thread.join(timeout=10)

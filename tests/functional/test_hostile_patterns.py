@@ -2,8 +2,9 @@
 ``/api/v1/knowledge/grep`` and ``/api/v1/wiki/search``, MCP ``grep_chunks`` and ``wiki_search``.
 
 The bug these guard against: Python's backtracking ``re`` ran ``refresh(\\s?\\w+)+!`` for hours while holding the
-GIL, so ``/healthz`` stopped answering and SIGTERM was ignored. Every wait here is bounded by a client timeout, so
-on such an engine the tests fail in seconds rather than hang (the stuck server is then killed).
+GIL, so ``/healthz`` stopped answering and SIGTERM was ignored. Every wait for an answer here is bounded by the CPU
+serve spends on it (tests.support.readiness), so on such an engine the tests fail once serve has spun for seconds of
+CPU, however busy the machine, rather than hang (the stuck server is then killed).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -28,9 +29,12 @@ from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, cli_env, http_
 # readiness waits allow (tests.support.readiness); this is only the last resort against a hang.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
-ANSWER_TIMEOUT = 10.0
-"""How long any one answer may take before the server counts as stuck (RE2 answers these in milliseconds)."""
+ANSWER_CPU_SECONDS = 10.0
+"""The CPU serve may spend on one answer before it counts as stuck in the pattern (RE2 answers in milliseconds)."""
+CLIENT_TIMEOUT = SERVE_TEST_TIMEOUT / 2
+"""A last resort against a hang (serve's CPU, above, fails a stuck answer first), inside the test's own timeout."""
 ENTRIES = ("rest_grep", "rest_wiki", "mcp_grep", "mcp_wiki")
+_T = TypeVar("_T")
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
 
 
@@ -44,14 +48,25 @@ class Served:
     def rest(self) -> httpx.Client:
         client = http_client(self.server.base_url)
         client.headers["Authorization"] = f"Bearer {self.key}"
-        client.timeout = httpx.Timeout(ANSWER_TIMEOUT)
+        client.timeout = httpx.Timeout(CLIENT_TIMEOUT)
         return client
+
+    def answered(self, ask: Callable[[], _T], what: str) -> _T:
+        """``ask()`` (requests to serve), waited for while serve works on it; fails once serve has spent
+        :data:`ANSWER_CPU_SECONDS` on it (or made no progress for long) without an answer."""
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            asked = pool.submit(ask)
+            self.server.wait_for(asked.done, what, cpu_budget=ANSWER_CPU_SECONDS)
+            return asked.result()
+        finally:
+            pool.shutdown(wait=False)  # a request still stuck ends when the server is killed
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """One ``tools/call`` as raw JSON-RPC (stateless, no handshake); the ``result`` object."""
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
         headers = {**MCP_HEADERS, "Authorization": f"Bearer {self.mcp_token}"}
-        with httpx.Client(timeout=ANSWER_TIMEOUT, trust_env=False) as client:
+        with httpx.Client(timeout=CLIENT_TIMEOUT, trust_env=False) as client:
             response = client.post(self.mcp_url, json=body, headers=headers)
         assert response.status_code == 200, response.text
         result: dict[str, Any] = response.json()["result"]
@@ -99,23 +114,25 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 def _answer(served: Served, entry: str, pattern: str) -> str | None:
-    """None for a normal answer, else the refusal's code; fails the test when no answer comes in time."""
-    try:
-        if entry.startswith("rest"):
-            path, field = (
-                ("/api/v1/knowledge/grep", "pattern") if entry == "rest_grep" else ("/api/v1/wiki/search", "query")
-            )
+    """None for a normal answer, else the refusal's code; fails the test when serve spins without answering."""
+    what = f"answering {entry} {pattern!r}"
+    if entry.startswith("rest"):
+        path, field = (
+            ("/api/v1/knowledge/grep", "pattern") if entry == "rest_grep" else ("/api/v1/wiki/search", "query")
+        )
+
+        def ask() -> httpx.Response:
             with served.rest() as client:
-                response = client.post(path, json={field: pattern})
-            if response.status_code == 200:
-                return None
-            assert 400 <= response.status_code < 500, f"{entry} {pattern!r}: {response.status_code} {response.text}"
-            code: str = response.json()["code"]
-            return code
-        name, field = ("grep_chunks", "pattern") if entry == "mcp_grep" else ("wiki_search", "query")
-        result = served.call_tool(name, {field: pattern})
-    except httpx.TimeoutException:
-        pytest.fail(f"{entry} gave no answer to {pattern!r} within {ANSWER_TIMEOUT:.0f} s")
+                return client.post(path, json={field: pattern})
+
+        response = served.answered(ask, what)
+        if response.status_code == 200:
+            return None
+        assert 400 <= response.status_code < 500, f"{entry} {pattern!r}: {response.status_code} {response.text}"
+        code: str = response.json()["code"]
+        return code
+    name, field = ("grep_chunks", "pattern") if entry == "mcp_grep" else ("wiki_search", "query")
+    result = served.answered(lambda: served.call_tool(name, {field: pattern}), what)
     if not result.get("isError"):
         return None
     error: dict[str, str] = json.loads(result["content"][0]["text"])["error"]
@@ -146,19 +163,27 @@ def test_a_hostile_call_leaves_health_and_other_calls_answered(
     with ThreadPoolExecutor(max_workers=2) as pool:
         hostile = [pool.submit(_call_or_none, served, tool, arguments) for _ in range(2)]
         time.sleep(1.0)  # not an assertion: on a backtracking engine both calls are deep in the regex by now
-        with served.rest() as client:
-            health = client.get("/healthz")
-            assert health.json() == {"status": "ok"}
-            listed = client.get("/api/v1/knowledge-bases")
-            assert listed.status_code == 200
-        bases = served.call_tool("list_knowledge_bases", {})
+
+        def health_and_listing() -> tuple[httpx.Response, httpx.Response]:
+            with served.rest() as client:
+                return client.get("/healthz"), client.get("/api/v1/knowledge-bases")
+
+        health, listed = served.answered(health_and_listing, "answering /healthz beside the hostile calls")
+        assert health.json() == {"status": "ok"}
+        assert listed.status_code == 200
+        bases = served.answered(lambda: served.call_tool("list_knowledge_bases", {}), "listing knowledge bases")
         assert not bases.get("isError")
         assert bases["structuredContent"]["total"] == 1
-        grep = served.call_tool("grep_chunks", {"pattern": r"rotating\s+refresh\s+token"})
+        grep = served.answered(
+            lambda: served.call_tool("grep_chunks", {"pattern": r"rotating\s+refresh\s+token"}), "a plain grep"
+        )
         assert grep["structuredContent"]["matches"], grep
+        served.server.wait_for(
+            lambda: all(future.done() for future in hostile), f"answering the hostile {tool}", ANSWER_CPU_SECONDS
+        )
         results = [future.result() for future in hostile]
     for result in results:
-        assert result is not None, f"the hostile {tool} gave no answer within {ANSWER_TIMEOUT:.0f} s"
+        assert result is not None, f"the hostile {tool} gave no answer (the connection failed)"
         assert not result.get("isError"), result
         assert result["structuredContent"]["matches"] == []
         assert result["structuredContent"]["truncated"] is False

@@ -47,11 +47,14 @@ from tests.support.aws import create_aws_resources, set_fake_aws_env
 from tests.support.clock import FakeClock
 from tests.support.moto_atomic import atomic_dynamodb
 from tests.support.oauth_server import OAuthTestServer, oauth_server
+from tests.support.readiness import Worker, wait_until
 
 PUBLIC = "http://127.0.0.1:8080"
 """mcpbridge's public base URL in these tests (only ever part of redirect URIs; nothing listens there)."""
 CALLBACK = f"{PUBLIC}/api/v1/mcp-oauth/callback"
 FRONTEND = "https://app.example"
+ANSWER_TIMEOUT = 60.0
+"""A last resort against a hang of the live server (the test's own timeout is 120 s)."""
 BASE = "/api/v1/mcp-services"
 SETTINGS: dict[str, Any] = {"ssrf_allowlist": ["127.0.0.1"], "public_base_url": PUBLIC, "frontend_urls": [FRONTEND]}
 
@@ -901,22 +904,17 @@ def test_uvicorn_access_log_hides_the_callback_query(local: Container) -> None:
     access = logging.getLogger("uvicorn.access")
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
+    worker = Worker.thread("the test server", thread)
     try:
-        deadline = time.monotonic() + 15
-        while not server.started:
-            assert time.monotonic() < deadline
-            assert thread.is_alive()
-            time.sleep(0.02)
+        wait_until(lambda: server.started, worker, what="starting")
         access.addHandler(handler)
         answer = httpx.get(
             f"http://127.0.0.1:{port}/api/v1/mcp-oauth/callback?code=SECRETCODE123&state=SECRETSTATE456",
-            timeout=10,
+            timeout=ANSWER_TIMEOUT,
             trust_env=False,
         )
         assert answer.status_code == 400
-        deadline = time.monotonic() + 5
-        while not captured and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: bool(captured), worker, what="logging the request")
     finally:
         access.removeHandler(handler)
         server.should_exit = True

@@ -109,7 +109,7 @@ def test_a_call_that_may_outlast_the_request_runs_in_the_workflow_with_a_status_
             polled: dict[str, Any] = client.get(f"{CALLS}/{call_id}").json()
             return polled if polled["status"] not in ("ready", "running") else None
 
-        done = wait_until(ended, timeout=30, what="the background call")
+        done = wait_until(ended, what="the background call")
         assert done["status"] == "completed", done
         assert done["result"]["structuredContent"] == {"echoed": "hi"}
         execution = container.workflow.execution_arn(call_id)  # type: ignore[attr-defined]

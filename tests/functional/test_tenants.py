@@ -32,8 +32,9 @@ from tests.functional.test_oauth_flow import approve
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
 from tests.support.everything import serve
+from tests.support.local_calls import wait_for_call, wait_idle
 from tests.support.oauth_server import OAuthTestServer, oauth_server
-from tests.support.serve import ServeProcess, cli_env
+from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, bearer, cli_env, http_client
 
 PUBLIC = "http://127.0.0.1:8080"
 SETTINGS: dict[str, Any] = {
@@ -163,15 +164,13 @@ def problem(response: httpx.Response, status: int, code: str) -> None:
 
 
 def settled(hub: Hub, call_id: str, key: str) -> dict[str, Any]:
-    """The call once its workflow (a thread) has finished it."""
-    deadline = time.monotonic() + 60  # a loaded machine runs the workflow thread late
-    body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        body = hub.ok("GET", f"{CALLS}/{call_id}", key)
-        if body["status"] in FINAL:
-            return body
-        time.sleep(0.05)
-    raise AssertionError(f"call {call_id} did not finish: {body}")
+    """The call once its workflow (a thread, waited for while it works) has finished it."""
+
+    def final() -> dict[str, Any] | None:
+        body: dict[str, Any] = hub.ok("GET", f"{CALLS}/{call_id}", key)
+        return body if body["status"] in FINAL else None
+
+    return wait_for_call(call_id, final, what="a final status")
 
 
 # ---------------------------------------------------------------------------------------------------- building
@@ -304,6 +303,7 @@ def test_only_the_platform_admin_manages_workspaces(hub: Hub) -> None:
     assert hub.ok("GET", "/api/v1/me", beta.admin)["workspace_name"] == "Beta renamed"
 
 
+@pytest.mark.timeout(SERVE_TEST_TIMEOUT)
 def test_the_operator_manages_workspaces_with_the_platform_key_and_recovers_keys_on_the_data(tmp_path: Path) -> None:
     """``workspaces`` commands are REST requests with the platform admin's key (to the ``serve`` on the data);
     ``keys create --admin`` mints a key straight in the data directory, for any workspace and user named by id or
@@ -340,14 +340,20 @@ def test_the_operator_manages_workspaces_with_the_platform_key_and_recovers_keys
             "admin",
             None,
         )
-        me = httpx.get(f"{server.base_url}/api/v1/me", headers={"Authorization": f"Bearer {recovered['key']}"})
+        with http_client(server.base_url) as client:
+            me = client.get("/api/v1/me", headers=bearer(recovered["key"]))
         assert me.status_code == 200
         assert me.json()["workspace_id"] == workspace
 
         assert cli("workspaces", "delete", workspace)["status"] == "deleting"
-        deadline = time.monotonic() + 60
-        while workspace in {w["id"] for w in cli("workspaces", "list")["items"]} and time.monotonic() < deadline:
-            time.sleep(0.2)  # purged by serve's background job
+
+        def purged() -> bool:  # by serve's background job
+            with http_client(server.base_url) as client:
+                listed = client.get(WORKSPACES, headers=bearer(platform_key))
+            assert listed.status_code == 200, listed.text
+            return workspace not in {w["id"] for w in listed.json()["items"]}
+
+        server.wait_for(purged, "purging the deleted workspace")
         gone = subprocess.run([*run, "workspaces", "enable", workspace], capture_output=True, text=True, env=client_env)
         assert gone.returncode == 1
         assert "no such workspace" in gone.stderr
@@ -784,7 +790,7 @@ def test_deleting_a_workspace_leaves_nothing_of_it(hub: Hub, two: tuple[Tenant, 
     problem(hub.call("GET", "/api/v1/me", acme.admin), 401, "invalid_api_key")
     assert hub.mcp(acme.endpoint, acme.endpoint_token).status_code == 401
     # The paused call's workflow was woken and ended; the upstream never ran it.
-    assert hub.container.workflow.wait_idle(waiting, 20)  # type: ignore[attr-defined]
+    wait_idle(waiting)
     assert upstream.ran == []
     assert leftovers() == ([], []), "items or files of the deleted workspace remain"
     hub.jobs.drain()  # the old knowledge base's late purge finds nothing and leaves nothing

@@ -21,6 +21,7 @@ from mcpbridge.domain.ids import new_id
 from mcpbridge.ports import CallStart
 from mcpbridge.settings import Settings
 from tests.support.aws import create_aws_resources, set_fake_aws_env
+from tests.support.local_calls import wait_idle
 from tests.support.moto_atomic import atomic_dynamodb
 from tests.support.stepfunctions import (
     MOTO_WORKFLOW_CONFIG,
@@ -155,7 +156,7 @@ def test_the_embedded_workflow_records_a_finish_that_fails(tmp_path: Path) -> No
         container.tool_call_records.move(call, "cancelled", sets={"error": {"code": "cancelled", "message": "x"}})
         workflow = container.workflow
         workflow.start(CallStart(call.id, WORKSPACE, 60, 60))
-        assert workflow.wait_idle(call.id, timeout=30)  # type: ignore[attr-defined]
+        wait_idle(call.id)
         stored = record(container, call.id)
         assert stored["status"] == "cancelled"
         assert stored["finish_error"]["error"] == "RuntimeError"

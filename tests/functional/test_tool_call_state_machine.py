@@ -160,7 +160,7 @@ class FakeSteps:
             with self._lock:
                 return self.calls[call_id].tokens.get(kind)
 
-        return wait_until(parked, timeout=30, what=f"the {kind} token of {call_id}")
+        return wait_until(parked, what=f"the {kind} token of {call_id}")
 
     def resolve(self, call_id: str, kind: str, to: str, error: dict[str, str] | None = None) -> str:
         """Move the waiting call and return the parked token, to resume the workflow with."""
@@ -192,7 +192,7 @@ class Harness:
         return self.adapter.start(CallStart(call_id, WORKSPACE, approval, oauth))
 
     def wait_in(self, execution_arn: str, state: str) -> None:
-        wait_until(lambda: current_state(self.sfn, execution_arn) == state, timeout=30, what=f"state {state}")
+        wait_until(lambda: current_state(self.sfn, execution_arn) == state, what=f"state {state}")
         assert self.sfn.describe_execution(executionArn=execution_arn)["status"] == "RUNNING"
 
     def finished(self, execution_arn: str, status: str = "SUCCEEDED") -> dict[str, Any]:

@@ -44,6 +44,11 @@ def _stat_cpu_seconds(stat: Path, *, with_children: bool) -> float | None:
     return sum(int(value) for value in used) / _TICKS
 
 
+def thread_cpu_seconds(native_id: int) -> float | None:
+    """CPU seconds of a thread of this process (by its ``native_id``); None once it has ended, or without /proc."""
+    return _stat_cpu_seconds(Path(f"/proc/self/task/{native_id}/stat"), with_children=False)
+
+
 def _tree_cpu_seconds(pid: int) -> float | None:
     """CPU seconds of a process and of its descendants, live or ended; None without /proc."""
     total = _stat_cpu_seconds(Path(f"/proc/{pid}/stat"), with_children=True)
@@ -80,12 +85,36 @@ class Worker:
         return cls(name, lambda: process.poll() is None, cpu, output)
 
     @classmethod
-    def thread(cls, name: str, thread: threading.Thread, output: Callable[[], str] = lambda: "") -> Worker:
+    def pid(cls, name: str, pid: int, output: Callable[[], str] = lambda: "") -> Worker:
+        """A process that is not this one's child (found by its id), with the processes it started."""
         started = time.monotonic()
-        stat = Path(f"/proc/self/task/{thread.native_id}/stat")
+
+        def alive() -> bool:
+            try:
+                text = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                if Path("/proc/self/stat").exists():
+                    return False
+                try:  # no /proc: whether the id is taken
+                    os.kill(pid, 0)
+                except OSError:
+                    return False
+                return True
+            return text[text.rindex(")") + 2 :].split()[0] not in ("Z", "X")  # a zombie has exited
 
         def cpu() -> float:
-            used = _stat_cpu_seconds(stat, with_children=False)
+            used = _tree_cpu_seconds(pid)
+            return time.monotonic() - started if used is None else used
+
+        return cls(name, alive, cpu, output)
+
+    @classmethod
+    def thread(cls, name: str, thread: threading.Thread, output: Callable[[], str] = lambda: "") -> Worker:
+        started = time.monotonic()
+        native_id = thread.native_id
+
+        def cpu() -> float:
+            used = None if native_id is None else thread_cpu_seconds(native_id)
             return time.monotonic() - started if used is None else used
 
         return cls(name, thread.is_alive, cpu, output)

@@ -2,9 +2,10 @@
 
 moto (5.2) executes state machines only when the outermost ``mock_aws`` carries :data:`MOTO_WORKFLOW_CONFIG`
 (``stepfunctions.execute_state_machine``; in server mode, ``POST /moto-api/config`` with the same JSON). Executions
-run on background threads, so tests poll (:func:`wait_for_execution`, :func:`wait_until`), always with a deadline,
-and stop what is still running before the mock ends (:func:`stop_executions`): a wait left behind would wake up
-later and call AWS for real.
+run on background threads, so tests poll (:func:`wait_for_execution`, :func:`wait_until`) for as long as those
+threads are alive and working (tests.support.readiness: not for a fixed time, which a busy machine outlasts), and
+stop what is still running before the mock ends (:func:`stop_executions`): a wait left behind would wake up later
+and call AWS for real.
 
 The hook that runs our code, found in moto's source: the ASL interpreter performs a ``lambda:invoke`` or
 ``lambda:invoke.waitForTaskToken`` task with an ordinary boto3 Lambda client
@@ -44,6 +45,8 @@ from moto.core.exceptions import JsonRESTError
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
 from tests.support.aws import REPO_ROOT, load_template
+from tests.support.readiness import Worker, thread_cpu_seconds
+from tests.support.readiness import wait_until as wait_for
 
 MOTO_WORKFLOW_CONFIG: Final[DefaultConfig] = {
     "stepfunctions": {"execute_state_machine": True},
@@ -258,26 +261,49 @@ def create_tool_call_workflow(
 # ------------------------------------------------------------------------------------------------ executions
 
 
-def wait_until(predicate: Callable[[], _T | None], *, timeout: float = 30.0, what: str = "the condition") -> _T:
-    """Poll ``predicate`` until it returns something other than None/False; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
+def executions() -> Worker:
+    """moto's execution threads (every state machine's), as one worker: alive while any of them is, its CPU theirs."""
+    from moto.stepfunctions.parser.utils import TMP_THREADS
+
+    seen: dict[int, float] = {}  # thread id -> CPU seconds last read: an ended thread's CPU still counts
+
+    def cpu() -> float:
+        for thread in list(TMP_THREADS):
+            if thread.native_id is not None:
+                used = thread_cpu_seconds(thread.native_id)
+                if used is not None:
+                    seen[thread.native_id] = max(used, seen.get(thread.native_id, 0.0))
+        return sum(seen.values())
+
+    def alive() -> bool:
+        return any(thread.is_alive() for thread in list(TMP_THREADS))
+
+    return Worker("the Step Functions executions", alive, cpu, lambda: "")
+
+
+def wait_until(predicate: Callable[[], _T | None], *, what: str = "the condition") -> _T:
+    """Poll ``predicate`` until it returns something other than None/False, for as long as moto's executions work."""
+    found: list[_T] = []
+
+    def ready() -> bool:
         value = predicate()
-        if value is not None and value is not False:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.02)
+        if value is None or value is False:
+            return False
+        found[:] = [value]
+        return True
+
+    wait_for(ready, executions(), what=what)
+    return found[0]
 
 
-def wait_for_execution(client: Any, execution_arn: str, *, timeout: float = 30.0) -> dict[str, Any]:
+def wait_for_execution(client: Any, execution_arn: str) -> dict[str, Any]:
     """``describe_execution`` once the execution has ended (it runs on a moto thread)."""
 
     def ended() -> dict[str, Any] | None:
         described: dict[str, Any] = client.describe_execution(executionArn=execution_arn)
         return described if described["status"] in TERMINAL_STATUSES else None
 
-    return wait_until(ended, timeout=timeout, what=f"the end of {execution_arn.rsplit(':', 1)[-1]}")
+    return wait_until(ended, what=f"the end of {execution_arn.rsplit(':', 1)[-1]}")
 
 
 def current_state(client: Any, execution_arn: str) -> str | None:
