@@ -1,5 +1,5 @@
 """The official MCP conformance suite's client auth scenarios (npm ``@modelcontextprotocol/conformance``,
-``client --suite auth`` and ``--suite backcompat``) against mcpbridge's OAuth client.
+``client --suite auth``) against mcpbridge's OAuth client.
 
 For each scenario the suite starts its own authorization server and an MCP server protected by it, then runs
 ``tests/conformance/oauth_client.py <server-url>`` (with this venv's python), which drives mcpbridge's real pieces:
@@ -29,17 +29,14 @@ from tests.conformance.node import CONFORMANCE, HERE, NPM_CI_TIMEOUT, NodeTimeou
 from tests.conformance.test_conformance import Scenario, read_expected_failures
 
 SUITE_TIMEOUT = 300.0
-SUITES = ("auth", "backcompat")
-"""The suite's ``auth`` scenarios and its ``backcompat`` ones (MCP 2025-03-26: no resource metadata, authorization
-server metadata at the server's origin, or none and the default ``/authorize``, ``/token``, ``/register``)."""
 SCENARIO_TIMEOUT_MS = 90_000
 """Per scenario (the suite runs them in parallel: 14 Python processes start at once)."""
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(NPM_CI_TIMEOUT + len(SUITES) * SUITE_TIMEOUT + 120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(NPM_CI_TIMEOUT + SUITE_TIMEOUT + 120)]
 
 CLIENT = HERE / "oauth_client.py"
 EXPECTED_FAILURES = HERE / "client-expected-failures.txt"
-# Discovery (including MCP 2025-03-26's), registration, pre-registration, client ID metadata documents, token-endpoint
-# authentication and scope step-up: must pass, and may never be listed as expected failures.
+# Discovery, registration, pre-registration, client ID metadata documents and token-endpoint authentication: must
+# pass, and may never be listed as expected failures.
 MUST_PASS = (
     "auth/metadata-default",
     "auth/metadata-var1",
@@ -50,9 +47,6 @@ MUST_PASS = (
     "auth/token-endpoint-auth-post",
     "auth/token-endpoint-auth-none",
     "auth/pre-registration",
-    "auth/scope-step-up",
-    "auth/2025-03-26-oauth-metadata-backcompat",
-    "auth/2025-03-26-oauth-endpoint-fallback",
 )
 # Scenarios whose MCP server never accepts the token (a 403 on every call): the client fails by design there.
 CLIENT_MAY_FAIL = frozenset({"auth/scope-retry-limit"})
@@ -97,9 +91,11 @@ def parse_client_suite(stdout: str, output_dir: Path) -> tuple[dict[str, Scenari
     return scenarios, outputs
 
 
-def _run_suite(name: str, work: Path) -> ClientRun:
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> ClientRun:
     entry = package_bin(CONFORMANCE, "conformance")
-    output_dir = work / f"results-{name}"
+    work = tmp_path_factory.mktemp("conformance-client")
+    output_dir = work / "results"
     # The suite splits the command on spaces and runs it through a shell, so shell quoting survives.
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(CLIENT))}"
     try:
@@ -108,7 +104,7 @@ def _run_suite(name: str, work: Path) -> ClientRun:
             [
                 "client",
                 "--suite",
-                name,
+                "auth",
                 "--command",
                 command,
                 "--timeout",
@@ -127,20 +123,6 @@ def _run_suite(name: str, work: Path) -> ClientRun:
     return ClientRun(done.returncode, done.stdout, done.stderr, scenarios, outputs)
 
 
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory) -> ClientRun:
-    work = tmp_path_factory.mktemp("conformance-client")
-    runs = [_run_suite(name, work) for name in SUITES]
-    return ClientRun(
-        # Non-zero when any suite's own verdict was a failure.
-        max(run.returncode for run in runs),
-        "\n".join(run.stdout for run in runs),
-        "\n".join(run.stderr for run in runs),
-        {name: scenario for run in runs for name, scenario in run.scenarios.items()},
-        {name: output for run in runs for name, output in run.client_output.items()},
-    )
-
-
 def test_expected_failures_file_is_well_formed() -> None:
     expected = read_expected_failures(EXPECTED_FAILURES)
     listed = sorted(set(MUST_PASS) & set(expected))
@@ -149,7 +131,7 @@ def test_expected_failures_file_is_well_formed() -> None:
 
 
 def test_the_suite_ran_its_auth_scenarios(suite: ClientRun) -> None:
-    assert len(suite.scenarios) >= 16, f"only {sorted(suite.scenarios)} ran\n{suite.tail()}"
+    assert len(suite.scenarios) >= 14, f"only {sorted(suite.scenarios)} ran\n{suite.tail()}"
     missing = [name for name in MUST_PASS if name not in suite.scenarios]
     assert not missing, f"the suite no longer has {missing}\n{suite.tail()}"
 

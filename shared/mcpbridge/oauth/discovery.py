@@ -9,10 +9,7 @@ Order, as the MCP authorization spec and the SDK's client do it:
    valid document wins. Its ``resource`` must cover the service URL (RFC 8707 / RFC 9728 section 7.3).
 2. The authorization server's metadata: the pinned URL, or the RFC 8414 / OpenID candidates of the first listed
    server (of the service's origin when there is no resource metadata). Its ``issuer`` must be the one asked for
-   (RFC 8414 section 3.3), and it must offer PKCE with S256 (the MCP spec: refuse otherwise). With neither resource
-   metadata nor metadata at the origin, MCP 2025-03-26's default endpoints at the origin (``/authorize``,
-   ``/token``, ``/register``). On that path the metadata's ``issuer`` must be on the service's origin (it may have
-   a path): the client knew no issuer to compare with.
+   (RFC 8414 section 3.3), and it must offer PKCE with S256 (the MCP spec: refuse otherwise).
 
 Every URL goes through :mod:`mcpbridge.outbound.json_http` (SSRF guard, https, no redirects). The SDK's URL builders,
 validators and pydantic models (``mcp.client.auth.utils``, ``mcp.shared.auth``) do the RFC work.
@@ -118,28 +115,8 @@ async def _resource_metadata(
     return None
 
 
-def _default_endpoints(origin: str) -> OAuthMetadata:
-    """MCP 2025-03-26 (section 2.3.3): without metadata, the endpoints are ``/authorize``, ``/token`` and
-    ``/register`` at the server's origin, and PKCE (S256) is required of every client."""
-    return OAuthMetadata.model_validate(
-        {
-            "issuer": origin,
-            "authorization_endpoint": f"{origin}/authorize",
-            "token_endpoint": f"{origin}/token",
-            "registration_endpoint": f"{origin}/register",
-            "response_types_supported": ["code"],
-            "code_challenge_methods_supported": ["S256"],
-        }
-    )
-
-
 async def _server_metadata(
-    policy: EgressPolicy,
-    candidates: list[str],
-    expected_issuer: str | None,
-    timeout: float,
-    *,
-    default: OAuthMetadata | None = None,
+    policy: EgressPolicy, candidates: list[str], expected_issuer: str | None, timeout: float
 ) -> OAuthMetadata:
     for url in candidates:
         answer = await get_json(policy, url, what="authorization server metadata", timeout=timeout)
@@ -155,8 +132,6 @@ async def _server_metadata(
         if expected_issuer is not None and not issuers_match(str(metadata.issuer), expected_issuer):
             raise _failed("the authorization server metadata names another issuer", code="oauth_issuer_mismatch")
         return metadata
-    if default is not None:
-        return default
     raise _failed("no authorization server metadata was found for this service")
 
 
@@ -191,15 +166,9 @@ async def discover(service: ExternalService, policy: EgressPolicy, *, timeout: f
             candidates = build_oauth_authorization_server_metadata_discovery_urls(issuer, service.url)
             metadata = await _server_metadata(policy, candidates, issuer, timeout)
         else:
-            # Servers from before RFC 9728 (MCP 2025-03-26): the metadata sits at the service's origin, and without
-            # it the default endpoints there.
-            origin = _origin(service.url)
+            # Servers from before RFC 9728 (MCP 2025-03-26): the metadata sits at the service's origin.
             candidates = build_oauth_authorization_server_metadata_discovery_urls(None, service.url)
-            metadata = await _server_metadata(policy, candidates, None, timeout, default=_default_endpoints(origin))
-            # The client formed the metadata URL from the origin, not from an issuer it knew: the document may name
-            # an issuer with a path (``https://host/oauth``), never one on another origin.
-            if _origin(str(metadata.issuer)).lower() != origin.lower():
-                raise _failed("the authorization server metadata names another issuer", code="oauth_issuer_mismatch")
+            metadata = await _server_metadata(policy, candidates, _origin(service.url), timeout)
     if "S256" not in (metadata.code_challenge_methods_supported or []):
         raise _failed("the authorization server does not offer PKCE with S256", code="oauth_pkce_unsupported")
     resource = str(resource_metadata.resource) if resource_metadata is not None else canonical
