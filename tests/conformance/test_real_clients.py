@@ -36,7 +36,6 @@ from tests.support.readiness import Worker, wait_until
 # The first test may wait for `npm ci`.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(NPM_CI_TIMEOUT + 180)]
 
-CLI_TIMEOUT = 60.0
 QUERY = "walruses clams"
 
 
@@ -126,7 +125,6 @@ def inspector(served: Served, *args: str) -> dict[str, Any]:
             f"Authorization: Bearer {served.endpoint.token}",
             *args,
         ],
-        timeout=CLI_TIMEOUT,
         env=node_env(home=served.home),
         # inspector-cli 1.0.3 looks for its own package.json as "../package.json" from the working directory (a bug);
         # from its build folder that is the right file.

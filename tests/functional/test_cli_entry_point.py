@@ -20,8 +20,8 @@ import pytest
 
 from mcpbridge import __version__
 from mcpbridge.cli.parser import build_parser
-from tests.support.readiness import Worker, wait_until
-from tests.support.serve import CLI_TIMEOUT, SERVE_TEST_TIMEOUT, bearer, cli_env, http_client
+from tests.support.readiness import Worker, run_to_end, wait_until
+from tests.support.serve import SERVE_TEST_TIMEOUT, bearer, cli_env, http_client
 
 # Each test starts `serve` (a few CPU seconds each time): at load 20 on two cores that can take minutes, which the
 # readiness waits allow (tests.support.readiness); this is only the last resort against a hang.
@@ -33,15 +33,7 @@ GROUPS = ("init", "serve", "workspaces", "users", "keys", "kb", "endpoints", "se
 
 
 def mcpbridge(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(MCPBRIDGE), *args],
-        cwd=cwd,
-        env=cli_env(env),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
-    )
+    return run_to_end([str(MCPBRIDGE), *args], what=" ".join(["mcpbridge", *args[:1]]), cwd=cwd, env=cli_env(env))
 
 
 def leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:

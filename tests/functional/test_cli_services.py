@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -45,11 +45,11 @@ from tests.support.aws import create_aws_resources, set_fake_aws_env
 from tests.support.live_server import live_server
 from tests.support.moto_atomic import atomic_dynamodb
 from tests.support.oauth_server import OAuthTestServer, oauth_server
+from tests.support.readiness import Worker, run_to_end, wait_until
 from tests.support.serve import cli_env, free_port
 
 REDIRECT_URI = "http://127.0.0.1:8080/api/v1/mcp-oauth/callback"
 """The CLI's default redirect URI: mcpbridge's callback at ``mcpbridge serve``'s default address."""
-SUBPROCESS_TIMEOUT = 60.0
 
 
 # ---------------------------------------------------------------------------------------------------- fixtures
@@ -318,14 +318,14 @@ def paste(install: Install, cwd: Path, before: Any = None) -> tuple[int, str, st
     try:
         assert process.stdout is not None
         assert process.stdin is not None
-        printed = _read_until(process.stdout, lambda line: line.startswith("  http"))
+        printed = _read_until(process, lambda line: line.startswith("  http"))
         location = approve(printed[-1].strip())
-        printed += _read_until(process.stdout, lambda line: "paste" in line)
+        printed += _read_until(process, lambda line: "paste" in line)
         if before is not None:
             before(location)
         process.stdin.write(location + "\n")
         process.stdin.flush()
-        out, err = process.communicate(timeout=SUBPROCESS_TIMEOUT)
+        out, err = _communicate(process)
     finally:
         _stop(process)
     return process.returncode, "".join(printed) + out, err, location
@@ -383,10 +383,10 @@ def test_authorize_with_listen(local: Install, tmp_path: Path) -> None:
     )
     try:
         assert process.stdout is not None
-        printed = _read_until(process.stdout, lambda line: line.startswith("  http"))
+        printed = _read_until(process, lambda line: line.startswith("  http"))
         url = printed[-1].strip()
         assert query_of(url)["redirect_uri"] == f"http://127.0.0.1:{port}/api/v1/mcp-oauth/callback"
-        printed += _read_until(process.stdout, lambda line: line.startswith("Waiting"))
+        printed += _read_until(process, lambda line: line.startswith("Waiting"))
         location = approve(url)
         with httpx.Client(timeout=30, trust_env=False) as browser:
             forged = location.replace("state=", "state=x")
@@ -398,7 +398,7 @@ def test_authorize_with_listen(local: Install, tmp_path: Path) -> None:
         assert landed.status_code == 200, landed.text
         assert "Authorization complete" in landed.text
         assert landed.headers["cache-control"] == "no-store"
-        out, err = process.communicate(timeout=SUBPROCESS_TIMEOUT)
+        out, err = _communicate(process)
     finally:
         _stop(process)
     output = "".join(printed) + out
@@ -424,9 +424,7 @@ def test_listen_gives_up_after_the_timeout(local: Install, tmp_path: Path) -> No
         "1",
         *local.data_args,
     ]
-    done = subprocess.run(
-        command, cwd=tmp_path, env=cli_env(local.env), capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT
-    )
+    done = run_to_end(command, what="mcpbridge services authorize", cwd=tmp_path, env=cli_env(local.env))
     assert done.returncode == 1, done
     assert "did not come back in time" in done.stderr
     assert "--redirected-url" in done.stderr
@@ -669,8 +667,10 @@ def _add_user(container: Container, install: Install, user_id: str) -> str:
     return user_id
 
 
-def _read_until(stream: IO[str], done: Any, timeout: float = SUBPROCESS_TIMEOUT) -> list[str]:
-    """Lines of a subprocess's output up to the first one ``done`` accepts (fails after ``timeout`` seconds)."""
+def _read_until(process: subprocess.Popen[str], done: Any) -> list[str]:
+    """Lines of a subprocess's output up to the first one ``done`` accepts, waited for while the process works."""
+    assert process.stdout is not None
+    stream = process.stdout
     lines: list[str] = []
     finished = threading.Event()
 
@@ -682,10 +682,19 @@ def _read_until(stream: IO[str], done: Any, timeout: float = SUBPROCESS_TIMEOUT)
         finished.set()
 
     threading.Thread(target=read, daemon=True).start()
-    assert finished.wait(timeout), f"no such line within {timeout:g} s:\n{''.join(lines)}"
+    command = Worker.process("mcpbridge services authorize", process, lambda: "".join(lines))
+    wait_until(finished.is_set, command, what="printing the line awaited")
     assert lines, "the command printed nothing"
     assert done(lines[-1]), f"the output ended first:\n{''.join(lines)}"
     return lines
+
+
+def _communicate(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """The rest of the command's output once it has ended, waited for while it works (its output is small)."""
+    command = Worker.process("mcpbridge services authorize", process, lambda: "")
+    wait_until(lambda: process.poll() is not None, command, what="ending")
+    out, err = process.communicate()
+    return out, err
 
 
 def _stop(process: subprocess.Popen[str]) -> None:

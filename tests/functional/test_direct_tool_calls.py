@@ -32,6 +32,8 @@ from tests.support.live_server import live_server
 pytestmark = [pytest.mark.slow]
 
 POLICY = EgressPolicy(["127.0.0.1"])
+CLIENT_TIMEOUT = 30.0
+"""The clients' read timeout: no scenario waits for it, so it only ends a call that went wrong."""
 OUTPUT_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 TOOLS = [
     {"name": "probe", "inputSchema": {"type": "object"}},
@@ -118,7 +120,7 @@ class Upstream:
             params_of = {"messages": [], "maxTokens": 5} if scenario == "sampling" else {}
             request = {"jsonrpc": "2.0", "id": f"s-{scenario}", "method": asked[scenario], "params": params_of}
             await _events(send, [f"data: {json.dumps(request)}\n\n"], more=True)
-            with anyio.fail_after(10):
+            with anyio.move_on_after(CLIENT_TIMEOUT):  # by then the client has given up the call, and says so
                 await self._event().wait()
             self._event().clear()
             await send({"type": "http.response.body", "body": f"data: {json.dumps(answer)}\n\n".encode()})
@@ -184,7 +186,7 @@ def upstream() -> Iterator[tuple[str, Upstream]]:
 
 
 async def _outcome(url: str, direct: bool, tool: str, arguments: dict[str, Any]) -> tuple[Any, ...]:
-    spec = ConnectionSpec(url, "http-streamable", timeout=10)
+    spec = ConnectionSpec(url, "http-streamable", timeout=CLIENT_TIMEOUT)
     try:
         async with Connection(spec, POLICY, direct_calls=direct) as connection:
             result = await connection.call_tool(tool, arguments)

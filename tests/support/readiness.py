@@ -12,11 +12,14 @@ CPU time comes from ``/proc`` (Linux). Elsewhere the wall time stands in for it,
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,3 +158,53 @@ def wait_until(
 def _fail(worker: Worker, reason: str) -> None:
     output = worker.output()
     pytest.fail(f"{reason}\n{output}" if output else reason)
+
+
+RUN_CPU_SECONDS = 120.0
+"""The CPU a command run to its end may use (its own and its children's): many times what the slowest one needs."""
+
+
+def run_to_end(
+    command: Sequence[str],
+    *,
+    what: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    cpu_budget: float = RUN_CPU_SECONDS,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` to its end, for as long as it (with the processes it starts) is working: the wait of
+    ``wait_until``, not a fixed timeout. A command that is stuck or spinning is killed with its process group and
+    fails the test with its output. The output goes to files, so a full pipe never blocks the command."""
+    with tempfile.TemporaryDirectory(prefix="run-") as folder:
+        out_path, err_path = Path(folder) / "stdout", Path(folder) / "stderr"
+        with out_path.open("wb") as out, err_path.open("wb") as err:
+            process = subprocess.Popen(
+                list(command),
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,  # its own process group, killed whole if it must be
+            )
+
+        def output() -> str:
+            return f"--- stdout\n{_read(out_path)[-4000:]}\n--- stderr\n{_read(err_path)[-4000:]}"
+
+        try:
+            wait_until(
+                lambda: process.poll() is not None,
+                Worker.process(what, process, output),
+                what="ending",
+                cpu_budget=cpu_budget,
+            )
+        finally:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        return subprocess.CompletedProcess(list(command), process.returncode, _read(out_path), _read(err_path))
+
+
+def _read(path: Path) -> str:
+    return path.read_bytes().decode(errors="replace")

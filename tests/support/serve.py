@@ -16,14 +16,13 @@ from typing import Any
 
 import httpx
 
-from tests.support.readiness import START_CPU_SECONDS, Worker, wait_until
+from tests.support.readiness import START_CPU_SECONDS, Worker, run_to_end, wait_until
 
 PROBLEM_JSON = "application/problem+json"
 SERVE_TEST_TIMEOUT = 600
 """pytest-timeout for a test that starts serve: a last resort against a hang, far above a start at load 20."""
 PROBE_TIMEOUT = 10.0
 """One /healthz probe (refused at once while nothing listens; a busy machine may be slow to answer)."""
-CLI_TIMEOUT = 60.0
 _KEY_LINE = re.compile(r"^\s+(sk_\S+)\s*$", re.MULTILINE)
 
 
@@ -52,14 +51,9 @@ def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def run_cli(args: list[str], *, cwd: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcpbridge.cli", *args],
-        cwd=cwd,
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
+    """``mcpbridge args...`` to its end, for as long as it works (no fixed timeout: see tests.support.readiness)."""
+    return run_to_end(
+        [sys.executable, "-m", "mcpbridge.cli", *args], what=" ".join(["mcpbridge", *args[:1]]), cwd=cwd, env=env
     )
 
 
