@@ -727,7 +727,7 @@ class Container:
     def gateway(self) -> Gateway:
         from mcpbridge.agent.gateway import Gateway
 
-        return Gateway(self.agent_catalog, lambda: self.tool_calls)
+        return Gateway(self.agent_catalog, lambda: self.tool_calls, self.secrets)
 
     @cached_property
     def tool_call_steps(self) -> ToolCallSteps:

@@ -15,6 +15,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ElicitResult
 
 from tests.support.everything import Everything
 from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, bearer, cli_env, http_client
@@ -309,3 +310,184 @@ def test_an_idempotency_key_in_meta_returns_the_first_call(hub: Hub, mode: str) 
         with http_client(hub.process.base_url) as http:
             http.headers.update(bearer(hub.admin_key))
             http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": False})
+
+
+# ------------------------------------------------------------------------------------- 2026-07-28: InputRequiredResult
+
+
+async def _modern_session(endpoint: dict[str, Any], work: Any, **client: Any) -> Any:
+    """A 2026-07-28 session of a client that takes URL-mode elicitations (by default it accepts them)."""
+
+    async def accept(context: Any, params: Any) -> ElicitResult:
+        return ElicitResult(action="accept")
+
+    client.setdefault("elicitation_callback", accept)
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {endpoint['token']}"}, timeout=30)
+    async with (
+        http,
+        Client(streamable_http_client(endpoint["url"], http_client=http), mode="2026-07-28", **client) as mcp,
+    ):
+        return await work(mcp)
+
+
+def _approval_required(hub: Hub, required: bool) -> None:
+    with http_client(hub.process.base_url) as http:
+        http.headers.update(bearer(hub.admin_key))
+        policy = http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": required})
+        assert policy.status_code == 200, policy.text
+
+
+def test_a_paused_call_answers_input_required_and_its_retry_gets_what_the_approver_decided(hub: Hub) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    endpoint, elsewhere = _endpoint(hub, ["echo"]), _endpoint(hub, ["echo"])
+    base = hub.process.base_url
+    _approval_required(hub, True)
+    with http_client(base) as http:
+        http.headers.update(bearer(hub.admin_key))
+        approver = _other_admin(http)
+
+    async def echo_of(mcp: Any) -> str:
+        (echo,) = [tool for tool in (await mcp.list_tools()).tools if tool.name.startswith("mcp_everything_echo_")]
+        return str(echo.name)
+
+    async def pause(mcp: Any) -> tuple[str, Any, Any, Any]:
+        name = await echo_of(mcp)
+        first = await mcp.session.call_tool(name, {"message": "as asked"}, allow_input_required=True)
+        accepted = {"approval": ElicitResult(action="accept")}
+        again = await mcp.session.call_tool(
+            name,
+            {"message": "as asked"},
+            input_responses=accepted,
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        refused = await mcp.session.call_tool(name, {"message": "to be refused"}, allow_input_required=True)
+        return name, first, again, refused
+
+    async def refusals(mcp: Any, name: str, state: str) -> list[str]:
+        """What a retry gets with a state that is not this request's."""
+        tampered = state[:-6] + ("A" if state[-6] != "A" else "B") + state[-5:]
+        tries = [({"message": "as asked"}, tampered), ({"message": "other arguments"}, state)]
+        codes = []
+        for arguments, request_state in tries:
+            try:
+                await mcp.session.call_tool(name, arguments, request_state=request_state, allow_input_required=True)
+                codes.append("accepted")
+            except MCPError as exc:
+                codes.append(f"{exc.error.code} {exc.error.message}")
+        return codes
+
+    try:
+        name, first, again, refused = asyncio.run(_modern_session(endpoint, pause))
+        assert first.result_type == "input_required"
+        (asked,) = first.input_requests.values()
+        assert asked.method == "elicitation/create"
+        assert asked.params.mode == "url"
+        prefix = f"{base}/console/approvals/"
+        assert asked.params.url.startswith(prefix), asked.params.url
+        call_id = asked.params.url.removeprefix(prefix)
+        assert "waits for a person's approval" in asked.params.message
+        assert call_id not in first.request_state, "the state is sealed"
+        # Asked once: while the call still waits, a retry answers the state alone (no second page to open).
+        assert again.result_type == "input_required"
+        assert not again.input_requests
+        assert again.request_state == first.request_state
+
+        bad = asyncio.run(_modern_session(endpoint, lambda mcp: refusals(mcp, name, first.request_state)))
+        assert bad == ["-32602 Invalid or expired requestState"] * 2, bad
+
+        async def through_elsewhere(mcp: Any) -> list[str]:
+            return await refusals(mcp, await echo_of(mcp), first.request_state)
+
+        other_endpoint = asyncio.run(_modern_session(elsewhere, through_elsewhere))
+        assert other_endpoint[0] == "-32602 Invalid or expired requestState", "bound to the endpoint and caller"
+
+        refused_id = refused.input_requests["approval"].params.url.removeprefix(prefix)
+        with http_client(base) as other:
+            other.headers.update(bearer(approver))
+            approved = other.post(
+                f"/api/v1/agent/tool-approvals/{call_id}",
+                json={"decision": "approve", "modified_args": {"message": "as approved"}},
+            )
+            assert approved.status_code == 200, approved.text
+            rejected = other.post(
+                f"/api/v1/agent/tool-approvals/{refused_id}", json={"decision": "reject", "reason": "not today"}
+            )
+            assert rejected.status_code == 200, rejected.text
+
+        done = _retried_until_settled(hub, endpoint, name, {"message": "as asked"}, first.request_state)
+        assert done.is_error is False
+        assert "Echo: as approved" in _text(done)
+        assert "as asked" not in _text(done)
+        ended = _retried_until_settled(hub, endpoint, name, {"message": "to be refused"}, refused.request_state)
+        assert ended.is_error is True
+        assert "not today" in _text(ended)
+        assert ended.structured_content["status"] == "rejected"
+    finally:
+        _approval_required(hub, False)
+
+
+def test_the_sdk_driver_follows_the_page_to_the_result_and_a_declined_page_leaves_the_call_waiting(hub: Hub) -> None:
+    """The SDK client's own loop: its elicitation callback (a person opening the page, who is also an approver here)
+    approves through REST, then the client retries until the result. A person who declines gets the waiting
+    notice: the call still waits for its approver."""
+    endpoint = _endpoint(hub, ["echo"])
+    base = hub.process.base_url
+    _approval_required(hub, True)
+    with http_client(base) as http:
+        http.headers.update(bearer(hub.admin_key))
+        approver = _other_admin(http)
+    pages: list[str] = []
+
+    async def approve_on_the_page(context: Any, params: Any) -> ElicitResult:
+        pages.append(params.url)
+        call_id = params.url.rsplit("/", 1)[-1]
+
+        def approve() -> None:
+            with http_client(base) as other:
+                other.headers.update(bearer(approver))
+                answer = other.post(f"/api/v1/agent/tool-approvals/{call_id}", json={"decision": "approve"})
+                assert answer.status_code == 200, answer.text
+
+        await asyncio.to_thread(approve)
+        return ElicitResult(action="accept")
+
+    async def decline(context: Any, params: Any) -> ElicitResult:
+        return ElicitResult(action="decline")
+
+    async def call(mcp: Any) -> Any:
+        (echo,) = [tool for tool in (await mcp.list_tools()).tools if tool.name.startswith("mcp_everything_echo_")]
+        return await mcp.call_tool(echo.name, {"message": "through the page"})
+
+    try:
+        # Rounds: enough state-only polls (0.25 s apart) for the workflow to run the approved call on a busy machine.
+        done = asyncio.run(
+            _modern_session(endpoint, call, elicitation_callback=approve_on_the_page, input_required_max_rounds=2000)
+        )
+        assert len(pages) == 1, pages
+        assert done.is_error is False
+        assert "Echo: through the page" in _text(done)
+
+        waiting = asyncio.run(_modern_session(endpoint, call, elicitation_callback=decline))
+        assert waiting.is_error is False
+        assert waiting.structured_content["status"] == "awaiting_approval"
+        assert waiting.structured_content["approval_url"].startswith(f"{base}/console/approvals/")
+        assert "check_call" in _text(waiting)
+    finally:
+        _approval_required(hub, False)
+
+
+def _retried_until_settled(hub: Hub, endpoint: dict[str, Any], name: str, arguments: Any, state: str) -> Any:
+    """The 2026-07-28 retry with ``state`` until it answers something other than ``InputRequiredResult``."""
+    seen: list[Any] = []
+
+    async def retry(mcp: Any) -> Any:
+        return await mcp.session.call_tool(name, arguments, request_state=state, allow_input_required=True)
+
+    def settled() -> bool:
+        seen.append(asyncio.run(_modern_session(endpoint, retry)))
+        return getattr(seen[-1], "result_type", "complete") != "input_required"
+
+    hub.process.wait_for(settled, "the paused call to settle")
+    return seen[-1]

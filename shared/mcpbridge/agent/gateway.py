@@ -22,6 +22,14 @@
   tools) answers the tool's result once the call has run, the same notice while it still waits, and an error result
   naming the reason after a rejection, a timeout or a failure. Only the caller who made a call may check it, through
   the endpoint that made it.
+* **Pauses** (2026-07-28, a client that declares URL-mode elicitation). The call answers ``InputRequiredResult``: an
+  input request ``approval`` (or ``oauth``), a URL-mode elicitation to the approval page (or to the caller's own
+  consent URL), and a ``requestState`` sealed by mcpbridge (:mod:`mcpbridge.agent.request_state`: bound to the
+  endpoint, the caller, the tool and its arguments). The client's retry with that state gets the tool's result once
+  the call has run; while it still waits, ``InputRequiredResult`` again, with only the state when the client was
+  sent to that page already; an error result naming the reason after a rejection or a timeout; the waiting notice
+  above when its person declined or dismissed the page (the call still waits for its approver). A retry takes no
+  count of the endpoint's rate limit. A modern client without URL elicitation gets the handshake-era notice.
 """
 
 from __future__ import annotations
@@ -34,11 +42,15 @@ from typing import TYPE_CHECKING, Any, Final
 from mcpbridge.agent.calls import ToolCall
 from mcpbridge.agent.discovery import AgentCatalog, PublishedTool, description_prefix
 from mcpbridge.agent.profiles import AgentProfile
+from mcpbridge.agent.request_state import InvalidRequestState, PausedCall, arguments_digest
+from mcpbridge.agent.request_state import open_state as request_state_of
+from mcpbridge.agent.request_state import seal as seal_request_state
 from mcpbridge.domain.identity import Principal, Scope
 from mcpbridge.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from mcpbridge.agent.broker import ToolCallBroker
+    from mcpbridge.ports import SecretBox
 
 CHECK_CALL: Final = "check_call"
 APPROVAL_PAGE: Final = "/console/approvals/{pending_id}"
@@ -117,9 +129,10 @@ def listed(tool: PublishedTool) -> dict[str, Any]:
 
 
 class Gateway:
-    def __init__(self, catalog: AgentCatalog, broker: Callable[[], ToolCallBroker]) -> None:
+    def __init__(self, catalog: AgentCatalog, broker: Callable[[], ToolCallBroker], secrets: SecretBox) -> None:
         self._catalog = catalog
         self._broker = broker
+        self._secrets = secrets
 
     def tools(self, publication: Publication, principal: Principal) -> list[dict[str, Any]]:
         """The published tools the caller may call now, then ``check_call`` (blocking: store reads)."""
@@ -145,8 +158,11 @@ class Gateway:
         arguments: Mapping[str, Any],
         base_url: str,
         idempotency_key: str | None = None,
+        *,
+        paused_as: str | None = None,
     ) -> dict[str, Any]:
-        """Call a published tool through the broker: its result, or the notice of a call that waits. With an
+        """Call a published tool through the broker: its result, or the notice of a call that waits (with
+        ``paused_as``, the name the client called: an ``InputRequiredResult`` instead, 2026-07-28). With an
         idempotency key used before for the same call: that call as it stands (its result, once it ran)."""
         submitted = await self._broker().submit(
             principal,
@@ -160,7 +176,81 @@ class Gateway:
         call = submitted.call
         if submitted.agent_result is not None and call.status == "completed":
             return submitted.agent_result
+        if paused_as is not None and call.status in _WAITING:
+            return self._input_required(publication, principal, call, paused_as, arguments, base_url, asked=None)
         return self._answer(call, principal, base_url, notice=submitted.notice)
+
+    def resume(
+        self,
+        publication: Publication,
+        principal: Principal,
+        name: str,
+        arguments: Mapping[str, Any],
+        request_state: str | None,
+        input_responses: Mapping[str, Any] | None,
+        base_url: str,
+    ) -> dict[str, Any]:
+        """The retry of a call that answered ``InputRequiredResult`` (blocking: a store read): the tool's result once
+        the call has run, ``InputRequiredResult`` again while it waits (asking only what was not asked yet), an error
+        result naming the reason once it ended otherwise. A client whose person declined or cancelled the page gets
+        the waiting notice (the call still waits for its approver; ``check_call`` or a retry finds its end). Raises
+        :class:`InvalidRequestState` for a state that is not this caller's, this endpoint's or this request's."""
+        if not isinstance(request_state, str) or not request_state:
+            raise InvalidRequestState("input responses without a requestState")
+        paused = request_state_of(self._secrets, publication.endpoint_id, principal, request_state, name, arguments)
+        try:
+            call = self._broker().get(principal, paused.call_id)
+        except NotFound:
+            raise InvalidRequestState("the call is gone (its record has expired)") from None
+        if call.agent_id != publication.endpoint_id:
+            raise InvalidRequestState("the call was made through another endpoint")
+        if call.status in _WAITING:
+            if _declined(input_responses):
+                return _waiting(call, base_url, self._broker().authorization_url(call, principal))
+            return self._input_required(
+                publication, principal, call, name, arguments, base_url, asked=paused.asked, state=request_state
+            )
+        return self._answer(call, principal, base_url)
+
+    def _input_required(
+        self,
+        publication: Publication,
+        principal: Principal,
+        call: ToolCall,
+        name: str,
+        arguments: Mapping[str, Any],
+        base_url: str,
+        *,
+        asked: str | None,
+        state: str | None = None,
+    ) -> dict[str, Any]:
+        """``InputRequiredResult``: a URL-mode elicitation to the page the call waits on (the approval page, or the
+        caller's own OAuth consent), unless the client was sent there already; and the sealed ``requestState`` (the
+        client's own ``state`` again when nothing new is asked: no sealing per poll)."""
+        question: tuple[str, str, str] | None = None
+        if call.status == "awaiting_approval":
+            url = base_url.rstrip("/") + APPROVAL_PAGE.format(pending_id=call.id)
+            message = f"{call.tool_name} of {call.service_name} waits for a person's approval: {url}"
+            question = ("approval", url, message)
+        elif call.status == "awaiting_oauth":
+            authorization_url = self._broker().authorization_url(call, principal)
+            if authorization_url is not None:
+                message = f"{call.tool_name} of {call.service_name} needs your authorization of {call.service_name}"
+                question = ("oauth", authorization_url, message)
+        if question is None or question[0] == asked:
+            if state is not None:
+                return {"resultType": "input_required", "requestState": state}
+            answer: dict[str, Any] = {"resultType": "input_required"}
+        else:
+            asked = question[0]
+            elicitation = {"mode": "url", "message": question[2], "url": question[1]}
+            answer = {
+                "resultType": "input_required",
+                "inputRequests": {asked: {"method": "elicitation/create", "params": elicitation}},
+            }
+        paused = PausedCall(call.id, name, arguments_digest(arguments), asked)
+        answer["requestState"] = seal_request_state(self._secrets, publication.endpoint_id, principal, paused)
+        return answer
 
     def check(self, publication: Publication, principal: Principal, arguments: Mapping[str, Any], base_url: str) -> Any:
         """``check_call``: a call of this caller through this endpoint, as it stands (blocking: a store read)."""
@@ -183,6 +273,14 @@ class Gateway:
         reason = str(error.get("message") or notice or call.status)
         data = {"call_id": call.id, "status": call.status, "reason": reason, "code": error.get("code", call.status)}
         return _result(data, f"The call did not run: {call.status} ({reason}).", is_error=True)
+
+
+def _declined(responses: Mapping[str, Any] | None) -> bool:
+    """Whether the client's person declined or dismissed what they were asked (URL-mode elicitation results)."""
+    return any(
+        isinstance(response, Mapping) and response.get("action") in ("decline", "cancel")
+        for response in (responses or {}).values()
+    )
 
 
 def _waiting(call: ToolCall, base_url: str, authorization_url: str | None) -> dict[str, Any]:

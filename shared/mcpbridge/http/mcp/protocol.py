@@ -103,10 +103,25 @@ class ToolServer(Protocol):
     def tools(self) -> Awaitable[list[dict[str, Any]]]: ...
 
     def call(
-        self, name: str, arguments: dict[str, Any], *, modern: bool, meta: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        modern: bool,
+        meta: Mapping[str, Any] | None = None,
+        resume: Resume | None = None,
     ) -> Awaitable[dict[str, Any]]:
-        """A ``CallToolResult`` (its wire form); raises :class:`JsonRpcError` for a call the era refuses."""
+        """A ``CallToolResult`` (its wire form), or in the modern era an ``InputRequiredResult`` (``resultType``
+        ``input_required``); raises :class:`JsonRpcError` for a call the era refuses."""
         ...
+
+
+@dataclass(frozen=True)
+class Resume:
+    """A modern-era retry of a call that answered ``InputRequiredResult``: what the client sends back."""
+
+    request_state: str | None
+    input_responses: Mapping[str, Any] | None
 
 
 class PrimitiveServer(Protocol):
@@ -290,7 +305,7 @@ async def _modern(
         result = await _modern_result(message, identity, server)
     except JsonRpcError as exc:
         return _modern_error(request_id, exc)
-    result["resultType"] = "complete"
+    result.setdefault("resultType", "complete")  # or "input_required": a paused call of a published external tool
     result["_meta"] = {SERVER_INFO_META: {"name": identity.name, "version": identity.version}}
     return Reply(200, to_json({"jsonrpc": "2.0", "id": request_id, "result": result}))
 
@@ -383,7 +398,10 @@ async def _modern_result(message: Message, identity: ServerIdentity, served: Ser
         return {**_CACHE_HINT, "tools": await server.tools()}
     if method == "tools/call":
         name, arguments = call_params(params, modern_meta, modern=True)
-        return dict(await server.call(name, arguments, modern=True, meta=_meta_of(params)))
+        resume = None
+        if params is not None and (params.get("requestState") is not None or params.get("inputResponses")):
+            resume = Resume(params.get("requestState"), params.get("inputResponses"))
+        return dict(await server.call(name, arguments, modern=True, meta=_meta_of(params), resume=resume))
     if method == "server/discover":
         request_params(params, modern_meta)
         return {

@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge import __version__
+from mcpbridge.agent.request_state import InvalidRequestState
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal
@@ -40,8 +41,9 @@ from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, Unauthenticated
 from mcpbridge.http.mcp import protocol
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
+from mcpbridge.http.mcp.params import CLIENT_CAPABILITIES_META
 from mcpbridge.http.mcp.primitives import Primitives
-from mcpbridge.http.mcp.protocol import ServerIdentity
+from mcpbridge.http.mcp.protocol import Resume, ServerIdentity
 from mcpbridge.http.mcp.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext, ToolSpec
 from mcpbridge.http.problems import WWW_AUTHENTICATE, problem
 from mcpbridge.http.store_reads import store_read
@@ -54,6 +56,8 @@ IDEMPOTENCY_META = "io.mcpbridge/idempotency-key"
 """The ``_meta`` key of a ``tools/call`` of a published external tool that makes retries return the first call."""
 
 ENDPOINT_STATE = "mcpbridge.endpoint"
+INVALID_STATE = "Invalid or expired requestState"
+"""The one answer to a ``requestState`` that is not this request's (the reason goes to the log only)."""
 # Query parameters that would carry a credential: refused, since URLs end up in logs and histories.
 _QUERY_CREDENTIALS = frozenset({"token", "access_token", "api_key", "apikey", "key", "auth", "authorization"})
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -326,35 +330,67 @@ class EndpointTools:
         return caller(endpoint.workspace_id, endpoint.id, self._authority.user_id)
 
     async def call(
-        self, name: str, arguments: dict[str, Any], *, modern: bool, meta: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        modern: bool,
+        meta: Mapping[str, Any] | None = None,
+        resume: Resume | None = None,
     ) -> dict[str, Any]:
         if name in self._authority.tools and name in SPECS_BY_NAME:
+            if resume is not None:  # a knowledge tool never asks for input: no state of ours names it
+                raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
             # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
             return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments)
         if self._authority.endpoint.services:
             key = (meta or {}).get(IDEMPOTENCY_META)
-            answered = await self._gateway_call(name, arguments, key if isinstance(key, str) else None)
+            asks = modern and _elicits_urls(meta)
+            answered = await self._gateway_call(
+                name, arguments, key if isinstance(key, str) else None, modern=asks, resume=resume
+            )
             if answered is not None:
                 return answered
         # Every version's spec (2024-11-05 on) has an unknown tool as a protocol error, -32602; a tool this caller
         # may not use is not listed to it, so it is unknown alike.
         raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
 
-    async def _gateway_call(self, name: str, arguments: dict[str, Any], key: str | None) -> dict[str, Any] | None:
-        """A call of a published external tool or of ``check_call``; None when ``name`` is neither."""
+    async def _gateway_call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        key: str | None,
+        *,
+        modern: bool = False,
+        resume: Resume | None = None,
+    ) -> dict[str, Any] | None:
+        """A call of a published external tool or of ``check_call``; None when ``name`` is neither. In the modern
+        era a call that waits for a person answers ``InputRequiredResult``, and its retry (``resume``) the call as
+        it stands."""
         container, authority = self._app.container, self._authority
         gateway, principal = container.gateway, self._caller()
         publication = container.publication_of(authority.endpoint)
 
         def admit() -> dict[str, Any] | tuple[Any, str] | None:
             if name == CHECK_CALL:
+                if resume is not None:
+                    raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
                 return self._app.admit_call(authority) or gateway.check(
                     publication, principal, arguments, self._base_url
                 )
             found = gateway.find(publication, principal, name)
             if found is None:
                 return None
-            return self._app.admit_call(authority) or (found[0], found[1])
+            if resume is None:
+                return self._app.admit_call(authority) or (found[0], found[1])
+            # A retry reads the call it names and takes no count of the rate limit: the call itself took one, and a
+            # client polls while a person decides (the SDK's driver every 0.25 s).
+            try:
+                state, responses = resume.request_state, resume.input_responses
+                return gateway.resume(publication, principal, name, arguments, state, responses, self._base_url)
+            except InvalidRequestState as exc:
+                log.warning("requestState refused on endpoint %s: %s", authority.endpoint.id, exc)
+                raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"}) from None
 
         try:
             admitted = await anyio.to_thread.run_sync(admit)
@@ -367,13 +403,23 @@ class EndpointTools:
                     authority.endpoint.id,
                     authority.user_id,
                 )
-            return await gateway.call(publication, principal, admitted[1], arguments, self._base_url, key)
+            return await gateway.call(
+                publication, principal, admitted[1], arguments, self._base_url, key, paused_as=name if modern else None
+            )
         except Conflict as exc:
             if exc.code == "idempotency_key_reused":  # the request is at fault, as a JSON-RPC error
                 raise JsonRpcError(INVALID_PARAMS, exc.message) from None
             return error_result(exc.code, exc.message, exc.status)
         except MCPBridgeError as exc:
             return error_result(exc.code, exc.message, exc.status)
+
+
+def _elicits_urls(meta: Mapping[str, Any] | None) -> bool:
+    """Whether a modern-era request's client declares URL-mode elicitation: only such a client is sent to a page in an
+    ``InputRequiredResult``; any other gets the waiting notice (with the page's URL and ``check_call``)."""
+    capabilities = (meta or {}).get(CLIENT_CAPABILITIES_META)
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None
+    return isinstance(elicitation, Mapping) and isinstance(elicitation.get("url"), Mapping)
 
 
 def _base_url(scope: Scope) -> str:
