@@ -4,11 +4,13 @@ tool-call state machine (``template.yaml``), whose Lambda tasks run the real ste
 ``@modelcontextprotocol/server-everything`` on 127.0.0.1.
 
 Covered: approval with modified arguments resumes the waiting execution and the tool runs with them; reject and
-timeout end it with the reason; an agent's own state machine, waiting on its task token, receives the outcome.
+timeout end it with the reason; an agent's own state machine, waiting on its task token, receives the outcome; a
+gateway call through a published endpoint answers ``InputRequiredResult`` while its execution waits.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import zipfile
@@ -17,8 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx2
 import pytest
 from fastapi.testclient import TestClient
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ElicitResult
 from moto import mock_aws
 
 from mcpbridge.agent.calls import call_key
@@ -30,6 +36,7 @@ from mcpbridge.http.apps import create_combined_app
 from mcpbridge.settings import Settings
 from tests.support.aws import create_aws_resources, set_fake_aws_env
 from tests.support.everything import Everything
+from tests.support.live_server import live_server
 from tests.support.moto_atomic import atomic_dynamodb
 from tests.support.stepfunctions import (
     MOTO_WORKFLOW_CONFIG,
@@ -245,3 +252,59 @@ def test_the_agents_callback_token_receives_the_outcome(world: World, everything
     output = json.loads(agent_run["output"])
     assert output["status"] == "completed"
     assert "Echo: to the agent" in json.dumps(output["result"])
+
+
+def test_a_gateway_call_paused_in_step_functions_answers_input_required_then_the_approved_result(
+    world: World, everything: Everything
+) -> None:
+    """Gateway mode on the AWS backend: an MCP client (the SDK, 2026-07-28, over real HTTP to the app the Lambda
+    functions serve) calls server-everything's ``echo`` published by an endpoint; the call waits in its Step
+    Functions execution while the answer, an ``InputRequiredResult``, is already back; the approver's modified
+    arguments reach the upstream and the client's retry gets that result."""
+    service_id, _ = _service(world, everything)
+    created = world.client.post(
+        "/api/v1/mcp-endpoints", json={"name": "gateway", "services": [{"service_id": service_id, "tools": ["echo"]}]}
+    )
+    assert created.status_code == 201, created.text
+    endpoint_id, token = created.json()["id"], created.json()["token"]
+
+    async def accept(context: Any, params: Any) -> ElicitResult:
+        return ElicitResult(action="accept")
+
+    async def session(base: str, work: Any) -> Any:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        transport = streamable_http_client(f"{base}/mcp/{endpoint_id}", http_client=http)
+        async with http, Client(transport, mode="2026-07-28", elicitation_callback=accept) as mcp:
+            return await work(mcp)
+
+    with live_server(create_combined_app(world.container)) as base:
+
+        async def call(mcp: Any) -> tuple[str, Any]:
+            (echo,) = [tool for tool in (await mcp.list_tools()).tools if tool.name.startswith("mcp_everything_echo")]
+            return echo.name, await mcp.session.call_tool(echo.name, {"message": "original"}, allow_input_required=True)
+
+        name, first = asyncio.run(session(base, call))
+        assert first.result_type == "input_required"
+        url = first.input_requests["approval"].params.url
+        call_id = url.rsplit("/", 1)[-1]
+        assert url == f"{base}/console/approvals/{call_id}"
+        world.parked(call_id)
+        assert world.sfn.describe_execution(executionArn=world.execution_of(call_id))["status"] == "RUNNING"
+
+        approved = world.client.post(
+            f"{APPROVALS}/{call_id}", json={"decision": "approve", "modified_args": {"message": "modified"}}
+        )
+        assert approved.status_code == 200, approved.text
+        assert world.settled(call_id)["status"] == "completed"
+
+        async def retry(mcp: Any) -> Any:
+            return await mcp.session.call_tool(
+                name, {"message": "original"}, request_state=first.request_state, allow_input_required=True
+            )
+
+        done = asyncio.run(session(base, retry))
+    assert getattr(done, "result_type", "complete") == "complete"
+    assert done.is_error is False
+    texts = [block.text for block in done.content if block.type == "text"]
+    assert any("Echo: modified" in text for text in texts), texts
+    assert wait_for_execution(world.sfn, world.execution_of(call_id))["status"] == "SUCCEEDED"
