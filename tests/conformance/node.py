@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -274,14 +275,20 @@ def read_ask_wiki_tools() -> list[str]:
 
 @contextlib.contextmanager
 def published_endpoint(
-    data_dir: Path, *, wrap: Callable[[Any, PublishedEndpoint], Any] | None = None
+    data_dir: Path,
+    *,
+    wrap: Callable[[Any, PublishedEndpoint], Any] | None = None,
+    external: str | None = None,
 ) -> Iterator[PublishedEndpoint]:
     """The combined app in-process on 127.0.0.1 (a Container on ``data_dir``, inline jobs, the offline test embedder),
     a knowledge base with two documents, and an endpoint publishing it with every read, ask and wiki tool.
 
     ``wrap(app, endpoint)``, when given, returns the ASGI app that is actually served; it is called once the endpoint
-    exists (the app is served through an indirection that switches to the wrapped app then)."""
-    container = Container(Settings(data_dir=data_dir, jobs="inline"), embedder=HashingEmbedder(64))
+    exists (the app is served through an indirection that switches to the wrapped app then). ``external``, the URL of
+    an MCP server on 127.0.0.1, registers it as the service ``everything`` and publishes its ``echo`` too."""
+    allowlist = [urlsplit(external).netloc] if external else []
+    settings = Settings(data_dir=data_dir, jobs="inline", ssrf_allowlist=allowlist)
+    container = Container(settings, embedder=HashingEmbedder(64))
     try:
         admin_key = container.identity.initialize().api_key
         assert admin_key is not None
@@ -302,6 +309,13 @@ def published_endpoint(
                         f"/api/v1/knowledge-bases/{kb_id}/documents", json={"title": title, "content": content}
                     )
                     assert added.status_code in (200, 201, 202), added.text
+                services = []
+                if external:
+                    service = api.post("/api/v1/mcp-services", json={"name": "everything", "url": external})
+                    assert service.status_code == 201, service.text
+                    refreshed = api.post(f"/api/v1/mcp-services/{service.json()['id']}/metadata/refresh")
+                    assert refreshed.status_code == 200, refreshed.text
+                    services = [{"service_id": service.json()["id"], "tools": ["echo"]}]
                 created = api.post(
                     "/api/v1/mcp-endpoints",
                     json={
@@ -309,6 +323,7 @@ def published_endpoint(
                         "knowledge_base_ids": [kb_id],
                         "tools": read_ask_wiki_tools(),
                         "rate_limit_per_minute": 6000,
+                        "services": services,
                     },
                 )
                 assert created.status_code == 201, created.text

@@ -31,6 +31,7 @@ from tests.conformance.node import (
     spawn_node,
     stop,
 )
+from tests.support.everything import Everything
 from tests.support.readiness import Worker, wait_until
 
 # The first test may wait for `npm ci`.
@@ -152,6 +153,28 @@ def test_inspector_cli_calls_search_knowledge(served: Served) -> None:
         served, "--method", "tools/call", "--tool-name", "search_knowledge", "--tool-arg", f"query={QUERY}"
     )
     check_search(result, served)
+
+
+def test_inspector_cli_calls_a_published_external_tool(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Gateway mode through a real client: server-everything's ``echo``, published by the endpoint beside its
+    knowledge tools, listed and called by the Inspector's CLI; the call goes through mcpbridge's broker."""
+    everything = Everything("streamableHttp", tmp_path_factory.mktemp("everything"))
+    everything.start()
+    try:
+        work = tmp_path_factory.mktemp("gateway-client")
+        with published_endpoint(work / "data", external=everything.url) as endpoint:
+            served = Served(endpoint, Recorder(app=None), work / "home")
+            listed = {tool["name"]: tool for tool in inspector(served, "--method", "tools/list")["tools"]}
+            (echo,) = [name for name in listed if name.startswith("mcp_everything_echo_")]
+            assert listed[echo]["description"].startswith("[MCP Service: everything (external)] ")
+            assert "check_call" in listed
+            called = inspector(
+                served, "--method", "tools/call", "--tool-name", echo, "--tool-arg", "message=through the hub"
+            )
+    finally:
+        everything.kill()
+    assert called.get("isError") is not True, called
+    assert "Echo: through the hub" in json.dumps(called)
 
 
 # ---------------------------------------------------------------------------------------------------- mcp-remote
