@@ -1,7 +1,7 @@
 """Agent tool calls through mcpbridge against direct calls to the same upstream, interleaved in one run.
 
     python tests/bench/agent_calls.py [--rounds 3] [--calls 200] [--workers 1,8] [--serve-workers 1]
-        [--against SRC_DIR] [--json]
+        [--via agent|gateway] [--against SRC_DIR] [--json]
 
 The upstream is npm ``@modelcontextprotocol/server-everything`` (Streamable HTTP) on 127.0.0.1, its ``echo`` tool.
 For each worker count:
@@ -10,7 +10,9 @@ For each worker count:
 - mcpbridge: ``mcpbridge serve`` on a fresh data directory (``--workers`` as ``--serve-workers`` says), the upstream
   registered as a service; each worker holds one keep-alive HTTP connection to it and calls
   ``POST /api/v1/agent/tool-calls`` (schema and policy check, the call's record, the pooled upstream connection, the
-  outcome), every answer checked (200, ``completed``, the echo).
+  outcome), every answer checked (200, ``completed``, the echo); with ``--via gateway``, each worker holds one MCP SDK
+  client session to a published endpoint of that serve that publishes the tool, and calls it there (gateway mode:
+  the same broker behind ``tools/call``).
 
 Each (round, workers) cell runs direct then mcpbridge, or the reverse (alternating by round), so drift on the
 machine affects both alike. Reported per worker count: calls/s of each (summed over the rounds), p50/p95 latency in
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -138,6 +141,49 @@ async def hub_caller(base: str, key: str, tool_ref: str) -> AsyncIterator[Any]:
         yield call
 
 
+@asynccontextmanager
+async def gateway_caller(url: str, token: str, name: str) -> AsyncIterator[Any]:
+    """One SDK client session to a published endpoint, calling the published tool (gateway mode)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode="auto") as client,
+    ):
+
+        async def call(i: int) -> None:
+            result = await client.call_tool(name, {"message": f"m{i}"})
+            if result.is_error or f"m{i}" not in json.dumps(result.model_dump(mode="json")):
+                raise SystemExit(f"gateway call failed: {result}")
+
+        yield call
+
+
+def publish(base: str, key: str, service_id: str) -> tuple[str, str, str]:
+    """An endpoint publishing the service's ``echo``: (its URL, its token, the tool's listed name)."""
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as api:
+        created = api.post(
+            "/api/v1/mcp-endpoints",
+            json={
+                "name": "bench",
+                "services": [{"service_id": service_id, "tools": ["echo"]}],
+                "rate_limit_per_minute": 6000,  # the most an endpoint takes: above every cell's calls in a minute
+            },
+        )
+        created.raise_for_status()
+    endpoint = created.json()
+
+    async def listed() -> str:
+        headers = {"Authorization": f"Bearer {endpoint['token']}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(streamable_http_client(endpoint["url"], http_client=http), mode="auto") as client,
+        ):
+            tools = (await client.list_tools()).tools
+        return next(tool.name for tool in tools if tool.name.startswith("mcp_everything_echo_"))
+
+    return endpoint["url"], endpoint["token"], asyncio.run(listed())
+
+
 def start_serve(stack: ExitStack, workdir: Path, source: Path | None = None, workers: int = 1) -> tuple[str, str, int]:
     """serve on a fresh data directory (the code of ``source``, a checkout, when given), 127.0.0.1 allowlisted;
     (base URL, the admin key ``init`` printed, serve's process id)."""
@@ -167,8 +213,9 @@ def start_serve(stack: ExitStack, workdir: Path, source: Path | None = None, wor
 
 def start_mcpbridge(
     stack: ExitStack, workdir: Path, upstream: str, workers: int = 1, source: Path | None = None
-) -> tuple[str, str, str, int]:
-    """:func:`start_serve` with the upstream registered; (base URL, key, the echo tool's tool_ref, serve's pid)."""
+) -> tuple[str, str, str, int, str]:
+    """:func:`start_serve` with the upstream registered; (base URL, key, the echo tool's tool_ref, serve's pid, the
+    service's id)."""
     base, key, pid = start_serve(stack, workdir, source, workers)
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as api:
         service = api.post("/api/v1/mcp-services", json={"name": "everything", "url": upstream})
@@ -177,7 +224,7 @@ def start_mcpbridge(
         api.post(f"/api/v1/mcp-services/{service_id}/metadata/refresh").raise_for_status()
         described = api.get("/api/v1/agent/tools/describe", params={"service_id": service_id, "tool_name": "echo"})
         described.raise_for_status()
-    return base, key, described.json()["tool_ref"], pid
+    return base, key, described.json()["tool_ref"], pid, service_id
 
 
 def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -193,6 +240,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 stack, workdir / "baseline", upstream.url, args.serve_workers, args.against
             )
         names = ["direct", *hubs]
+        published: dict[str, tuple[str, str, str]] = {}
         for round_ in range(args.rounds):
             for workers in levels:
                 order = names if round_ % 2 == 0 else names[::-1]
@@ -200,8 +248,13 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                     if name == "direct":
                         run = asyncio.run(spread(workers, args.calls, lambda: direct_caller(upstream.url)))
                     else:
-                        base, key, tool_ref, pid = hubs[name]
-                        make = lambda b=base, k=key, t=tool_ref: hub_caller(b, k, t)  # noqa: E731
+                        base, key, tool_ref, pid, service_id = hubs[name]
+                        make: Any = lambda b=base, k=key, t=tool_ref: hub_caller(b, k, t)  # noqa: E731
+                        if args.via == "gateway":
+                            if name not in published:
+                                published[name] = publish(base, key, service_id)
+                            url, token, listed = published[name]
+                            make = lambda u=url, t=token, n=listed: gateway_caller(u, t, n)  # noqa: E731
                         run = asyncio.run(spread(workers, args.calls, make, pid))
                     totals.setdefault((name, workers), Run()).add(run)
     cells = []
@@ -228,6 +281,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "rounds": args.rounds,
         "calls": args.calls,
         "serve_workers": args.serve_workers,
+        "via": args.via,
         "results": cells,
     }
 
@@ -239,6 +293,7 @@ def main() -> None:
     parser.add_argument("--workers", default="1,8", help="concurrent workers, comma-separated")
     parser.add_argument("--serve-workers", type=int, default=1, help="serve's --workers (processes)")
     parser.add_argument("--against", type=Path, help="another checkout, run as a second serve (the baseline)")
+    parser.add_argument("--via", choices=["agent", "gateway"], default="agent", help="REST agent calls or MCP")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -247,7 +302,7 @@ def main() -> None:
         print(json.dumps(report, indent=2))
         return
     print(
-        f"{args.rounds} rounds x {args.calls} calls per cell, serve --workers {args.serve_workers}, "
+        f"{args.rounds} rounds x {args.calls} calls per cell, via {args.via}, serve --workers {args.serve_workers}, "
         f"Python {report['python']}"
     )
     print(
