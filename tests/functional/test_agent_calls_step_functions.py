@@ -308,3 +308,44 @@ def test_a_gateway_call_paused_in_step_functions_answers_input_required_then_the
     texts = [block.text for block in done.content if block.type == "text"]
     assert any("Echo: modified" in text for text in texts), texts
     assert wait_for_execution(world.sfn, world.execution_of(call_id))["status"] == "SUCCEEDED"
+
+
+def test_a_gateway_task_cancelled_by_its_caller_ends_its_execution(world: World, everything: Everything) -> None:
+    """The Tasks extension on the AWS backend: the paused call is a task at once; ``tasks/cancel`` withdraws it and
+    its Step Functions execution finishes with the call cancelled."""
+    service_id, _ = _service(world, everything)
+    created = world.client.post(
+        "/api/v1/mcp-endpoints", json={"name": "gateway", "services": [{"service_id": service_id, "tools": ["echo"]}]}
+    )
+    assert created.status_code == 201, created.text
+    endpoint = created.json()
+    tasks = "io.modelcontextprotocol/tasks"
+
+    def rpc(base: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {tasks: {}}},
+        }
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "authorization": f"Bearer {endpoint['token']}",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": method,
+            **({"mcp-name": params["name"]} if "name" in params else {}),
+        }
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+        answer = httpx2.post(f"{base}/mcp/{endpoint['id']}", json=body, headers=headers, timeout=30)
+        result: dict[str, Any] = answer.json()["result"]
+        return result
+
+    with live_server(create_combined_app(world.container)) as base:
+        listed = rpc(base, "tools/list", {})["tools"]
+        (echo,) = [tool["name"] for tool in listed if tool["name"].startswith("mcp_everything_echo")]
+        task = rpc(base, "tools/call", {"name": echo, "arguments": {"message": "withdrawn"}})
+        assert task["resultType"] == "task"
+        world.parked(task["taskId"])
+        assert rpc(base, "tasks/cancel", {"taskId": task["taskId"]})["resultType"] == "complete"
+        finished = wait_for_execution(world.sfn, world.execution_of(task["taskId"]))
+        assert rpc(base, "tasks/get", {"taskId": task["taskId"]})["status"] == "cancelled"
+    assert finished["status"] == "SUCCEEDED"
+    assert json.loads(finished["output"])["status"] == "cancelled"

@@ -491,3 +491,124 @@ def _retried_until_settled(hub: Hub, endpoint: dict[str, Any], name: str, argume
 
     hub.process.wait_for(settled, "the paused call to settle")
     return seen[-1]
+
+
+# ------------------------------------------------------------------------------- 2026-07-28: the Tasks extension
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+def _rpc(
+    endpoint: dict[str, Any], method: str, params: dict[str, Any], *, tasks: bool = True, name: str | None = None
+) -> dict[str, Any]:
+    """One 2026-07-28 request over HTTP, its client declaring the Tasks extension (or not); the JSON-RPC answer."""
+    capabilities: dict[str, Any] = {"extensions": {TASKS: {}}} if tasks else {}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "authorization": f"Bearer {endpoint['token']}",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": method,
+        **({"mcp-name": name} if name else {}),
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    answer: dict[str, Any] = httpx.post(endpoint["url"], json=body, headers=headers, timeout=30).json()
+    return answer
+
+
+def test_a_paused_call_is_a_task_polled_to_the_approvers_result_and_cancelled_by_its_caller(hub: Hub) -> None:
+    endpoint, elsewhere = _endpoint(hub, ["echo"]), _endpoint(hub, ["echo"])
+    base = hub.process.base_url
+    discovered = _rpc(endpoint, "server/discover", {})["result"]
+    assert discovered["capabilities"]["extensions"] == {TASKS: {}}
+    tools = _rpc(endpoint, "tools/list", {})["result"]["tools"]
+    (echo,) = [tool["name"] for tool in tools if tool["name"].startswith("mcp_everything_echo_")]
+
+    def call(message: str, **options: Any) -> dict[str, Any]:
+        params = {"name": echo, "arguments": {"message": message}}
+        return _rpc(endpoint, "tools/call", params, name=echo, **options)
+
+    # Without approval the call runs at once: the plain result (the extension's immediate-result shortcut).
+    at_once = call("now")["result"]
+    assert at_once["resultType"] == "complete"
+    assert "Echo: now" in json.dumps(at_once)
+
+    _approval_required(hub, True)
+    with http_client(base) as http:
+        http.headers.update(bearer(hub.admin_key))
+        approver = _other_admin(http)
+    try:
+        created = call("as asked")["result"]
+        assert created["resultType"] == "task"
+        assert set(created) >= {"taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
+        assert "requestState" not in created
+        assert "result" not in created
+        assert created["status"] == "input_required"
+        assert created["ttlMs"] == 30 * 86_400 * 1000, "kept as long as the call's record"
+        task_id = created["taskId"]
+
+        waiting = _rpc(endpoint, "tasks/get", {"taskId": task_id})["result"]
+        assert waiting["resultType"] == "complete"
+        assert waiting["status"] == "input_required"
+        (asked,) = waiting["inputRequests"].values()
+        assert asked["params"] == {
+            "mode": "url",
+            "message": asked["params"]["message"],
+            "url": f"{base}/console/approvals/{task_id}",
+        }
+
+        acked = _rpc(
+            endpoint, "tasks/update", {"taskId": task_id, "inputResponses": {"approval": {"action": "accept"}}}
+        )
+        assert acked["result"] == {"resultType": "complete", "_meta": acked["result"]["_meta"]}
+        answered = _rpc(endpoint, "tasks/get", {"taskId": task_id})["result"]
+        assert answered["status"] == "working", "the client did its part; a person decides"
+        assert "inputRequests" not in answered
+
+        # Only this caller, through this endpoint, and only with the extension declared.
+        assert _rpc(elsewhere, "tasks/get", {"taskId": task_id})["error"]["code"] == -32602
+        assert _rpc(endpoint, "tasks/get", {"taskId": "call_01jd8x2k7m0000000000000000"})["error"]["code"] == -32602
+        assert _rpc(endpoint, "tasks/get", {"taskId": task_id}, tasks=False)["error"]["code"] == -32021
+        assert _rpc(endpoint, "tasks/result", {"taskId": task_id})["error"]["code"] == -32601
+        assert _rpc(endpoint, "tasks/get", {"taskId": 7})["error"]["code"] == -32602
+
+        with http_client(base) as other:
+            other.headers.update(bearer(approver))
+            approved = other.post(
+                f"/api/v1/agent/tool-approvals/{task_id}",
+                json={"decision": "approve", "modified_args": {"message": "as approved"}},
+            )
+            assert approved.status_code == 200, approved.text
+
+        def ended() -> bool:
+            return _rpc(endpoint, "tasks/get", {"taskId": task_id})["result"]["status"] not in (
+                "working",
+                "input_required",
+            )
+
+        hub.process.wait_for(ended, "the task to end")
+        done = _rpc(endpoint, "tasks/get", {"taskId": task_id})["result"]
+        assert done["status"] == "completed", done
+        assert done["result"]["isError"] is False
+        assert "Echo: as approved" in json.dumps(done["result"])
+
+        withdrawn = call("never mind")["result"]
+        cancelled = _rpc(endpoint, "tasks/cancel", {"taskId": withdrawn["taskId"]})["result"]
+        assert cancelled["resultType"] == "complete"
+        assert "status" not in cancelled
+        after = _rpc(endpoint, "tasks/get", {"taskId": withdrawn["taskId"]})["result"]
+        assert after["status"] == "cancelled"
+        assert _rpc(endpoint, "tasks/cancel", {"taskId": withdrawn["taskId"]})["result"]["resultType"] == "complete"
+        with http_client(base) as other:
+            other.headers.update(bearer(approver))
+            late = other.post(f"/api/v1/agent/tool-approvals/{withdrawn['taskId']}", json={"decision": "approve"})
+            assert late.status_code == 409, "a withdrawn call can no longer be approved"
+
+        without = call("no tasks", tasks=False)["result"]
+        assert without["resultType"] == "complete", "a client without the extension gets no task"
+        assert without["structuredContent"]["status"] == "awaiting_approval"
+    finally:
+        _approval_required(hub, False)

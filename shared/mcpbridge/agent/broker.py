@@ -510,6 +510,26 @@ class ToolCallBroker:
         self._steps.resume_waiting(moved)
         return moved
 
+    def withdraw(self, principal: Principal, call_id: str) -> ToolCall:
+        """The caller cancels its own call while it waits for a person (an MCP client's ``tasks/cancel``): it ends
+        ``cancelled`` and its paused workflow finishes. A call already approved or running is not stopped (it may
+        have reached the upstream: the uncertain-outcome rule), and one that has ended stays as it ended: both are
+        answered as they stand."""
+        call = self.get(principal, call_id)
+        if call.owner_user_id != principal.user_id:
+            raise NotFound("no such tool call", code="pending_not_found")
+        if call.status not in ("awaiting_approval", "awaiting_oauth"):
+            return call
+        try:
+            moved = self._calls.move(
+                call, "cancelled", sets={"error": {"code": "cancelled", "message": "cancelled by the caller"}}
+            )
+        except Conflict:  # resolved meanwhile: as it stands now
+            return self._calls.find(principal.workspace_id, call_id)
+        self._events.publish("tool_call.cancelled", event_detail(moved))
+        self._steps.resume_waiting(moved)
+        return moved
+
     def on_token_stored(self, workspace_id: str, service_id: str, principal_type: str, principal_id: str) -> int:
         """A user completed an OAuth flow: the calls waiting for that (user, service) resume by themselves."""
         if principal_type != "user":

@@ -12,6 +12,7 @@ Statuses::
     awaiting_approval --approve--> approved --(OAuth needed)--> awaiting_oauth --authorize--> ready
            |                          \\--------------------------------------------------> ready --> running
            +--reject / timeout--> rejected          awaiting_oauth --cancel / timeout--> cancelled
+           +--withdrawn by its caller--> cancelled   awaiting_oauth --withdrawn by its caller--> cancelled
     ready --> running --> completed | failed | uncertain           (anything not terminal) --> failed
 
 ``completed`` holds the upstream result (``isError`` may be true); ``failed`` means nothing ran upstream (refused

@@ -39,7 +39,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from mcpbridge.agent.calls import ToolCall
+from mcpbridge.agent import call_tasks
+from mcpbridge.agent.calls import TERMINAL, ToolCall
 from mcpbridge.agent.discovery import AgentCatalog, PublishedTool, description_prefix
 from mcpbridge.agent.profiles import AgentProfile
 from mcpbridge.agent.request_state import InvalidRequestState, PausedCall, arguments_digest
@@ -160,6 +161,7 @@ class Gateway:
         idempotency_key: str | None = None,
         *,
         paused_as: str | None = None,
+        as_task: bool = False,
     ) -> dict[str, Any]:
         """Call a published tool through the broker: its result, or the notice of a call that waits (with
         ``paused_as``, the name the client called: an ``InputRequiredResult`` instead, 2026-07-28). With an
@@ -176,6 +178,8 @@ class Gateway:
         call = submitted.call
         if submitted.agent_result is not None and call.status == "completed":
             return submitted.agent_result
+        if as_task and call.status in _WAITING:
+            return call_tasks.created(call, self._broker().records.retention_seconds)
         if paused_as is not None and call.status in _WAITING:
             return self._input_required(publication, principal, call, paused_as, arguments, base_url, asked=None)
         return self._answer(call, principal, base_url, notice=submitted.notice)
@@ -227,16 +231,7 @@ class Gateway:
         """``InputRequiredResult``: a URL-mode elicitation to the page the call waits on (the approval page, or the
         caller's own OAuth consent), unless the client was sent there already; and the sealed ``requestState`` (the
         client's own ``state`` again when nothing new is asked: no sealing per poll)."""
-        question: tuple[str, str, str] | None = None
-        if call.status == "awaiting_approval":
-            url = base_url.rstrip("/") + APPROVAL_PAGE.format(pending_id=call.id)
-            message = f"{call.tool_name} of {call.service_name} waits for a person's approval: {url}"
-            question = ("approval", url, message)
-        elif call.status == "awaiting_oauth":
-            authorization_url = self._broker().authorization_url(call, principal)
-            if authorization_url is not None:
-                message = f"{call.tool_name} of {call.service_name} needs your authorization of {call.service_name}"
-                question = ("oauth", authorization_url, message)
+        question = self._question(call, principal, base_url)
         if question is None or question[0] == asked:
             if state is not None:
                 return {"resultType": "input_required", "requestState": state}
@@ -251,6 +246,53 @@ class Gateway:
         paused = PausedCall(call.id, name, arguments_digest(arguments), asked)
         answer["requestState"] = seal_request_state(self._secrets, publication.endpoint_id, principal, paused)
         return answer
+
+    def _question(self, call: ToolCall, principal: Principal, base_url: str) -> tuple[str, str, str] | None:
+        """What a waiting call asks its client: (``approval`` or ``oauth``, the page's URL, a message), or None."""
+        if call.status == "awaiting_approval":
+            url = base_url.rstrip("/") + APPROVAL_PAGE.format(pending_id=call.id)
+            return "approval", url, f"{call.tool_name} of {call.service_name} waits for a person's approval: {url}"
+        if call.status == "awaiting_oauth":
+            authorization_url = self._broker().authorization_url(call, principal)
+            if authorization_url is not None:
+                message = f"{call.tool_name} of {call.service_name} needs your authorization of {call.service_name}"
+                return "oauth", authorization_url, message
+        return None
+
+    # -- Tasks (mcpbridge.agent.call_tasks) ------------------------------------------------------------------------
+
+    def task(
+        self,
+        publication: Publication,
+        principal: Principal,
+        method: str,
+        task_id: str,
+        input_responses: Mapping[str, Any] | None,
+        base_url: str,
+    ) -> dict[str, Any]:
+        """``tasks/get``, ``tasks/update`` or ``tasks/cancel`` of a call of this caller through this endpoint
+        (blocking: store reads and writes). Raises ``NotFound`` for any other id."""
+        broker = self._broker()
+        call = broker.get(principal, task_id)
+        if call.agent_id != publication.endpoint_id or call.owner_user_id != principal.user_id:
+            raise NotFound("no such task", code="task_not_found")
+        if method == "tasks/cancel":
+            broker.withdraw(principal, call.id)
+            return {"resultType": "complete"}
+        if method == "tasks/update":
+            asked = call_tasks.asked_of(call)
+            keys = set(input_responses or {})
+            if asked is not None and asked in keys and asked not in call_tasks.answered(call):
+                broker.records.note(call, {call_tasks.ANSWERED: [*call_tasks.answered(call), asked]})
+            return {"resultType": "complete"}
+        ttl = broker.records.retention_seconds
+        result = (
+            None
+            if call.status not in TERMINAL or call.status == "cancelled"
+            else self._answer(call, principal, base_url)
+        )
+        question = self._question(call, principal, base_url)
+        return {"resultType": "complete", **call_tasks.detailed(call, ttl, question=question, result=result)}
 
     def check(self, publication: Publication, principal: Principal, arguments: Mapping[str, Any], base_url: str) -> Any:
         """``check_call``: a call of this caller through this endpoint, as it stands (blocking: a store read)."""

@@ -4,7 +4,7 @@ era's envelope (``params._meta``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from mcpbridge.http.mcp.jsonrpc import integer_like, invalid_params
@@ -106,3 +106,10 @@ def initialize_params(params: dict[str, Any] | None) -> str:
     _client_capabilities(params.get("capabilities"), modern=False)
     _implementation(params.get("clientInfo"))
     return str(version)
+
+
+def declares_extension(meta: Mapping[str, Any] | None, extension: str) -> bool:
+    """Whether a modern-era request's client capabilities (in ``_meta``, checked already) declare ``extension``."""
+    capabilities = (meta or {}).get(CLIENT_CAPABILITIES_META)
+    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    return isinstance(extensions, Mapping) and extension in extensions

@@ -42,6 +42,7 @@ from mcpbridge.http.mcp.jsonrpc import (
     Message,
     Reply,
     error_reply,
+    invalid_params,
     read_message,
     to_json,
 )
@@ -51,6 +52,7 @@ from mcpbridge.http.mcp.params import (
     SERVER_INFO_META,
     MetaCheck,
     call_params,
+    declares_extension,
     handshake_meta,
     initialize_params,
     listing_params,
@@ -62,6 +64,8 @@ from mcpbridge.http.mcp.params import (
 
 HANDSHAKE_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSIONS: Final = ("2026-07-28",)
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+"""The Tasks extension (SEP-2663): declared where calls may become tasks (:mod:`mcpbridge.agent.call_tasks`)."""
 LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_VERSIONS[-1]
 
 PROTOCOL_VERSION_HEADER: Final = "mcp-protocol-version"
@@ -112,7 +116,18 @@ class ToolServer(Protocol):
         resume: Resume | None = None,
     ) -> Awaitable[dict[str, Any]]:
         """A ``CallToolResult`` (its wire form), or in the modern era an ``InputRequiredResult`` (``resultType``
-        ``input_required``); raises :class:`JsonRpcError` for a call the era refuses."""
+        ``input_required``) or a ``CreateTaskResult`` (``task``); raises :class:`JsonRpcError` for a call the era
+        refuses."""
+        ...
+
+    @property
+    def tasks_offered(self) -> bool:
+        """Whether calls may become Tasks here (the extension ``io.modelcontextprotocol/tasks``)."""
+        ...
+
+    def task(self, method: str, task_id: str, input_responses: Mapping[str, Any] | None) -> Awaitable[dict[str, Any]]:
+        """``tasks/get``, ``tasks/update`` or ``tasks/cancel``; raises :class:`JsonRpcError` (-32602) for an unknown
+        task."""
         ...
 
 
@@ -145,7 +160,10 @@ class Served:
     primitives: PrimitiveServer | None
 
     def capabilities(self) -> dict[str, Any]:
-        return {"tools": {"listChanged": False}, **(self.primitives.capabilities() if self.primitives else {})}
+        declared = {"tools": {"listChanged": False}, **(self.primitives.capabilities() if self.primitives else {})}
+        if self.tools.tasks_offered:
+            declared["extensions"] = {TASKS_EXTENSION: {}}
+        return declared
 
     def serves(self, method: str) -> PrimitiveServer | None:
         """The primitives, if they serve ``method``."""
@@ -410,10 +428,30 @@ async def _modern_result(message: Message, identity: ServerIdentity, served: Ser
             "instructions": identity.instructions,
             "supportedVersions": list(MODERN_VERSIONS),
         }
+    if method in TASK_METHODS and server.tasks_offered:
+        return await _task(method, params, server)
     if (primitives := served.serves(method)) is not None:
         result = await primitives.answer(method, params, modern_meta, modern=True)
         return {**_CACHE_HINT, **result} if method in CACHED_LISTINGS else result
     raise JsonRpcError(METHOD_NOT_FOUND, "Method not found", method)
+
+
+TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+
+
+async def _task(method: str, params: dict[str, Any] | None, server: ToolServer) -> dict[str, Any]:
+    """A method of the Tasks extension: only for a request whose client declares it (-32021 otherwise)."""
+    request_params(params, modern_meta)
+    if not declares_extension(_meta_of(params), TASKS_EXTENSION):
+        data: dict[str, Any] = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
+        raise JsonRpcError(
+            MISSING_REQUIRED_CLIENT_CAPABILITY, f"{method} needs the client capability {TASKS_EXTENSION}", data
+        )
+    task_id = (params or {}).get("taskId")
+    responses = (params or {}).get("inputResponses")
+    if not isinstance(task_id, str) or (method == "tasks/update" and not isinstance(responses, dict)):
+        raise invalid_params()
+    return dict(await server.task(method, task_id, responses))
 
 
 def _meta_of(params: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

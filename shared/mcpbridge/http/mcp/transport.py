@@ -38,12 +38,12 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
-from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, Unauthenticated
+from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, NotFound, Unauthenticated
 from mcpbridge.http.mcp import protocol
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
-from mcpbridge.http.mcp.params import CLIENT_CAPABILITIES_META
+from mcpbridge.http.mcp.params import CLIENT_CAPABILITIES_META, declares_extension
 from mcpbridge.http.mcp.primitives import Primitives
-from mcpbridge.http.mcp.protocol import Resume, ServerIdentity
+from mcpbridge.http.mcp.protocol import TASKS_EXTENSION, Resume, ServerIdentity
 from mcpbridge.http.mcp.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext, ToolSpec
 from mcpbridge.http.problems import WWW_AUTHENTICATE, problem
 from mcpbridge.http.store_reads import store_read
@@ -346,14 +346,32 @@ class EndpointTools:
         if self._authority.endpoint.services:
             key = (meta or {}).get(IDEMPOTENCY_META)
             asks = modern and _elicits_urls(meta)
+            as_task = modern and declares_extension(meta, TASKS_EXTENSION)
             answered = await self._gateway_call(
-                name, arguments, key if isinstance(key, str) else None, modern=asks, resume=resume
+                name, arguments, key if isinstance(key, str) else None, modern=asks, resume=resume, as_task=as_task
             )
             if answered is not None:
                 return answered
         # Every version's spec (2024-11-05 on) has an unknown tool as a protocol error, -32602; a tool this caller
         # may not use is not listed to it, so it is unknown alike.
         raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+
+    @property
+    def tasks_offered(self) -> bool:
+        """Calls become Tasks only on endpoints that publish external tools (:mod:`mcpbridge.agent.call_tasks`)."""
+        return bool(self._authority.endpoint.services)
+
+    async def task(self, method: str, task_id: str, input_responses: Mapping[str, Any] | None) -> dict[str, Any]:
+        container, authority = self._app.container, self._authority
+        publication = container.publication_of(authority.endpoint)
+
+        def answer() -> dict[str, Any]:
+            return container.gateway.task(publication, self._caller(), method, task_id, input_responses, self._base_url)
+
+        try:
+            return await anyio.to_thread.run_sync(answer)
+        except NotFound:
+            raise _unknown_task() from None
 
     async def _gateway_call(
         self,
@@ -363,6 +381,7 @@ class EndpointTools:
         *,
         modern: bool = False,
         resume: Resume | None = None,
+        as_task: bool = False,
     ) -> dict[str, Any] | None:
         """A call of a published external tool or of ``check_call``; None when ``name`` is neither. In the modern
         era a call that waits for a person answers ``InputRequiredResult``, and its retry (``resume``) the call as
@@ -404,7 +423,14 @@ class EndpointTools:
                     authority.user_id,
                 )
             return await gateway.call(
-                publication, principal, admitted[1], arguments, self._base_url, key, paused_as=name if modern else None
+                publication,
+                principal,
+                admitted[1],
+                arguments,
+                self._base_url,
+                key,
+                paused_as=name if modern else None,
+                as_task=as_task,
             )
         except Conflict as exc:
             if exc.code == "idempotency_key_reused":  # the request is at fault, as a JSON-RPC error
@@ -412,6 +438,10 @@ class EndpointTools:
             return error_result(exc.code, exc.message, exc.status)
         except MCPBridgeError as exc:
             return error_result(exc.code, exc.message, exc.status)
+
+
+def _unknown_task() -> JsonRpcError:
+    return JsonRpcError(INVALID_PARAMS, "Unknown task")
 
 
 def _elicits_urls(meta: Mapping[str, Any] | None) -> bool:
