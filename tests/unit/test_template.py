@@ -903,7 +903,9 @@ def test_state_machine_flow() -> None:
         assert (timeout["ResultSelector"], timeout["ResultPath"], timeout["Next"]) == (route, "$.route", "Route")
 
     invoke = states["Invoke"]
-    assert (invoke["Resource"], _payload(invoke), invoke["Next"]) == (INVOKE, {"step": "invoke", **ids}, "Finish")
+    assert (invoke["Resource"], _payload(invoke)) == (INVOKE, {"step": "invoke", **ids})
+    # Routed like Prepare: finish, or an OAuth wait when the token was refused as too narrow (SEP-835 step-up).
+    assert (invoke["ResultSelector"], invoke["ResultPath"], invoke["Next"]) == (route, "$.route", "Route")
     assert [(c["ErrorEquals"], c["Next"]) for c in invoke["Catch"]] == [(["States.ALL"], "Finish")]
     # An upstream call is never replayed: only a throttled invocation (Lambda ran nothing) is tried again.
     assert [r["ErrorEquals"] for r in invoke["Retry"]] == [["Lambda.TooManyRequestsException"]]
