@@ -38,7 +38,7 @@ from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, Unauthenticated
-from mcpbridge.http.mcp import protocol
+from mcpbridge.http.mcp import protocol, tool_outputs
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
 from mcpbridge.http.mcp.primitives import Primitives
 from mcpbridge.http.mcp.protocol import ServerIdentity
@@ -89,8 +89,9 @@ class Authority:
         return self.endpoint.id
 
 
-def _tool(spec: ToolSpec) -> dict[str, Any]:
-    """A tool as ``tools/list`` gives it."""
+def _tool(spec: ToolSpec, output_schema: dict[str, Any], icons: list[dict[str, Any]]) -> dict[str, Any]:
+    """A tool as ``tools/list`` gives it: with what it answers (``outputSchema``, :mod:`.tool_outputs`) and its
+    icon."""
     return {
         "annotations": {
             "destructiveHint": spec.destructive,
@@ -100,13 +101,20 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
             "title": spec.title,
         },
         "description": spec.description,
+        "icons": icons,
         "inputSchema": spec.input_schema,
         "name": spec.name,
+        "outputSchema": output_schema,
         "title": spec.title,
     }
 
 
-TOOLS: dict[str, dict[str, Any]] = {spec.name: _tool(spec) for spec in SPECS}
+def _tools() -> dict[str, dict[str, Any]]:
+    schemas, icons = tool_outputs.output_schemas(), tool_outputs.icons()
+    return {spec.name: _tool(spec, schemas[spec.name], icons[spec.name]) for spec in SPECS}
+
+
+TOOLS: dict[str, dict[str, Any]] = _tools()
 
 
 def _json_result(data: dict[str, Any], *, is_error: bool = False) -> dict[str, Any]:
