@@ -1180,6 +1180,9 @@ def test_every_route_of_every_surface_reaches_its_function() -> None:
     # The MCP endpoint function's app has no router: it serves /mcp/{endpoint_id} alone (mcpbridge.http.mcp.app).
     for method in ("POST", "DELETE", "GET"):
         assert _gateway_match(method, "/mcp/ep_x") == "McpEndpointFunction", method
+    # ... and its server card, for any method (GET and HEAD read it, OPTIONS is a browser's preflight).
+    for method in ("GET", "HEAD", "OPTIONS", "POST"):
+        assert _gateway_match(method, "/mcp/ep_x/server-card") == "McpEndpointFunction", method
 
 
 # ------------------------------------------------------------------------------------------------ failures, alarms

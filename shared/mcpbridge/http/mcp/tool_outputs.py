@@ -241,3 +241,8 @@ def icons() -> dict[str, list[dict[str, Any]]]:
         tool: [{"src": _data_uri(shape), "mimeType": "image/svg+xml", "sizes": ["any"]}]
         for tool, shape in _ICON_OF_TOOL.items()
     }
+
+
+def server_icon() -> dict[str, Any]:
+    """The server's own icon (a server card's ``icons``)."""
+    return {"src": _data_uri("library"), "mimeType": "image/svg+xml", "sizes": ["any"]}

@@ -39,6 +39,7 @@ from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, Unauthenticated
 from mcpbridge.http.mcp import protocol, tool_outputs
+from mcpbridge.http.mcp.app import SERVER_CARD
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
 from mcpbridge.http.mcp.primitives import Primitives
 from mcpbridge.http.mcp.protocol import ServerIdentity
@@ -142,6 +143,9 @@ class McpEndpointApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        if scope.get(SERVER_CARD):
+            await (await self._server_card(request))(scope, receive, send)
+            return
         if request.method == "OPTIONS":
             await self._preflight(request)(scope, receive, send)
             return
@@ -163,6 +167,15 @@ class McpEndpointApp:
         primitives = Primitives(self._container, authority.access, authority.tools, lambda: self.admit(authority))
         reply = await protocol.answer(scope["method"], headers, body, IDENTITY, tools, primitives)
         await send_reply(reply, send)
+
+    async def _server_card(self, request: Request) -> Response:
+        """The endpoint's server card (:mod:`.server_card`), for anyone, on a host served here."""
+        from mcpbridge.http.mcp import server_card
+
+        base = None
+        if self._host_allowed(request):
+            base = (self._container.settings.public_base_url or str(request.base_url)).rstrip("/")
+        return await server_card.answer(self._container, request, request.path_params.get("endpoint_id", ""), base)
 
     def _preflight(self, request: Request) -> Response:
         """A browser's CORS preflight: 204 with what the page may send, for an allowed origin asking to POST or
