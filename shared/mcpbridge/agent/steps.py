@@ -8,6 +8,8 @@ conditional write, so a step that runs twice, or races a person resolving the ca
 wins and the loser reads what happened.
 """
 
+# Over 400 lines: every step moves the same record through one state machine (the pauses, a step-up's among them).
+
 from __future__ import annotations
 
 import contextlib
