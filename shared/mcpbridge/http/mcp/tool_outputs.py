@@ -144,6 +144,12 @@ def output_schemas() -> dict[str, dict[str, Any]]:
             }
         ),
         "ask": _view(AskOut),
+        **_wiki_and_write_schemas(),
+    }
+
+
+def _wiki_and_write_schemas() -> dict[str, dict[str, Any]]:
+    return {
         "wiki_search": _object(
             {
                 "matches": _array(
