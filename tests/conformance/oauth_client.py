@@ -17,7 +17,9 @@ would do, with mcpbridge's real pieces:
    redirects to mcpbridge's redirect URI with ``code`` and ``state``; that redirect is not followed (nothing listens
    there) but handed to :meth:`ServiceOAuth.complete_callback`, exactly as mcpbridge's callback route would;
 5. :func:`~mcpbridge.client.oauth_calls.call_with_oauth` with a real :class:`~mcpbridge.client.connection.Connection`:
-   list the tools and call the first one.
+   list the tools and call the first one. When that is refused with ``OAuthRequired`` for ``insufficient_scope``
+   (a 403 step-up challenge, SEP-835), the user authorizes once more with the scope the refusal names (steps 3-4
+   with ``scope=``), and the operation runs once more; a second refusal is the answer.
 
 Exit status 0 when the tool call worked, 1 otherwise (with the reason on stderr). Nothing printed carries a code, a
 state or a token.
@@ -42,7 +44,7 @@ import httpx
 from mcpbridge.bootstrap import Container
 from mcpbridge.client.connection import Connection, ConnectionSpec
 from mcpbridge.client.oauth_calls import call_with_oauth
-from mcpbridge.errors import MCPBridgeError
+from mcpbridge.errors import MCPBridgeError, OAuthRequired
 from mcpbridge.oauth.rules import USER
 from mcpbridge.settings import Settings
 
@@ -95,13 +97,16 @@ async def run(server_url: str, data_dir: Path) -> str:
                 admin, service.id, {"client_secret": str(context["client_secret"])}
             )
 
-        started = await container.oauth.start_authorization(admin, service.id, base_url=REDIRECT_BASE)
-        redirect = await anyio.to_thread.run_sync(_browser, started.authorization_url)
-        outcome = await container.oauth.complete_callback(
-            redirect.get("state"), redirect.get("code"), redirect.get("iss"), redirect.get("error")
-        )
-        if outcome.error is not None:
-            raise SystemExit(f"the authorization failed: {outcome.error}")
+        async def authorize(scope: str | None = None) -> None:
+            started = await container.oauth.start_authorization(admin, service.id, base_url=REDIRECT_BASE, scope=scope)
+            redirect = await anyio.to_thread.run_sync(_browser, started.authorization_url)
+            outcome = await container.oauth.complete_callback(
+                redirect.get("state"), redirect.get("code"), redirect.get("iss"), redirect.get("error")
+            )
+            if outcome.error is not None:
+                raise SystemExit(f"the authorization failed: {outcome.error}")
+
+        await authorize()
 
         async def list_and_call(spec: ConnectionSpec) -> str:
             async with Connection(spec, container.egress) as connection:
@@ -111,6 +116,15 @@ async def run(server_url: str, data_dir: Path) -> str:
                 result = await connection.call_tool(tools[0].name, {})
             return f"called {tools[0].name}: isError={result.is_error}"
 
+        try:
+            return await call_with_oauth(
+                container.oauth, service, admin.workspace_id, USER, admin.user_id, list_and_call
+            )
+        except OAuthRequired as refusal:
+            if refusal.details.get("reason") != "insufficient_scope":
+                raise
+            # Step-up (SEP-835): the user authorizes once more, for the scopes the server asked for; only once.
+            await authorize(str(refusal.details.get("scope") or "") or None)
         return await call_with_oauth(container.oauth, service, admin.workspace_id, USER, admin.user_id, list_and_call)
     finally:
         container.close()

@@ -1,5 +1,6 @@
 """The official MCP conformance suite's client auth scenarios (npm ``@modelcontextprotocol/conformance``,
-``client --suite auth``) against mcpbridge's OAuth client.
+``client --suite auth`` and ``--suite backcompat``) against mcpbridge's OAuth client, in the pinned release and in the
+newest one (a pre-release, installed as ``conformance-next``).
 
 For each scenario the suite starts its own authorization server and an MCP server protected by it, then runs
 ``tests/conformance/oauth_client.py <server-url>`` (with this venv's python), which drives mcpbridge's real pieces:
@@ -10,8 +11,9 @@ its servers saw: discovery paths, registration, PKCE, the ``resource`` parameter
 authentication.
 
 A scenario passes when none of its checks is FAILURE or WARNING (the suite's own rule).
-``client-expected-failures.txt`` lists the scenarios mcpbridge is not meant to pass, one a line with its reason; the
-test fails on any other failing scenario and on any listed scenario that passes.
+``client-expected-failures.txt`` lists the scenarios mcpbridge is not meant to pass, one a line with its reason (a
+reason that starts with ``pinned suite only:`` applies to the pinned release alone); the test fails on any other
+failing scenario and on any listed scenario that passes.
 """
 
 from __future__ import annotations
@@ -25,19 +27,31 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.node import CONFORMANCE, HERE, NPM_CI_TIMEOUT, node_env, package_bin, run_node
+from tests.conformance.node import (
+    CONFORMANCE,
+    CONFORMANCE_NEXT,
+    HERE,
+    NPM_CI_TIMEOUT,
+    node_env,
+    package_bin,
+    run_node,
+)
 from tests.conformance.test_conformance import Scenario, read_expected_failures
 
 SUITE_TIMEOUT = 300.0
-"""The CPU the suite (with what it starts) may use, and a term of the test's last-resort timeout."""
+"""The CPU one suite run (with what it starts) may use, and a term of the test's last-resort timeout."""
+PINNED_ONLY = "pinned suite only:"
+SUITES = ("auth", "backcompat")
+"""The suite's ``auth`` scenarios and its ``backcompat`` ones (MCP 2025-03-26: no resource metadata, authorization
+server metadata at the server's origin, or none and the default ``/authorize``, ``/token``, ``/register``)."""
 SCENARIO_TIMEOUT_MS = 90_000
 """Per scenario (the suite runs them in parallel: 14 Python processes start at once)."""
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(NPM_CI_TIMEOUT + SUITE_TIMEOUT + 120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(NPM_CI_TIMEOUT + len(SUITES) * SUITE_TIMEOUT + 120)]
 
 CLIENT = HERE / "oauth_client.py"
 EXPECTED_FAILURES = HERE / "client-expected-failures.txt"
-# Discovery, registration, pre-registration, client ID metadata documents and token-endpoint authentication: must
-# pass, and may never be listed as expected failures.
+# Discovery (including MCP 2025-03-26's), registration, pre-registration, client ID metadata documents, token-endpoint
+# authentication and scope step-up: must pass, and may never be listed as expected failures.
 MUST_PASS = (
     "auth/metadata-default",
     "auth/metadata-var1",
@@ -48,6 +62,8 @@ MUST_PASS = (
     "auth/token-endpoint-auth-post",
     "auth/token-endpoint-auth-none",
     "auth/pre-registration",
+    "auth/scope-step-up",
+    "auth/2025-03-26-oauth-endpoint-fallback",
 )
 # Scenarios whose MCP server never accepts the token (a 403 on every call): the client fails by design there.
 CLIENT_MAY_FAIL = frozenset({"auth/scope-retry-limit"})
@@ -59,6 +75,7 @@ _RESULT_DIR = re.compile(r"^(?P<name>.+)-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z$"
 
 @dataclass
 class ClientRun:
+    package: str
     returncode: int
     stdout: str
     stderr: str
@@ -92,11 +109,9 @@ def parse_client_suite(stdout: str, output_dir: Path) -> tuple[dict[str, Scenari
     return scenarios, outputs
 
 
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory) -> ClientRun:
-    entry = package_bin(CONFORMANCE, "conformance")
-    work = tmp_path_factory.mktemp("conformance-client")
-    output_dir = work / "results"
+def _run_suite(package: str, name: str, work: Path) -> ClientRun:
+    entry = package_bin(package, "conformance")
+    output_dir = work / f"results-{name}"
     # The suite splits the command on spaces and runs it through a shell, so shell quoting survives.
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(CLIENT))}"
     done = run_node(
@@ -104,7 +119,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> ClientRun:
         [
             "client",
             "--suite",
-            "auth",
+            name,
             "--command",
             command,
             "--timeout",
@@ -118,7 +133,23 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> ClientRun:
     )
     assert output_dir.is_dir(), f"the suite wrote no results ({done.returncode}):\n{done.stdout}\n{done.stderr}"
     scenarios, outputs = parse_client_suite(done.stdout, output_dir)
-    return ClientRun(done.returncode, done.stdout, done.stderr, scenarios, outputs)
+    return ClientRun(package, done.returncode, done.stdout, done.stderr, scenarios, outputs)
+
+
+@pytest.fixture(scope="module", params=[CONFORMANCE, CONFORMANCE_NEXT], ids=["pinned", "newest"])
+def suite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ClientRun:
+    package = str(request.param)
+    work = tmp_path_factory.mktemp("conformance-client")
+    runs = [_run_suite(package, name, work) for name in SUITES]
+    return ClientRun(
+        package,
+        # Non-zero when any suite's own verdict was a failure.
+        max(run.returncode for run in runs),
+        "\n".join(run.stdout for run in runs),
+        "\n".join(run.stderr for run in runs),
+        {name: scenario for run in runs for name, scenario in run.scenarios.items()},
+        {name: output for run in runs for name, output in run.client_output.items()},
+    )
 
 
 def test_expected_failures_file_is_well_formed() -> None:
@@ -129,7 +160,7 @@ def test_expected_failures_file_is_well_formed() -> None:
 
 
 def test_the_suite_ran_its_auth_scenarios(suite: ClientRun) -> None:
-    assert len(suite.scenarios) >= 14, f"only {sorted(suite.scenarios)} ran\n{suite.tail()}"
+    assert len(suite.scenarios) >= 16, f"only {sorted(suite.scenarios)} ran\n{suite.tail()}"
     missing = [name for name in MUST_PASS if name not in suite.scenarios]
     assert not missing, f"the suite no longer has {missing}\n{suite.tail()}"
 
@@ -141,8 +172,17 @@ def test_core_scenario_passes(suite: ClientRun, name: str) -> None:
     assert scenario.passed, f"{scenario.explain()}\n--- client output\n{suite.client_output.get(name, '')[-3000:]}"
 
 
+def expected_failures(package: str) -> dict[str, str]:
+    """The expected failures of ``package``'s suite: every entry, but the pinned-only ones for the pinned suite only."""
+    return {
+        name: reason
+        for name, reason in read_expected_failures(EXPECTED_FAILURES).items()
+        if package == CONFORMANCE or not reason.startswith(PINNED_ONLY)
+    }
+
+
 def test_only_the_expected_scenarios_fail(suite: ClientRun) -> None:
-    expected = read_expected_failures(EXPECTED_FAILURES)
+    expected = expected_failures(suite.package)
     failed = {name for name, scenario in suite.scenarios.items() if not scenario.passed}
     unexpected = sorted(failed - set(expected))
     stale = sorted(name for name in expected if name in suite.scenarios and name not in failed)

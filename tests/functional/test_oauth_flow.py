@@ -780,6 +780,28 @@ def test_open_redirects_are_refused_and_nothing_is_stored(
     assert shared_server.registrations == 0, "refused before any request to the authorization server"
 
 
+@pytest.mark.parametrize("bad", ['mcp:"x"', "a\\b", "a  b", "é"])
+def test_a_malformed_step_up_scope_is_refused_and_nothing_is_stored(
+    local_api: Api, shared_server: OAuthTestServer, bad: str
+) -> None:
+    api = local_api
+    service_id = api.create_service(shared_server)
+    answer = api.client.post(f"{BASE}/{service_id}/oauth/authorize-url", json={"scope": bad})
+    problem(answer, 400, "invalid_scope")
+    assert stored_attempts(api) == []
+    assert shared_server.registrations == 0, "refused before any request to the authorization server"
+
+
+def test_a_step_up_asks_for_the_union_of_the_scopes(local_api: Api, shared_server: OAuthTestServer) -> None:
+    api = local_api
+    service_id = api.create_service(shared_server)
+    body = {"scope": "mcp:write files.read"}
+    answer = api.client.post(f"{BASE}/{service_id}/oauth/authorize-url", json=body)
+    assert answer.status_code == 200, answer.text
+    query = parse_qs(urlsplit(answer.json()["authorization_url"]).query)
+    assert set(query["scope"][0].split(" ")) >= {"mcp:write", "files.read"}
+
+
 @pytest.mark.parametrize("good", ["/settings/mcp?tab=oauth", f"{FRONTEND}/settings", f"{PUBLIC}/ui"])
 def test_allowed_front_end_redirects(local_api: Api, good: str) -> None:
     api = local_api

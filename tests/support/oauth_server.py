@@ -12,6 +12,14 @@ over an in-memory provider, plus:
   ``WWW-Authenticate: Bearer error="invalid_token", resource_metadata="..."``. Its tool ``whoami`` answers the
   token's subject.
 
+Options: ``published_metadata=False`` (with ``challenge_hint=False``) is an MCP 2025-03-26 server with no metadata at
+all (every well-known path answers 404: clients use the default ``/authorize``, ``/token``, ``/register``);
+``well_known_answers`` replaces the answer at chosen well-known paths (status, content type, body);
+``unauthenticated_status`` is what ``/mcp`` answers a request without a usable token (401 with its challenge, else a
+bare status); ``step_up_scope``: ``tools/call`` needs that scope too, and a token without it gets 403
+``WWW-Authenticate: Bearer error="insufficient_scope", scope="<both>"`` (SEP-835); ``granted_scopes``: what every
+authorization grants, whatever was asked.
+
 The server approves every authorization at once, as ``approving_user``. Refresh tokens rotate: a used one is dead.
 ``token_requests`` counts the requests reaching ``/token`` by grant type; ``fail_token_requests`` injects failures.
 """
@@ -103,15 +111,19 @@ class Provider:
         return None
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        if self.server.step_up_scope:
+            # Every client may ask for every scope this server supports (what a step-up asks for).
+            client_info = client_info.model_copy(update={"scope": f"{SCOPE} {self.server.step_up_scope}"})
         self.clients[client_info.client_id] = client_info
         self.server.registrations += 1
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         code = secrets.token_urlsafe(32)
         self.server.issued.add(code)
+        granted = self.server.granted_scopes
         self.codes[code] = AuthorizationCode(
             code=code,
-            scopes=params.scopes or [SCOPE],
+            scopes=list(granted) if granted is not None else params.scopes or [SCOPE],
             expires_at=time.time() + 300,
             client_id=client.client_id,
             code_challenge=params.code_challenge,
@@ -213,6 +225,20 @@ class Provider:
         )
 
 
+def _replay(body: bytes) -> Receive:
+    """A ``receive`` that hands the app a request body already read."""
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
 class _Asgi:
     """A raw ASGI callable as a Starlette route endpoint (a plain function would be taken for a request handler)."""
 
@@ -234,7 +260,18 @@ class OAuthTestServer:
         jwt_bearer: bool = False,
         challenge_hint: bool = True,
         send_iss: bool = True,
+        published_metadata: bool = True,
+        well_known_answers: dict[str, tuple[int, str, bytes]] | None = None,
+        unauthenticated_status: int = 401,
+        step_up_scope: str | None = None,
+        granted_scopes: list[str] | None = None,
     ) -> None:
+        self.published_metadata = published_metadata
+        self.well_known_answers = dict(well_known_answers or {})
+        self.well_known_requests: list[str] = []
+        self.unauthenticated_status = unauthenticated_status
+        self.step_up_scope = step_up_scope
+        self.granted_scopes = granted_scopes
         self.access_ttl = access_ttl
         self.client_id_metadata_documents = client_id_metadata_documents
         self.jwt_bearer = jwt_bearer
@@ -365,15 +402,22 @@ class OAuthTestServer:
         authenticator = ClientAuthenticator(self.provider)
         token_handler = TokenHandler(self.provider, authenticator, identity_assertion_enabled=self.jwt_bearer)
         authorize_handler = AuthorizationHandler(self.provider)
+        valid_scopes = [SCOPE, self.step_up_scope] if self.step_up_scope else [SCOPE]
         registration_handler = RegistrationHandler(
-            self.provider, ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE])
+            self.provider, ClientRegistrationOptions(enabled=True, valid_scopes=valid_scopes, default_scopes=[SCOPE])
         )
 
-        async def metadata(request: Request) -> Response:
-            return JSONResponse(self._metadata())
-
-        async def resource_metadata(request: Request) -> Response:
-            return JSONResponse(self._resource_metadata())
+        async def well_known(request: Request) -> Response:
+            path = request.url.path
+            self.well_known_requests.append(path)
+            if path in self.well_known_answers:
+                status, media_type, body = self.well_known_answers[path]
+                return Response(body, status_code=status, media_type=media_type)
+            if self.published_metadata and path == "/.well-known/oauth-authorization-server":
+                return JSONResponse(self._metadata())
+            if self.published_metadata and path == "/.well-known/oauth-protected-resource/mcp":
+                return JSONResponse(self._resource_metadata())
+            return JSONResponse({"error": "not_found"}, status_code=404)
 
         async def token(request: Request) -> Response:
             form = await request.form()
@@ -410,6 +454,9 @@ class OAuthTestServer:
             found = await self.provider.load_access_token(value.strip()) if scheme.lower() == "bearer" else None
             if found is None or (found.resource not in (None, self.mcp_url)):
                 self.mcp_requests["refused"] += 1
+                if self.unauthenticated_status != 401:
+                    await JSONResponse({}, status_code=self.unauthenticated_status)(scope, receive, send)
+                    return
                 challenge = 'Bearer error="invalid_token"'
                 if self.challenge_hint:
                     challenge += f', resource_metadata="{self.resource_metadata_url}", scope="{SCOPE}"'
@@ -418,6 +465,19 @@ class OAuthTestServer:
                 )
                 await response(scope, receive, send)
                 return
+            if self.step_up_scope and self.step_up_scope not in found.scopes:
+                body = await request.body()
+                if b'"tools/call"' in body:
+                    self.mcp_requests["insufficient_scope"] += 1
+                    challenge = f'Bearer error="insufficient_scope", scope="{SCOPE} {self.step_up_scope}"'
+                    if self.challenge_hint:
+                        challenge += f', resource_metadata="{self.resource_metadata_url}"'
+                    refusal = JSONResponse(
+                        {"error": "insufficient_scope"}, status_code=403, headers={"WWW-Authenticate": challenge}
+                    )
+                    await refusal(scope, receive, send)
+                    return
+                receive = _replay(body)
             self.mcp_requests["accepted"] += 1
             marker = _subject.set(found.subject)
             try:
@@ -434,8 +494,7 @@ class OAuthTestServer:
 
         return Starlette(
             routes=[
-                Route("/.well-known/oauth-authorization-server", metadata, methods=["GET"]),
-                Route("/.well-known/oauth-protected-resource/mcp", resource_metadata, methods=["GET"]),
+                Route("/.well-known/{rest:path}", well_known, methods=["GET"]),
                 Route("/authorize", authorize_handler.handle, methods=["GET", "POST"]),
                 Route("/token", token, methods=["POST"]),
                 Route("/register", registration_handler.handle, methods=["POST"]),

@@ -66,16 +66,19 @@ class Upstream:
     """An HTTP server, answering each request with the next status of ``answers`` (then 200), and keeping what was
     sent; or raising ``failure`` (a transport error) instead."""
 
-    def __init__(self, *answers: int, failure: Exception | None = None) -> None:
+    def __init__(self, *answers: int, failure: Exception | None = None, challenge: str | None = None) -> None:
         self.answers = list(answers)
         self.failure = failure
+        self.challenge = challenge
         self.sent: list[str | None] = []
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         self.sent.append(request.headers.get("authorization"))
         if self.failure is not None:
             raise self.failure
-        return httpx2.Response(self.answers.pop(0) if self.answers else 200, json={"ok": True})
+        status = self.answers.pop(0) if self.answers else 200
+        headers = {"www-authenticate": self.challenge} if self.challenge and status in (401, 403) else {}
+        return httpx2.Response(status, json={"ok": True}, headers=headers)
 
 
 def send(tokens: Tokens, upstream: Upstream, service: ExternalService = PLAIN, *, until: float | None = None) -> Any:
@@ -196,3 +199,38 @@ def test_a_refresh_that_does_not_end_by_until_is_a_retryable_failure() -> None:
     assert 0 < error.details["timeout_seconds"] <= 0.2
     assert f"within {error.details['timeout_seconds']:g} s" in error.message
     assert len(upstream.sent) == 1, "no retry without a new token"
+
+
+STEP_UP = (
+    'Bearer error="insufficient_scope", scope="mcp:basic mcp:write", resource_metadata="https://mcp.example.com/x"'
+)
+
+
+def test_a_403_insufficient_scope_asks_the_user_for_the_wider_scope() -> None:
+    """SEP-835 step-up: a renewed token would be as narrow, so nothing is refreshed or resent; the refusal is the
+    user's consent again, for the scopes the server named."""
+    tokens, upstream = Tokens(), Upstream(403, challenge=STEP_UP)
+    status, facts = send(tokens, upstream)
+    assert status == 403
+    assert len(upstream.sent) == 1
+    assert [c[0] for c in tokens.calls] == ["bearer_for"]
+    assert isinstance(facts.refusal, OAuthRequired)
+    wanted = {"service_id": "svc_1", "reason": "insufficient_scope", "scope": "mcp:basic mcp:write"}
+    assert facts.refusal.details == wanted
+
+
+@pytest.mark.parametrize(
+    "challenge",
+    ['Bearer error="invalid_token"', 'Bearer scope="mcp:write"', 'Basic realm="x"'],
+)
+def test_another_403_is_the_servers_answer(challenge: str) -> None:
+    status, facts = send(Tokens(), Upstream(403, challenge=challenge))
+    assert status == 403
+    assert facts.refusal is None
+
+
+def test_a_step_up_scope_that_is_not_an_oauth_scope_is_left_out() -> None:
+    challenge = 'Bearer error="insufficient_scope", scope="mcp:\\x"'
+    _status, facts = send(Tokens(), Upstream(403, challenge=challenge))
+    assert isinstance(facts.refusal, OAuthRequired)
+    assert "scope" not in facts.refusal.details

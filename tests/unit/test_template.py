@@ -903,7 +903,9 @@ def test_state_machine_flow() -> None:
         assert (timeout["ResultSelector"], timeout["ResultPath"], timeout["Next"]) == (route, "$.route", "Route")
 
     invoke = states["Invoke"]
-    assert (invoke["Resource"], _payload(invoke), invoke["Next"]) == (INVOKE, {"step": "invoke", **ids}, "Finish")
+    assert (invoke["Resource"], _payload(invoke)) == (INVOKE, {"step": "invoke", **ids})
+    # Routed like Prepare: finish, or an OAuth wait when the token was refused as too narrow (SEP-835 step-up).
+    assert (invoke["ResultSelector"], invoke["ResultPath"], invoke["Next"]) == (route, "$.route", "Route")
     assert [(c["ErrorEquals"], c["Next"]) for c in invoke["Catch"]] == [(["States.ALL"], "Finish")]
     # An upstream call is never replayed: only a throttled invocation (Lambda ran nothing) is tried again.
     assert [r["ErrorEquals"] for r in invoke["Retry"]] == [["Lambda.TooManyRequestsException"]]
@@ -1178,6 +1180,9 @@ def test_every_route_of_every_surface_reaches_its_function() -> None:
     # The MCP endpoint function's app has no router: it serves /mcp/{endpoint_id} alone (mcpbridge.http.mcp.app).
     for method in ("POST", "DELETE", "GET"):
         assert _gateway_match(method, "/mcp/ep_x") == "McpEndpointFunction", method
+    # ... and its server card, for any method (GET and HEAD read it, OPTIONS is a browser's preflight).
+    for method in ("GET", "HEAD", "OPTIONS", "POST"):
+        assert _gateway_match(method, "/mcp/ep_x/server-card") == "McpEndpointFunction", method
 
 
 # ------------------------------------------------------------------------------------------------ failures, alarms

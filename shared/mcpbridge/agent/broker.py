@@ -189,9 +189,22 @@ class ToolCallBroker:
         outcome = await self._steps.call_upstream(running, prepared().service, until=until, secrets=secrets)
 
         def record_and_end() -> ToolCall:  # one hop: the outcome's durable write, its event, the agent's callback
-            return self._steps.end(self._steps.record(running, outcome))[0]
+            recorded = self._steps.record(running, outcome)
+            if recorded.status == "awaiting_oauth":  # a step-up (SEP-835): paused like a first authorization
+                self._workflow().start(
+                    CallStart(
+                        recorded.id,
+                        recorded.workspace_id,
+                        recorded.approval_timeout_seconds,
+                        recorded.oauth_timeout_seconds,
+                    )
+                )
+                return recorded
+            return self._steps.end(recorded)[0]
 
         call = await to_thread.run_sync(record_and_end)
+        if call.status == "awaiting_oauth":
+            return Submitted(call=call, paused=True)
         return Submitted(call=call, paused=False, agent_result=outcome.for_agent)
 
     async def _on_store(self, work: Callable[[], _T]) -> _T:
@@ -503,7 +516,10 @@ class ToolCallBroker:
             )
         else:
             service = self._registry.find(call.workspace_id, call.service_id)
-            if self._oauth is None or not self._oauth.usable(call.workspace_id, service, call.owner_user_id):
+            usable = self._oauth is not None and self._oauth.usable(
+                call.workspace_id, service, call.owner_user_id, scope=call.step_up_scope
+            )
+            if not usable:
                 raise Conflict("authorization not completed yet for this MCP service", code="oauth_not_completed")
             moved = self._calls.move(call, "ready")
         self._events.publish("tool_call.oauth_resolved", event_detail(moved))

@@ -14,10 +14,13 @@ Statuses::
            +--reject / timeout--> rejected          awaiting_oauth --cancel / timeout--> cancelled
            +--withdrawn by its caller--> cancelled   awaiting_oauth --withdrawn by its caller--> cancelled
     ready --> running --> completed | failed | uncertain           (anything not terminal) --> failed
+    running --(403 insufficient_scope, once)--> awaiting_oauth
 
 ``completed`` holds the upstream result (``isError`` may be true); ``failed`` means nothing ran upstream (refused
 before sending, or checks failed); ``uncertain`` means the request may have run and its answer was lost: it is
-never replayed. Every transition names the status it leaves, so the first resolution wins and a second one gets
+never replayed. A call the server refused for its token's scope (SEP-835 step-up: a 403 ``insufficient_scope``,
+answered before anything ran) waits once for the user's authorization of the wider scope (``oauth.step_up_scope``).
+Every transition names the status it leaves, so the first resolution wins and a second one gets
 ``already_resolved``.
 
 Nothing secret is stored in clear: the workflow's task token and the agent's callback token are sealed with the
@@ -122,6 +125,17 @@ class ToolCall:
         return self.status in TERMINAL
 
     @property
+    def stepped_up(self) -> bool:
+        """Whether the call has already waited for a wider authorization (SEP-835): it does so once only."""
+        return bool((self.oauth or {}).get("step_up"))
+
+    @property
+    def step_up_scope(self) -> str | None:
+        """The scope the server asked for when it refused the user's token as too narrow, if it did."""
+        scope = (self.oauth or {}).get("step_up_scope")
+        return scope if isinstance(scope, str) and scope else None
+
+    @property
     def secret_context(self) -> SecretContext:
         return SecretContext(self.workspace_id, SECRET_KIND, self.id)
 
@@ -205,9 +219,17 @@ class ToolCalls:
         """The OAuth authorization URL of a call waiting for it (sealed at rest: its state is a secret)."""
         return open_secret_or_none(self._secrets, call.item.get("sealed_authorization_url"), call.secret_context)
 
-    def oauth_pause(self, call: ToolCall, authorization_url: str | None) -> dict[str, Any]:
-        """The attributes of a move to ``awaiting_oauth``."""
-        sets: dict[str, Any] = {"oauth": {"requested_at": timestamp(self._clock.now())}}
+    def oauth_pause(
+        self, call: ToolCall, authorization_url: str | None, *, step_up: bool = False, scope: str | None = None
+    ) -> dict[str, Any]:
+        """The attributes of a move to ``awaiting_oauth``; ``step_up``: after a 403 ``insufficient_scope``, whose
+        ``scope`` the new authorization asks for."""
+        oauth: dict[str, Any] = {"requested_at": timestamp(self._clock.now())}
+        if step_up:
+            oauth["step_up"] = True
+            if scope:
+                oauth["step_up_scope"] = scope
+        sets: dict[str, Any] = {"oauth": oauth}
         if authorization_url:
             sets["sealed_authorization_url"] = self._secrets.seal(authorization_url, call.secret_context)
         return sets

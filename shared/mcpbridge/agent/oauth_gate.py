@@ -42,17 +42,26 @@ class ServiceOAuthGate:
         self._tokens = tokens
         self._clock = clock
 
-    def usable(self, workspace_id: str, service: ExternalService, user_id: str) -> bool:
-        """A token that works now or can be refreshed (a refresh may still fail; the call then fails cleanly)."""
+    def usable(self, workspace_id: str, service: ExternalService, user_id: str, *, scope: str | None = None) -> bool:
+        """A token that works now or can be refreshed (a refresh may still fail; the call then fails cleanly), and
+        with ``scope``, one granted every scope in it."""
         token = self._tokens.get(token_key(workspace_id, service.id, USER, user_id))
-        return token is not None and token.state(self._clock.now()) != "reauth_required"
+        if token is None or token.state(self._clock.now()) == "reauth_required":
+            return False
+        return scope is None or set(scope.split()) <= set((token.scope or "").split())
 
     def authorization_url(
-        self, workspace_id: str, service: ExternalService, user_id: str, base_url: str | None = None
+        self,
+        workspace_id: str,
+        service: ExternalService,
+        user_id: str,
+        base_url: str | None = None,
+        *,
+        scope: str | None = None,
     ) -> str | None:
         async def start() -> str:
             started = await self._manager.start_authorization(
-                acting_for(workspace_id, user_id), service.id, base_url=base_url
+                acting_for(workspace_id, user_id), service.id, base_url=base_url, scope=scope
             )
             return started.authorization_url
 

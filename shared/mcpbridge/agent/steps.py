@@ -8,6 +8,8 @@ conditional write, so a step that runs twice, or races a person resolving the ca
 wins and the loser reads what happened.
 """
 
+# Over 400 lines: every step moves the same record through one state machine (the pauses, a step-up's among them).
+
 from __future__ import annotations
 
 import contextlib
@@ -36,15 +38,23 @@ TIMEOUT_REASONS: dict[PendingKind, str] = {"approval": "approval timeout", "oaut
 class OAuthGate(Protocol):
     """What the steps need from the OAuth layer."""
 
-    def usable(self, workspace_id: str, service: ExternalService, user_id: str) -> bool:
-        """Whether the user holds a token that works now or can be refreshed."""
+    def usable(self, workspace_id: str, service: ExternalService, user_id: str, *, scope: str | None = None) -> bool:
+        """Whether the user holds a token that works now or can be refreshed (and, with ``scope``, was granted
+        every scope in it)."""
         ...
 
     def authorization_url(
-        self, workspace_id: str, service: ExternalService, user_id: str, base_url: str | None = None
+        self,
+        workspace_id: str,
+        service: ExternalService,
+        user_id: str,
+        base_url: str | None = None,
+        *,
+        scope: str | None = None,
     ) -> str | None:
         """A fresh authorization URL for the user (None when the flow cannot be started now). ``base_url``: where
-        the call was submitted, for the callback URL when no public base URL is configured."""
+        the call was submitted, for the callback URL when no public base URL is configured; ``scope``: scopes to ask
+        for beyond the discovered ones (a step-up)."""
         ...
 
 
@@ -204,7 +214,9 @@ class ToolCallSteps:
         if running is None:  # another worker took it
             return {"next": "finish"}
         outcome = await self.call_upstream(running, service)
-        await anyio.to_thread.run_sync(self.record, running, outcome)
+        recorded = await anyio.to_thread.run_sync(self.record, running, outcome)
+        if recorded.status == "awaiting_oauth":  # a step-up: the same pause as a first authorization
+            return {"next": "oauth"}
         return {"next": "finish"}
 
     async def _checked(self, call: ToolCall) -> tuple[ExternalService, Mapping[str, Any]]:
@@ -244,14 +256,44 @@ class ToolCallSteps:
             )
         except OutcomeUnknown as lost:  # it may have run: reported, never replayed
             return Outcome("uncertain", {"error": _error(lost.code, lost.message)})
+        except OAuthRequired as refused:
+            return await self._step_up(call, service, refused)
         except MCPBridgeError as failed:  # refused before anything ran upstream
             return Outcome("failed", {"error": _error(failed.code, failed.message)})
         shaped = shape_result(service.name, result)
         return Outcome("completed", {"result": shaped.for_storage}, shaped.for_agent)
 
+    async def _step_up(self, call: ToolCall, service: ExternalService, refused: OAuthRequired) -> Outcome:
+        """The user's token was refused: missing or lost (a failure), or too narrow for this call (SEP-835: a 403
+        ``insufficient_scope``, answered before anything ran). An interactive call then waits, once, for the user
+        to authorize the wider scope, as it would for a first authorization; a second refusal, or one of a call
+        that may not pause, is a failure (nothing ran)."""
+        failed = Outcome("failed", {"error": _error(refused.code, refused.message)})
+        if refused.details.get("reason") != "insufficient_scope" or not call.interactive or call.stepped_up:
+            return failed
+        scope = refused.details.get("scope")
+        scope = scope if isinstance(scope, str) and scope else None
+        url = None
+        if self._oauth is not None:
+            url = await anyio.to_thread.run_sync(
+                functools.partial(
+                    self._oauth.authorization_url,
+                    call.workspace_id,
+                    service,
+                    call.owner_user_id,
+                    call.item.get("request_base_url"),
+                    scope=scope,
+                )
+            )
+        return Outcome("awaiting_oauth", self._calls.oauth_pause(call, url, step_up=True, scope=scope))
+
     def record(self, call: ToolCall, outcome: Outcome) -> ToolCall:
-        """Move a ``running`` call to its outcome (blocking: a store write)."""
-        return self._calls.move(call, outcome.status, sets=outcome.sets)
+        """Move a ``running`` call to its outcome (blocking: a store write); a step-up's pause is announced like
+        any OAuth pause."""
+        moved = self._calls.move(call, outcome.status, sets=outcome.sets)
+        if moved.status == "awaiting_oauth":
+            self._publish("tool_call.oauth_required", moved)
+        return moved
 
     # -- finish -------------------------------------------------------------------------------------------------
 

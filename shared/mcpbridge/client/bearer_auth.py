@@ -1,8 +1,9 @@
-"""The OAuth bearer of one principal at one external service, as an ``httpx2.Auth`` on the connection (the way the
-MCP SDK's ``OAuthClientProvider`` works): every request gets the principal's current token (refreshed first when
-due); a request answered 401 gets exactly one forced refresh and is sent once more with the new token; a second
-401 is the answer. A 401 means the server refused the credentials before running anything, so sending the request
-again cannot run it twice.
+"""The OAuth bearer of one principal at one external service, as an ``httpx2.Auth`` on the connection (the way the MCP
+SDK's ``OAuthClientProvider`` works): every request gets the principal's current token (refreshed first when due); a
+request answered 401 gets exactly one forced refresh and is sent once more with the new token; a second 401 is the
+answer. A 403 ``insufficient_scope`` (SEP-835 step-up) is noted as ``OAuthRequired`` with the scopes the server asks
+for: a wider token needs the user's consent again. A 401 means the server refused the credentials before running
+anything, so sending the request again cannot run it twice.
 
 Several requests refused at once each ask for a refresh with the token they sent (``rejected``): one refreshes under
 the lease, the others get the token it stored. The connection and the callers above it never see a token.
@@ -22,7 +23,9 @@ import httpx2
 
 from mcpbridge.client.connection import note_refusal
 from mcpbridge.domain.external_services import ExternalService
-from mcpbridge.errors import MCPBridgeError, UpstreamError
+from mcpbridge.domain.oauth_scope import valid_scope
+from mcpbridge.domain.www_authenticate import auth_param
+from mcpbridge.errors import MCPBridgeError, OAuthRequired, UpstreamError
 
 
 class BearerSource(Protocol):
@@ -75,6 +78,9 @@ class BearerAuth(httpx2.Auth):
             return
         request.headers["Authorization"] = f"Bearer {bearer}"
         response = yield request
+        if response.status_code == 403:
+            self._note_insufficient_scope(response)
+            return
         if response.status_code != 401:
             return
         renewed = await self._token(
@@ -84,6 +90,19 @@ class BearerAuth(httpx2.Auth):
             return
         request.headers["Authorization"] = f"Bearer {renewed}"
         yield request
+
+    def _note_insufficient_scope(self, response: httpx2.Response) -> None:
+        """A 403 ``insufficient_scope`` (SEP-835): the token is good but too narrow. Renewing it cannot widen it, so the
+        user must authorize again with the scopes the challenge names (``details["scope"]``), like a missing token."""
+        challenge = response.headers.get("www-authenticate", "")
+        if (auth_param(challenge, "error") or "").lower() != "insufficient_scope":
+            return
+        details = {"service_id": self._service.id, "reason": "insufficient_scope"}
+        scope = auth_param(challenge, "scope")
+        if scope and valid_scope(scope):
+            details["scope"] = scope
+        message = f"the MCP service {self._service.name} needs an OAuth authorization by this user with more scopes"
+        note_refusal(OAuthRequired(message, details=details))
 
     async def _token(self, getting: Awaitable[str]) -> str | None:
         """The token, or None with the reason noted for the operation (never raised inside the HTTP layer)."""

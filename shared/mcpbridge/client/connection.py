@@ -574,8 +574,8 @@ def _operation_status(exc: BaseException, facts: HttpFacts | None, *, sent: bool
 
 
 def _auth_refusal(host: str, status: int | None, facts: HttpFacts | None) -> MCPBridgeError | None:
-    if status == 401 and facts is not None and facts.refusal is not None:
-        return facts.refusal  # no credentials could be sent or renewed: that is the reason, not the 401
+    if status in (401, 403) and facts is not None and facts.refusal is not None:
+        return facts.refusal  # no credentials could be sent, renewed or widened: that is the reason, not the status
     if status == 401:
         return UpstreamError(
             f"{host} refused the credentials (HTTP 401)", code="upstream_unauthorized", details={"status": 401}

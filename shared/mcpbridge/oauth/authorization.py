@@ -19,6 +19,7 @@ from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.ids import is_id, new_id
+from mcpbridge.domain.oauth_scope import scope_union, valid_scope
 from mcpbridge.errors import InvalidInput, MCPBridgeError, NotFound
 from mcpbridge.oauth.attempts import Attempt, AuthorizationAttempts, PendingAuthorization
 from mcpbridge.oauth.discovery import discover
@@ -26,7 +27,13 @@ from mcpbridge.oauth.pkce import new_pkce, new_state
 from mcpbridge.oauth.redirects import allowed_origins, callback_url, validate_frontend_redirect, with_result
 from mcpbridge.oauth.registration import ClientIdentities, ClientIdentity
 from mcpbridge.oauth.rows import token_key
-from mcpbridge.oauth.rules import USER, bound, discovery_timeout, drop_client_if_refused, require_oauth
+from mcpbridge.oauth.rules import (
+    USER,
+    bound,
+    discovery_timeout,
+    drop_client_if_refused,
+    require_oauth,
+)
 from mcpbridge.oauth.token_events import TokenEvents
 from mcpbridge.oauth.tokens import IssuedToken, TokenOrigin, TokenRefused, TokenState, TokenStore, token_request
 from mcpbridge.outbound.json_http import require_https
@@ -77,6 +84,14 @@ class OAuthStatus:
     scope: str | None = None
     refreshable: bool = False
     attempt: Attempt | None = None
+
+
+def _check_scope(scope: str | None) -> None:
+    if scope is not None and not valid_scope(scope):
+        raise InvalidInput(
+            "scope must be space-separated OAuth scope tokens (printable ASCII, no quotes or backslashes)",
+            code="invalid_scope",
+        )
 
 
 class Authorizations:
@@ -141,9 +156,14 @@ class Authorizations:
         *,
         base_url: str | None = None,
         redirect_uri: str | None = None,
+        scope: str | None = None,
     ) -> AuthorizationStart:
         """Discover, pick the client (registering once if needed), store the attempt with its PKCE verifier and
-        return the authorization URL for the calling user. Input is checked before anything is stored."""
+        return the authorization URL for the calling user. Input is checked before anything is stored.
+
+        ``scope``: more scopes to ask for, beyond the discovered ones (SEP-835 step-up: the ``scope`` of an
+        ``OAuthRequired`` whose reason is ``insufficient_scope``); the request asks for the union."""
+        _check_scope(scope)
         frontend = (
             validate_frontend_redirect(frontend_redirect, self._origins)
             if frontend_redirect
@@ -177,7 +197,7 @@ class Authorizations:
             token_endpoint=str(discovery.metadata.token_endpoint),
             revocation_endpoint=discovery.revocation_endpoint,
             resource=discovery.resource,
-            scope=discovery.scope,
+            scope=scope_union(discovery.scope, scope),
             redirect_uri=expected,
             frontend_redirect=frontend,
             client_id=client.client_id,

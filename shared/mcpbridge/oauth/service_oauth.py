@@ -114,9 +114,10 @@ class ServiceOAuth:
         *,
         base_url: str | None = None,
         redirect_uri: str | None = None,
+        scope: str | None = None,
     ) -> AuthorizationStart:
         return await self.authorizations.start(
-            principal, service_id, frontend_redirect, base_url=base_url, redirect_uri=redirect_uri
+            principal, service_id, frontend_redirect, base_url=base_url, redirect_uri=redirect_uri, scope=scope
         )
 
     async def complete_callback(

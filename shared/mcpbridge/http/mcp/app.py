@@ -1,15 +1,17 @@
-"""The MCP endpoint function's app: ``/mcp/{endpoint_id}``, ``/healthz`` and ``/readyz``, without FastAPI.
+"""The MCP endpoint function's app: ``/mcp/{endpoint_id}`` (and its server card, ``/mcp/{endpoint_id}/server-card``),
+``/healthz`` and ``/readyz``, without FastAPI.
 
-API Gateway sends this function ``/mcp/{endpoint_id}`` alone, so it needs no router, no dependency injection and no
-OpenAPI document, and importing FastAPI for them cost a fifth of its cold start. Errors render as every function
-renders them (:mod:`mcpbridge.http.problems`), every answer carries its request id (:mod:`mcpbridge.request_context`)
-and the health routes answer as the other functions' do (:mod:`mcpbridge.http.readiness`). The combined app of
-``mcpbridge serve`` sends ``/mcp/{endpoint_id}`` the same way (:class:`McpFirst`), ahead of its router.
+API Gateway sends this function ``/mcp/{endpoint_id}`` (and its card) alone, so it needs no router, no dependency
+injection and no OpenAPI document, and importing FastAPI for them cost a fifth of its cold start. Errors render as
+every function renders them (:mod:`mcpbridge.http.problems`), every answer carries its request id
+(:mod:`mcpbridge.request_context`) and the health routes answer as the other functions' do
+(:mod:`mcpbridge.http.readiness`). The combined app of ``mcpbridge serve`` sends ``/mcp/{endpoint_id}`` the same way
+(:class:`McpFirst`), ahead of its router.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import anyio.to_thread
 from starlette.middleware.errors import ServerErrorMiddleware
@@ -25,17 +27,30 @@ if TYPE_CHECKING:
     from mcpbridge.bootstrap import Container
 
 
+SERVER_CARD: Final = "mcpbridge.server_card"
+"""Set in the scope of a request for ``/mcp/{endpoint_id}/server-card``, which the MCP app answers too."""
+
+
 def endpoint_id_of(scope: Scope) -> str | None:
-    """The endpoint of a request for ``/mcp/{endpoint_id}`` (below the app's root path), or None for any other path,
-    ``/mcp/{endpoint_id}/.well-known/...`` included."""
+    """The endpoint of a request for ``/mcp/{endpoint_id}`` or its server card (``/mcp/{endpoint_id}/server-card``,
+    below the app's root path), or None for any other path, ``/mcp/{endpoint_id}/.well-known/...`` included."""
+    target = _target(scope)
+    return None if target is None else target[0]
+
+
+def _target(scope: Scope) -> tuple[str, bool] | None:
+    """The endpoint a request is for, and whether it asks for the endpoint's server card."""
     if scope["type"] != "http":
         return None
     path: str = scope["path"]
     root = scope.get("root_path", "")
     if root and path.startswith(root):
         path = path[len(root) :]
-    endpoint_id = path[5:] if path.startswith("/mcp/") else ""
-    return endpoint_id if endpoint_id and "/" not in endpoint_id else None
+    rest = path[5:] if path.startswith("/mcp/") else ""
+    endpoint_id, slash, card = rest.partition("/")
+    if not endpoint_id or (slash and card != "server-card"):
+        return None
+    return endpoint_id, bool(slash)
 
 
 def with_problems(app: ASGIApp) -> ASGIApp:
@@ -44,17 +59,18 @@ def with_problems(app: ASGIApp) -> ASGIApp:
 
 
 class McpFirst:
-    """``/mcp/{endpoint_id}`` straight to the MCP app (every call of every agent comes this way); anything else,
-    ``/mcp/{endpoint_id}/.well-known/...`` included, to ``rest``."""
+    """``/mcp/{endpoint_id}`` (and its server card) straight to the MCP app (every call of every agent comes this
+    way); anything else, ``/mcp/{endpoint_id}/.well-known/...`` included, to ``rest``."""
 
     def __init__(self, mcp: ASGIApp, rest: ASGIApp) -> None:
         self._mcp = mcp
         self._rest = rest
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint_id = endpoint_id_of(scope)
-        if endpoint_id is not None:
-            scope["path_params"] = {"endpoint_id": endpoint_id}
+        target = _target(scope)
+        if target is not None:
+            scope["path_params"] = {"endpoint_id": target[0]}
+            scope[SERVER_CARD] = target[1]
             await self._mcp(scope, receive, send)
             return
         await self._rest(scope, receive, send)

@@ -39,7 +39,8 @@ from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, NotFound, Unauthenticated
-from mcpbridge.http.mcp import protocol
+from mcpbridge.http.mcp import protocol, tool_outputs
+from mcpbridge.http.mcp.app import SERVER_CARD
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
 from mcpbridge.http.mcp.params import CLIENT_CAPABILITIES_META, declares_extension
 from mcpbridge.http.mcp.primitives import Primitives
@@ -93,8 +94,9 @@ class Authority:
         return self.endpoint.id
 
 
-def _tool(spec: ToolSpec) -> dict[str, Any]:
-    """A tool as ``tools/list`` gives it."""
+def _tool(spec: ToolSpec, output_schema: dict[str, Any], icons: list[dict[str, Any]]) -> dict[str, Any]:
+    """A tool as ``tools/list`` gives it: with what it answers (``outputSchema``, :mod:`.tool_outputs`) and its
+    icon."""
     return {
         "annotations": {
             "destructiveHint": spec.destructive,
@@ -104,13 +106,20 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
             "title": spec.title,
         },
         "description": spec.description,
+        "icons": icons,
         "inputSchema": spec.input_schema,
         "name": spec.name,
+        "outputSchema": output_schema,
         "title": spec.title,
     }
 
 
-TOOLS: dict[str, dict[str, Any]] = {spec.name: _tool(spec) for spec in SPECS}
+def _tools() -> dict[str, dict[str, Any]]:
+    schemas, icons = tool_outputs.output_schemas(), tool_outputs.icons()
+    return {spec.name: _tool(spec, schemas[spec.name], icons[spec.name]) for spec in SPECS}
+
+
+TOOLS: dict[str, dict[str, Any]] = _tools()
 
 
 def _json_result(data: dict[str, Any], *, is_error: bool = False) -> dict[str, Any]:
@@ -138,6 +147,9 @@ class McpEndpointApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        if scope.get(SERVER_CARD):
+            await (await self._server_card(request))(scope, receive, send)
+            return
         if request.method == "OPTIONS":
             await self._preflight(request)(scope, receive, send)
             return
@@ -159,6 +171,15 @@ class McpEndpointApp:
         primitives = Primitives(self._container, authority.access, authority.tools, lambda: self.admit(authority))
         reply = await protocol.answer(scope["method"], headers, body, IDENTITY, tools, primitives)
         await send_reply(reply, send)
+
+    async def _server_card(self, request: Request) -> Response:
+        """The endpoint's server card (:mod:`.server_card`), for anyone, on a host served here."""
+        from mcpbridge.http.mcp import server_card
+
+        base = None
+        if self._host_allowed(request):
+            base = (self._container.settings.public_base_url or str(request.base_url)).rstrip("/")
+        return await server_card.answer(self._container, request, request.path_params.get("endpoint_id", ""), base)
 
     def _preflight(self, request: Request) -> Response:
         """A browser's CORS preflight: 204 with what the page may send, for an allowed origin asking to POST or

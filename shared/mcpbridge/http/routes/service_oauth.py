@@ -50,6 +50,12 @@ class AuthorizeUrlIn(BaseModel):
     redirect_uri: str | None = Field(
         default=None, max_length=2048, description="Optional; when given it must be mcpbridge's callback URL."
     )
+    scope: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="More OAuth scopes to ask for, space-separated, beyond the discovered ones: the `scope` of an "
+        "`oauth_required` refusal whose reason is `insufficient_scope` (the service asked for more, SEP-835).",
+    )
 
 
 class AuthorizeUrlOut(BaseModel):
@@ -121,6 +127,7 @@ async def authorize_url(
         given.frontend_redirect,
         base_url=str(request.base_url),
         redirect_uri=given.redirect_uri,
+        scope=given.scope,
     )
     response.headers.update(NO_STORE)
     return AuthorizeUrlOut(
