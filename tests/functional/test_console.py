@@ -17,7 +17,6 @@ from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -57,7 +56,9 @@ def container(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clo
 
 @pytest.fixture
 def admin_key(container: Container) -> str:
-    return container.identity.initialize().api_key
+    key = container.identity.initialize().api_key
+    assert key is not None
+    return key
 
 
 @pytest.fixture(params=["serve", "lambda"])
@@ -81,19 +82,19 @@ def sign_in(client: TestClient, key: str) -> dict[str, Any]:
     return body
 
 
-def set_cookie(response: httpx.Response) -> SimpleCookie:
+def set_cookie(response: Any) -> SimpleCookie:
     cookie: SimpleCookie = SimpleCookie()
     for header in response.headers.get_list("set-cookie"):
         cookie.load(header)
     return cookie
 
 
-def problem(response: httpx.Response, status: int, code: str) -> None:
+def problem(response: Any, status: int, code: str) -> None:
     assert response.status_code == status, response.text
     assert response.json()["code"] == code, response.text
 
 
-def secured(response: httpx.Response) -> None:
+def secured(response: Any) -> None:
     assert response.headers["content-security-policy"] == CSP, response.request.url
     assert response.headers["x-content-type-options"] == "nosniff", response.request.url
     assert response.headers["referrer-policy"] == "no-referrer", response.request.url

@@ -36,11 +36,13 @@ export function callerText(call, caller) {
   return parts.join(" · ");
 }
 
-export function facts(call, caller) {
+export function facts(call, caller, more = []) {
+  const waiting = call.status === "awaiting_approval" || call.status === "awaiting_oauth";
   const rows = [
     ["Service", call.service_name],
     ["Caller", callerText(call, caller)],
-    ["Waiting since", h("span", { "data-age": call.created_at }, `${when(call.created_at)} (${age(call.created_at)})`)],
+    [waiting ? "Waiting since" : "Made", h("span", { "data-age": call.created_at }, `${when(call.created_at)} (${age(call.created_at)})`)],
+    ...more,
   ];
   if (call.expires_at) {
     rows.push(["Expires", h("span", { "data-expires": call.expires_at }, `${when(call.expires_at)} (${remaining(call.expires_at)})`)]);

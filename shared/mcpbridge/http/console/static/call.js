@@ -20,7 +20,6 @@ function json(label, value) {
 
 function details(call) {
   const card = h("article", { class: "card", "aria-labelledby": "call-heading" }, h("h2", { id: "call-heading" }, `${call.tool} `, h("span", { class: "badge" }, call.status)));
-  card.append(facts(call, null));
   const rows = [["Status", call.status]];
   if (call.approval) {
     const how = call.approval.modified_args ? `${call.approval.decision} with changed arguments` : call.approval.decision;
@@ -29,7 +28,7 @@ function details(call) {
   }
   if (call.finished_at) rows.push(["Finished", when(call.finished_at)]);
   if (call.outcome_uncertain) rows.push(["Outcome", "uncertain: the call may have run and its answer was lost (not retried)"]);
-  card.append(h("dl", { class: "facts" }, rows.map(([term, value]) => [h("dt", {}, term), h("dd", {}, value)])));
+  card.append(facts(call, null, rows));
   card.append(...json("Arguments it runs with", call.arguments));
   if (call.original_arguments) card.append(...json("Arguments the caller sent", call.original_arguments));
   if (call.error) card.append(h("h2", {}, "Error"), h("p", { class: "alert" }, `${call.error.code}: ${call.error.message}`));
