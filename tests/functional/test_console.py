@@ -17,6 +17,7 @@ from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -28,6 +29,7 @@ from mcpbridge.http.console.session import SESSION_SECONDS
 from tests.support.aws import REPO_ROOT
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
+from tests.support.oauth_flow import lambda_hub
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -355,3 +357,42 @@ def test_the_static_files_are_in_the_built_wheel(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in STATIC.iterdir():
         assert f"mcpbridge/http/console/static/{path.name}" in names, path.name
+
+
+# ------------------------------------------------------------------------------------------------ on AWS
+
+
+def test_the_console_through_api_gateway_and_the_lambda_functions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The template's routes and the real handlers (state in moto): pages, assets and the session reach the admin
+    API function, an approval made with the session the resolutions function."""
+    with lambda_hub(monkeypatch) as hub, httpx.Client(base_url=hub.base_url, timeout=60) as browser:
+        root = browser.get("/", follow_redirects=False)
+        assert (root.status_code, root.headers["location"]) == (302, "/console")
+        secured(root)
+        assert browser.get("/console", follow_redirects=False).headers["location"] == "/console/signin?next=/console"
+        signin = browser.get("/console/signin")
+        assert signin.status_code == 200
+        secured(signin)
+        for name in ("inbox.js", "console.css", "icon.svg"):
+            asset = browser.get(f"/console/static/{name}")
+            assert asset.status_code == 200, name
+            assert asset.content == (STATIC / name).read_bytes(), name
+            secured(asset)
+
+        problem(browser.post("/console/session", json={"api_key": "sk_" + "C" * 43}), 401, "invalid_api_key")
+        assert CONSOLE_COOKIE not in browser.cookies
+        signed = browser.post("/console/session", json={"api_key": hub.admin_key})
+        assert signed.status_code == 200, signed.text
+        assert set_cookie(signed)[CONSOLE_COOKIE]["httponly"] is True
+        csrf = {"X-CSRF-Token": signed.json()["csrf_token"]}
+        assert browser.get("/console").status_code == 200
+        assert browser.get("/api/v1/me").status_code == 200
+
+        problem(browser.post(KEYS, json={"name": "forged"}), 403, "csrf_token_missing")
+        assert browser.post(KEYS, json={"name": "from the console"}, headers=csrf).status_code == 201
+        missing = "/api/v1/agent/tool-approvals/agc_" + "0" * 26  # the resolutions function's route
+        problem(browser.post(missing, json={"decision": "approve"}), 403, "csrf_token_missing")
+        problem(browser.post(missing, json={"decision": "approve"}, headers=csrf), 404, "pending_not_found")
+
+        assert browser.delete("/console/session").status_code == 204
+        problem(browser.get("/api/v1/me"), 401, "unauthenticated")
