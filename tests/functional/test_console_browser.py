@@ -34,6 +34,7 @@ from mcpbridge.domain.identity import Scope as KeyScope
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.identity.accounts import _api_key_item
 from mcpbridge.outbound.policy import EgressPolicy
+from tests.conformance.node import ensure_node_modules
 from tests.support.chromium import BROWSER, Chromium, Tab, chromium
 from tests.support.everything import handle_stateless, serve
 from tests.support.live_server import live_server
@@ -373,3 +374,55 @@ def test_the_browser_enforces_the_csp_on_an_injected_inline_script(hub: Hub, bro
     assert js(tab, "window.injected === undefined")
     assert {str(v).split(" ")[0] for v in js(tab, "window.violations")} <= {"script-src-elem", "script-src-attr"}
     assert any("Content Security Policy" in message for message in tab.messages()), tab.messages()
+
+
+def axe_violations(tab: Tab, source: str) -> list[dict[str, Any]]:
+    """axe-core's serious and critical violations on the page as it is now (axe injected through DevTools: the
+    page's CSP rightly refuses any other way in)."""
+    if not js(tab, "typeof window.axe === 'object'"):
+        js(tab, source)
+    found = js(
+        tab,
+        "axe.run(document, {resultTypes: ['violations']}).then(r => r.violations"
+        ".filter(v => ['serious', 'critical'].includes(v.impact))"
+        ".map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map(n => n.target.join(' '))})))",
+    )
+    return list(found)
+
+
+def test_every_page_has_no_serious_accessibility_violation(hub: Hub, browser: Chromium) -> None:
+    source = (ensure_node_modules() / "axe-core" / "axe.min.js").read_text(encoding="utf-8")
+    call_id = hub.pause_a_call("check me")
+    tab = page_tab(browser)
+    checked: dict[str, list[dict[str, Any]]] = {}
+
+    tab.navigate(f"{hub.base}/console/signin")
+    checked["sign-in"] = axe_violations(tab, source)
+    press(tab, "#sign-in button[type=submit]")  # empty: the error shown by the field
+    until(tab, browser, "!!document.getElementById('key-error').innerText", "the field's error")
+    checked["sign-in, refused"] = axe_violations(tab, source)
+
+    sign_in(tab, hub, hub.approver_key)
+    until(tab, browser, f"!!document.querySelector('{card(call_id)}')", "the paused call")
+    for width in WIDTHS:
+        resize(tab, width)
+        tab.settle(0.3)
+        checked[f"inbox, {width}"] = axe_violations(tab, source)
+    resize(tab, "desktop")
+    press(tab, f'{card(call_id)} button[data-action="modify"]')
+    replace_text(tab, f"#args-{call_id}", '{"text": ""}')
+    press(tab, f"{card(call_id)} form.modify button[type=submit]")
+    until(tab, browser, f"!!document.querySelector('#args-error-{call_id} li')", "the field's errors")
+    checked["inbox, arguments refused"] = axe_violations(tab, source)
+
+    tab.navigate(f"{hub.base}/console/approvals/{call_id}")
+    until(tab, browser, f"!!document.querySelector('{card(call_id)} button[data-action=approve]')", "the actions")
+    checked["call, waiting"] = axe_violations(tab, source)
+    press(tab, f'{card(call_id)} button[data-action="approve"]')
+    until(tab, browser, "document.getElementById('status').innerText.includes('completed')", "the call's outcome")
+    checked["call, completed"] = axe_violations(tab, source)
+
+    tab.navigate(f"{hub.base}/console/calls")
+    until(tab, browser, "document.querySelectorAll('#rows tr').length > 0", "the calls")
+    checked["calls"] = axe_violations(tab, source)
+    assert checked == {page: [] for page in checked}, json.dumps(checked, indent=1)

@@ -87,7 +87,7 @@ export function callCard(call, session, { caller = null, heading = "h2", onResol
   }
 
   const argsId = `args-${id}`;
-  const argsError = h("ul", { class: "field-error", id: `args-error-${id}`, role: "alert" });
+  const argsError = h("div", { class: "field-error", id: `args-error-${id}`, role: "alert" });
   const argsField = h("textarea", { id: argsId, name: "arguments", spellcheck: "false", "aria-describedby": `args-help-${id} args-error-${id}` }, pretty(call.arguments));
   const reasonError = h("p", { class: "field-error", id: `reason-error-${id}`, role: "alert" });
   const reasonField = h("textarea", { id: `reason-${id}`, name: "reason", class: "reason", maxlength: "2000", "aria-describedby": `reason-error-${id}` });
@@ -164,7 +164,7 @@ export function callCard(call, session, { caller = null, heading = "h2", onResol
   reject.addEventListener("click", () => toggle(rejectForm.hidden ? rejectForm : null));
 
   function fieldErrors(messages) {
-    argsError.replaceChildren(...messages.map((message) => h("li", {}, message)));
+    argsError.replaceChildren(...(messages.length ? [h("ul", {}, messages.map((message) => h("li", {}, message)))] : []));
     argsField.setAttribute("aria-invalid", messages.length ? "true" : "false");
     if (messages.length) argsField.focus();
   }
