@@ -256,6 +256,8 @@ def card(call_id: str) -> str:
 
 def test_an_approver_approves_a_paused_call_with_changed_arguments(hub: Hub, browser: Chromium, shots: Path) -> None:
     tab = page_tab(browser)
+    tab.navigate(f"{hub.base}/console/signin")
+    photograph(tab, shots, "signin")
     sign_in(tab, hub, hub.approver_key)
     until(tab, browser, "document.getElementById('status').innerText.startsWith('Nothing waits')", "an empty inbox")
     assert "admin" in text(tab, "#who")
@@ -315,6 +317,15 @@ def test_an_approver_approves_a_paused_call_with_changed_arguments(hub: Hub, bro
     # The inbox no longer lists it.
     tab.navigate(f"{hub.base}/console")
     until(tab, browser, "document.getElementById('status').innerText.startsWith('Nothing waits')", "an empty inbox")
+
+    # The history lists it, with its approval.
+    tab.navigate(f"{hub.base}/console/calls")
+    until(tab, browser, "document.querySelectorAll('#rows tr').length === 1", "the call in the history")
+    row = text(tab, "#rows tr")
+    assert "echo" in row
+    assert "completed" in row
+    assert "approve (changed) by usr_" in row
+    photograph(tab, shots, "calls")
 
 
 def test_a_waiting_calls_page_rejects_it_with_a_reason(hub: Hub, browser: Chromium, shots: Path) -> None:

@@ -9,6 +9,8 @@ const status = document.getElementById("status");
 const problem = document.getElementById("problem");
 const more = document.getElementById("more");
 let cursor = null;
+// The filters fill a phone's screen: folded there, open on a wider one.
+document.getElementById("filter-box").open = window.matchMedia("(min-width: 40rem)").matches;
 let filters = new URLSearchParams();
 
 function isoOf(local) {
