@@ -26,6 +26,10 @@ import httpx
 import pytest
 from mcp import types
 from mcp.server.lowlevel import Server
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge.bootstrap import Container
@@ -35,7 +39,7 @@ from mcpbridge.http.apps import create_combined_app
 from mcpbridge.identity.accounts import _api_key_item
 from mcpbridge.outbound.policy import EgressPolicy
 from tests.conformance.node import ensure_node_modules
-from tests.support.chromium import BROWSER, Chromium, Tab, chromium
+from tests.support.chromium import BROWSER, BrowserError, Chromium, Tab, chromium
 from tests.support.everything import handle_stateless, serve
 from tests.support.live_server import live_server
 from tests.support.local_calls import wait_for_call
@@ -198,7 +202,10 @@ def until(tab: Tab, browser: Chromium, expression: str, what: str) -> None:
 
     def ready() -> bool:
         tab.settle(0.2)
-        return bool(js(tab, expression))
+        try:
+            return bool(js(tab, expression))
+        except (AssertionError, BrowserError):  # a page being replaced has no context to evaluate in
+            return False
 
     worker = Worker.process("the browser", browser._process, lambda: text(tab))
     wait_until(ready, worker, what=what)
@@ -367,6 +374,35 @@ def test_a_key_without_approve_calls_sees_no_approve_button_and_cannot_approve(h
     sign_out(tab)
     tab.navigate(f"{hub.base}/console")
     assert tab.url().startswith(f"{hub.base}/console/signin"), "signed out: the inbox needs a sign-in again"
+
+
+def test_a_link_from_another_site_leads_a_signed_in_person_to_the_call(hub: Hub, tmp_path: Path) -> None:
+    """The cookie is SameSite=Strict, so a link followed from another site (a chat, a mail) arrives without it: the
+    server sends the browser to the sign-in page, whose own request has the cookie and goes on to the link."""
+    call_id = hub.pause_a_call("from a chat message")
+    target = f"{hub.base}/console/approvals/{call_id}"
+
+    async def chat(request: Request) -> HTMLResponse:
+        return HTMLResponse(f'<!doctype html><title>Chat</title><a id="go" href="{target}">Approve the call</a>')
+
+    with (
+        live_server(Starlette(routes=[Route("/", chat)])) as chat_base,
+        chromium(tmp_path / "chat-profile", names=("chat.test",)) as browser,
+    ):
+        tab = page_tab(browser)
+        sign_in(tab, hub, hub.approver_key)
+        tab.navigate(chat_base.replace("127.0.0.1", "chat.test") + "/")
+        tab.click("#go")
+        until(tab, browser, f"!!document.querySelector('{card(call_id)} button[data-action=approve]')", "the call")
+        assert tab.url() == target
+        redirects = [
+            e["params"]["redirectResponse"]
+            for e in tab.seen
+            if e["method"] == "Network.requestWillBeSent" and "redirectResponse" in e["params"]
+        ]
+        # The link's own request came without the cookie: sent to sign in, then on by the page's script.
+        assert [r["status"] for r in redirects if r["url"] == target] == [303]
+        assert any(r["url"].startswith(f"{hub.base}/console/signin?next=") for r in tab.responses())
 
 
 def test_the_browser_enforces_the_csp_on_an_injected_inline_script(hub: Hub, browser: Chromium) -> None:

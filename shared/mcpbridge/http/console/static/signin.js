@@ -1,5 +1,5 @@
 // The sign-in form: the key goes to POST /console/session as JSON, which sets the session cookie.
-import { signIn } from "./api.js";
+import { api, signIn } from "./api.js";
 
 const form = document.getElementById("sign-in");
 const field = document.getElementById("api-key");
@@ -36,3 +36,10 @@ form.addEventListener("submit", async (event) => {
   }
 });
 
+
+// Already signed in? A link from another site (a chat message, a mail) arrives without the SameSite=Strict cookie,
+// and the server sends it here; this page's own request carries the cookie, and the person goes on to the link.
+api("GET", "/console/session").then(
+  () => location.replace(destination()),
+  () => field.focus(),
+);
