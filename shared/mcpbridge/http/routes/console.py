@@ -31,9 +31,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from mcpbridge.agent.profiles import AGENT_CAPABILITY
 from mcpbridge.bootstrap import Container
-from mcpbridge.domain.identity import Principal
+from mcpbridge.domain.identity import AGENT_CAPABILITY, Principal, is_approver
 from mcpbridge.errors import InvalidInput, MCPBridgeError, NotFound
 from mcpbridge.http.auth import CONSOLE_COOKIE, container_of, principal_of_key
 from mcpbridge.http.console.session import SESSION_SECONDS, seal_session, session_of
@@ -172,8 +171,6 @@ def _names(container: Container, principal: Principal) -> tuple[str, str | None]
 
 
 async def _session_out(request: Request, principal: Principal, csrf_token: str, expires_at: int) -> SessionOut:
-    from mcpbridge.agent.broker import is_approver
-
     workspace_name, user_name = await to_thread.run_sync(_names, container_of(request), principal)
     capabilities = principal.scope.capabilities
     kbs = principal.scope.knowledge_base_ids
