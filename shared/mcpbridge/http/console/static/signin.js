@@ -8,7 +8,7 @@ const error = document.getElementById("key-error");
 function destination() {
   const next = new URLSearchParams(location.search).get("next") || "";
   // Only a page of the console: never another site, nor a path this form could be tricked into leaving for.
-  return /^\/console(\/[A-Za-z0-9_\-/.%?=&]*)?$/.test(next) && !next.startsWith("//") && !next.includes("..") ? next : "/console";
+  return /^\/console([/?][A-Za-z0-9_\-/.%?=&]*)?$/.test(next) && !next.startsWith("//") && !next.includes("..") ? next : "/console";
 }
 
 function fail(message) {
