@@ -396,3 +396,24 @@ def test_the_console_through_api_gateway_and_the_lambda_functions(monkeypatch: p
 
         assert browser.delete("/console/session").status_code == 204
         problem(browser.get("/api/v1/me"), 401, "unauthenticated")
+
+
+def test_the_session_says_what_the_key_may_do_as_the_api_decides_it(client: TestClient, admin_key: str) -> None:
+    """The pages show the approve buttons from these flags; the REST API decides the same way (and has the last
+    word): an admin key with approve_calls approves every call, a key with call_tools its own user's."""
+    admin = {"Authorization": f"Bearer {admin_key}"}
+    cases = {
+        "approver": ({"role": "admin", "capabilities": ["approve_calls", "read"]}, (False, True)),
+        "agent": ({"role": "viewer", "capabilities": ["call_tools"]}, (True, False)),
+        "viewer approving": ({"role": "viewer", "capabilities": ["approve_calls"]}, (False, False)),
+        "reader": ({"role": "admin", "capabilities": ["read"]}, (False, False)),
+    }
+    for name, (scope, (calls_tools, approves)) in cases.items():
+        made = client.post(KEYS, json={"name": name, **scope}, headers=admin)
+        assert made.status_code == 201, made.text
+        session = sign_in(client, made.json()["key"])
+        assert (session["can_call_tools"], session["can_approve_calls"]) == (calls_tools, approves), name
+        assert session["role"] == scope["role"]
+        assert session["capabilities"] == sorted(scope["capabilities"])
+        pending = client.get("/api/v1/agent/pending")
+        assert pending.status_code == (200 if calls_tools or approves else 403), (name, pending.text)
