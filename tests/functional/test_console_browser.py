@@ -6,6 +6,8 @@ An approver signs in, sees an agent's paused call appear in the inbox (polled, n
 arguments (a change the tool's schema refuses is shown by the field first, and nothing is sent), and the call's page
 shows the result of the changed arguments, which is what the tool ran. A key without ``approve_calls`` sees no approve
 button and its approval is refused. The pages' CSP is enforced by the browser: an injected inline script does not run.
+axe-core finds no serious or critical violation on any page. The same pages also load from the template's Lambda
+functions behind an emulated API Gateway, on moto.
 
 Screenshots of the inbox and of a call's page at 1280 and 360 px wide go to the test's tmp dir, and to
 ``$MCPBRIDGE_CONSOLE_SHOTS`` too when it names a folder.
@@ -43,6 +45,7 @@ from tests.support.chromium import BROWSER, BrowserError, Chromium, Tab, chromiu
 from tests.support.everything import handle_stateless, serve
 from tests.support.live_server import live_server
 from tests.support.local_calls import wait_for_call
+from tests.support.oauth_flow import lambda_hub
 from tests.support.readiness import Worker, wait_until
 
 pytestmark = pytest.mark.skipif(
@@ -473,3 +476,22 @@ def test_every_page_has_no_serious_accessibility_violation(hub: Hub, browser: Ch
     until(tab, browser, "document.querySelectorAll('#rows tr').length > 0", "the calls")
     checked["calls"] = axe_violations(tab, source)
     assert checked == {page: [] for page in checked}, json.dumps(checked, indent=1)
+
+
+def test_the_console_on_aws_through_api_gateway(monkeypatch: pytest.MonkeyPatch, browser: Chromium) -> None:
+    """The same pages from the template's functions (state in moto): sign in, the inbox and the history load through
+    the admin API function, signing out ends it."""
+    with lambda_hub(monkeypatch) as aws:
+        tab = page_tab(browser)
+        tab.navigate(f"{aws.base_url}/")
+        assert tab.url() == f"{aws.base_url}/console/signin?next=/console"
+        tab.type_into("#api-key", aws.admin_key)
+        tab.click("#sign-in button[type=submit]")
+        assert tab.url() == f"{aws.base_url}/console"
+        until(tab, browser, "document.getElementById('status').innerText.startsWith('Nothing waits')", "the inbox")
+        assert "approver" in text(tab, "#who")
+        tab.navigate(f"{aws.base_url}/console/calls")
+        until(tab, browser, "document.getElementById('status').innerText === 'No call matches.'", "the history")
+        sign_out(tab)
+        tab.navigate(f"{aws.base_url}/console/calls")
+        assert tab.url().startswith(f"{aws.base_url}/console/signin")
