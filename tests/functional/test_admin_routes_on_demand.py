@@ -1,6 +1,7 @@
 """The admin API's routers included on demand (an on-demand Lambda cold start) answer as the app built whole.
 
-A request includes the routers with routes under its path's segment (``/api/v1/<segment>``), each in its place;
+A request includes the routers with routes under its path's segment (``/api/v1/<segment>``, or the first segment of a
+path outside ``/api/v1``: ``/console``), each in its place;
 ``app.routes`` and the OpenAPI document include them all. Compared here with the app built whole, path by path.
 """
 
@@ -16,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mcpbridge.bootstrap import Container
-from mcpbridge.http.apps import _SEGMENTS, _SURFACES, create_app
+from mcpbridge.http.apps import _SEGMENTS, _SURFACES, _segment, create_app
 from mcpbridge.settings import Settings
 
 METHODS = {"get", "put", "post", "delete", "patch", "options", "head"}
@@ -101,13 +102,13 @@ def test_each_router_is_filed_under_exactly_the_segments_of_its_routes() -> None
         module = __import__(f"mcpbridge.http.routes.{name}", fromlist=["router"])
         segments = set()
         for route in module.router.routes:
-            parts = route.path.split("/")
-            assert parts[1:3] == ["api", "v1"], (name, route.path)
-            assert "{" not in parts[3], (name, route.path)
-            segments.add(parts[3])
+            segment = _segment(route.path)
+            assert segment, (name, route.path)
+            assert "{" not in segment, (name, route.path)
+            segments.add(segment)
         assert segments == _SEGMENTS[name], name
     # The app's own routes (health, docs, the document) are under no router's segment.
     filed = set().union(*_SEGMENTS.values())
     own = [str(getattr(r, "path", "")) for r in whole.router.routes if getattr(r, "path", None)]
     assert own
-    assert not any((path.split("/") + [""] * 4)[3] in filed for path in own)
+    assert not any(_segment(path) in filed for path in own)

@@ -41,12 +41,12 @@ def references(page: str) -> list[str]:
     return [a or b for a, b in REFERENCE.findall(page)]
 
 
-def test_the_root_sends_a_browser_to_the_docs(container: Container) -> None:
+def test_the_root_sends_a_browser_to_the_console(container: Container) -> None:
     with TestClient(create_combined_app(container)) as client:
         for method in ("GET", "HEAD"):
             root = client.request(method, "/", follow_redirects=False)
-            assert (root.status_code, root.headers["location"]) == (302, DOCS), root.text
-        assert client.get("/").url.path == DOCS
+            assert (root.status_code, root.headers["location"]) == (302, "/console"), root.text
+        assert client.get("/").url.path == "/console/signin"  # without a session, by way of its sign-in page
         assert client.get("/").headers["content-type"].startswith("text/html")
         assert "/" not in client.get("/api/v1/openapi.json").json()["paths"]
 

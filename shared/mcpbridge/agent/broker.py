@@ -37,7 +37,7 @@ from mcpbridge.agent.idempotency import IdempotencyKeys, check_key, request_dige
 from mcpbridge.agent.steps import OAuthGate, ToolCallSteps, event_detail, needs_oauth
 from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.domain.external_services import ExternalService
-from mcpbridge.domain.identity import Principal, acting_for, timestamp
+from mcpbridge.domain.identity import Principal, acting_for, is_approver, timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.errors import Conflict, Forbidden, InvalidInput, NotFound, OAuthRequired, Unavailable
 from mcpbridge.ports import CallStart, Clock, Events, Store, Workflow
@@ -573,11 +573,6 @@ class ToolCallBroker:
                 code="user_mismatch",
             )
         return call
-
-
-def is_approver(principal: Principal) -> bool:
-    """Who may see and resolve every paused call of the workspace: an admin key with ``approve_calls``."""
-    return principal.is_admin and principal.scope.allows("approve_calls")
 
 
 def _already_resolved() -> Conflict:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from mcpbridge.client.registry import ServiceRegistry, require_reader, require_writer
-from mcpbridge.domain.identity import Principal, timestamp
+from mcpbridge.domain.identity import AGENT_CAPABILITY, Principal, is_approver, timestamp
 from mcpbridge.domain.ids import is_id, new_id
 from mcpbridge.domain.items import Condition, Item, Key, Update
 from mcpbridge.domain.names import clean_description, clean_name
@@ -40,7 +40,6 @@ from mcpbridge.ports import Clock, Store
 log = logging.getLogger("mcpbridge.agents")
 
 ID_PREFIX = "agt"
-AGENT_CAPABILITY: Final = "call_tools"
 SelectionMode = Literal["all", "selected", "none"]
 SELECTION_MODES: Final[tuple[SelectionMode, ...]] = ("all", "selected", "none")
 DEFAULT_TIMEOUT_SECONDS: Final = 600
@@ -69,7 +68,7 @@ def require_agent(principal: Principal) -> None:
 def require_agent_or_approver(principal: Principal) -> None:
     """What reading and resolving paused calls needs: ``call_tools`` (one's own calls), or an admin key with
     ``approve_calls`` (every call of the workspace)."""
-    if principal.scope.allows(AGENT_CAPABILITY) or (principal.is_admin and principal.scope.allows("approve_calls")):
+    if principal.scope.allows(AGENT_CAPABILITY) or is_approver(principal):
         return
     raise Forbidden(
         f"this API key lacks the {AGENT_CAPABILITY} (or, with an admin key, approve_calls) capability",

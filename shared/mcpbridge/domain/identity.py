@@ -88,6 +88,15 @@ class Principal:
         return (self.is_admin or role == "viewer") and self.scope.covers(scope)
 
 
+AGENT_CAPABILITY = "call_tools"
+"""What an agent's requests need (discover and call external tools, read and resolve its own user's paused calls)."""
+
+
+def is_approver(principal: Principal) -> bool:
+    """Who may see and resolve every paused call of the workspace: an admin key with ``approve_calls``."""
+    return principal.is_admin and principal.scope.allows("approve_calls")
+
+
 def acting_for(workspace_id: str, user_id: str, api_key_id: str = "") -> Principal:
     """A user as a read-only principal, for work done on their behalf without their API key at hand (a paused
     tool call, an operator's CLI): it reads services and owns OAuth tokens, it never writes configuration."""

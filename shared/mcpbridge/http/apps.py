@@ -19,15 +19,13 @@ from typing import Literal
 
 from fastapi import APIRouter, FastAPI
 from starlette._utils import get_route_path
-from starlette.requests import Request
-from starlette.responses import RedirectResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpbridge import __version__
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.body_deadline import BodyDeadline
-from mcpbridge.http.docs import DOCS_PATH, install_docs
+from mcpbridge.http.docs import install_docs
 from mcpbridge.http.mcp.app import McpFirst, with_problems
 from mcpbridge.http.openapi import install_problem_docs
 from mcpbridge.http.problems import install_problem_handlers
@@ -58,6 +56,7 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
         "agents",
         "agent_catalog",
         "oauth_grants",
+        "console",
     ),
     "oauth_callback": ("oauth_callback",),
     "resolutions": ("resolutions",),
@@ -65,8 +64,9 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
 }
 
 
-# The path segments after /api/v1/ under which each of the admin API's routers has routes (a unit test checks this
-# against the routers): a request under a segment needs these routers only.
+# The path segments after /api/v1/ under which each of the admin API's routers has routes, or for routes outside
+# /api/v1 their first segment with its slash (a test checks this against the routers): a request under a segment
+# needs these routers only.
 _SEGMENTS: dict[str, frozenset[str]] = {
     "agent_calls": frozenset({"agent"}),
     "api_keys": frozenset({"api-keys"}),
@@ -83,6 +83,7 @@ _SEGMENTS: dict[str, frozenset[str]] = {
     "agent_catalog": frozenset({"agent"}),
     "oauth_grants": frozenset({"mcp-endpoints", "me", "users"}),
     "calls_audit": frozenset({"calls"}),
+    "console": frozenset({"/console", "/"}),  # the console's pages and session, and the root that leads there
 }
 
 
@@ -96,9 +97,12 @@ def _routers(names: Iterable[str]) -> list[APIRouter]:
 
 
 def _segment(path: str) -> str:
-    """``/api/v1/knowledge-bases/kb_1/documents`` -> ``knowledge-bases``; ``""`` outside ``/api/v1/<segment>``."""
+    """``/api/v1/knowledge-bases/kb_1/documents`` -> ``knowledge-bases``; outside ``/api/v1/<segment>``, the first
+    segment with its slash: ``/console/calls`` -> ``/console``, ``/`` -> ``/``."""
     parts = path.split("/", 4)
-    return parts[3] if len(parts) > 3 and parts[1:3] == ["api", "v1"] else ""
+    if len(parts) > 3 and parts[1:3] == ["api", "v1"]:
+        return parts[3]
+    return "/" + parts[1] if len(parts) > 1 else ""
 
 
 class _OnDemandRouters:
@@ -213,15 +217,10 @@ def create_app(container: Container, surface: Surface, *, lazy: bool = False) ->
 
 
 def create_combined_app(container: Container, *, body_deadline: tuple[float, int] | None = None) -> FastAPI:
-    """Every surface in one app, for ``mcpbridge serve``; its root sends a browser to the API's docs. With
+    """Every surface in one app, for ``mcpbridge serve``; its root sends a browser to the console. With
     ``body_deadline`` (seconds, bytes a second), a request's body must arrive within that many seconds plus one for
     every that many bytes received (:mod:`mcpbridge.http.body_deadline`; behind API Gateway, the gateway receives
     it)."""
     app = _app(container, _routers(n for names in _SURFACES.values() for n in names), "mcpbridge", mcp=True)
-    app.router.routes.append(Route("/", endpoint=_to_docs, methods=["GET", "HEAD"], include_in_schema=False))
     app.body_deadline = body_deadline
     return app
-
-
-async def _to_docs(request: Request) -> RedirectResponse:
-    return RedirectResponse(DOCS_PATH, status_code=302)

@@ -1,5 +1,8 @@
 """API-key authentication for the REST surfaces: ``Authorization: Bearer sk_...`` or ``X-API-Key``.
 
+A signed-in console (``mcpbridge_console`` cookie, :mod:`mcpbridge.http.console.session`) authenticates with its
+session instead when the request carries no key; a change made that way needs the session's ``X-CSRF-Token``.
+
 A platform admin (an admin key of the platform's own workspace with ``manage_workspaces``, the operator's key) may
 address another workspace with ``X-MCPBridge-Workspace: ws_...``: the request then acts in that workspace with full
 authority, as the key's user; ``X-MCPBridge-User: usr_...`` makes it act as that user of the workspace instead
@@ -74,10 +77,11 @@ async def current_principal(
     """The key's principal, checked against the store on every request (its reads on the event loop where they are
     local); the key's last-use write, due once a minute, in a worker thread."""
     presented = presented_api_key(request)
-    accounts: Accounts = await service_of(request, "identity")
-    principal, stale = await store_read(container_of(request), accounts.verify, presented)
-    if stale is not None:
-        await to_thread.run_sync(accounts.touch, stale)
+    if presented is None and CONSOLE_COOKIE in request.cookies:
+        from mcpbridge.http.console.session import key_of_session
+
+        presented = await key_of_session(request)  # a console session: its CSRF token checked for changes
+    principal = await principal_of_key(request, presented)
     workspace_id = request.headers.get(WORKSPACE_HEADER)
     user_id = request.headers.get(USER_HEADER)
     if workspace_id is None and user_id is None:
@@ -85,6 +89,17 @@ async def current_principal(
     return await to_thread.run_sync(addressed, container_of(request), principal, workspace_id, user_id)
 
 
+async def principal_of_key(request: Request, presented: str | None) -> Principal:
+    """The principal of an API key, as every REST request checks it (the console's sign-in too)."""
+    accounts: Accounts = await service_of(request, "identity")
+    principal, stale = await store_read(container_of(request), accounts.verify, presented)
+    if stale is not None:
+        await to_thread.run_sync(accounts.touch, stale)
+    return principal
+
+
+CONSOLE_COOKIE = "mcpbridge_console"
+"""The console's session cookie: the API key sealed with an expiry (:mod:`mcpbridge.http.console.session`)."""
 WORKSPACE_HEADER = "x-mcpbridge-workspace"
 USER_HEADER = "x-mcpbridge-user"
 

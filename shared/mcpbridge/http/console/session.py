@@ -1,0 +1,88 @@
+"""The console's session: the API key a person signed in with, sealed in a cookie with an expiry and a CSRF token.
+
+Signing in (``POST /console/session``) checks the key exactly as a REST request does, then sets the cookie
+``mcpbridge_console`` (HttpOnly, SameSite=Strict, Secure over https, Path=/) to the JSON ``{"key", "exp", "csrf"}``
+sealed with the container's SecretBox (context ``console_session``): the browser holds the key only in a form no
+page can read nor anyone but this deployment open, and nothing is stored on the server. A REST request that carries
+no key but the cookie acts with the key inside, checked as any key is on every request (revoking the key ends its
+sessions at once); a change (POST, PUT, PATCH, DELETE) must also carry ``X-CSRF-Token`` equal to the session's random
+token, which only the console's own pages can read (``GET /console/session``). Another site can neither read it nor,
+the cookie being SameSite=Strict, make a browser send the cookie with its requests.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Final
+
+from anyio import to_thread
+from starlette.requests import Request
+
+from mcpbridge.bootstrap import Container
+from mcpbridge.domain.secrets import SecretContext, SecretUnreadable
+from mcpbridge.errors import Forbidden, Unauthenticated
+from mcpbridge.http.auth import CONSOLE_COOKIE, container_of
+
+SESSION_SECONDS: Final = 8 * 3600
+"""How long a sign-in lasts (a working day); signing in again starts a new session."""
+CSRF_HEADER: Final = "x-csrf-token"
+SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
+_CONTEXT: Final = SecretContext("console", "console_session", "v1")
+
+
+@dataclass(frozen=True)
+class Session:
+    key: str
+    expires_at: int
+    csrf_token: str
+
+
+def seal_session(container: Container, key: str) -> tuple[str, Session]:
+    """A new session for ``key`` (already checked) and the cookie value that carries it."""
+    session = Session(key, int(container.clock.now()) + SESSION_SECONDS, secrets.token_urlsafe(32))
+    plaintext = json.dumps({"key": session.key, "exp": session.expires_at, "csrf": session.csrf_token})
+    return container.secrets.seal(plaintext, _CONTEXT), session
+
+
+def open_session(container: Container, sealed: str) -> Session:
+    """The session a cookie value carries; 401 when it cannot be opened or has expired."""
+    try:
+        fields = json.loads(container.secrets.open(sealed, _CONTEXT))
+        session = Session(str(fields["key"]), int(fields["exp"]), str(fields["csrf"]))
+    except (SecretUnreadable, ValueError, TypeError, KeyError):
+        raise Unauthenticated(
+            "the console session is not valid: sign in again", code="invalid_console_session"
+        ) from None
+    if session.expires_at <= container.clock.now():
+        raise Unauthenticated("the console session has expired: sign in again", code="console_session_expired")
+    return session
+
+
+async def session_of(request: Request) -> Session:
+    """The request's console session (401 without a valid one). Opening it may call the key service: off the
+    event loop unless the keys are local."""
+    sealed = request.cookies.get(CONSOLE_COOKIE)
+    if not sealed:
+        raise Unauthenticated("sign in to the console first", code="console_session_missing")
+    container = container_of(request)
+    if container.settings.backend == "local":
+        return open_session(container, sealed)
+    return await to_thread.run_sync(open_session, container, sealed)
+
+
+async def key_of_session(request: Request) -> str:
+    """The API key of the request's console session, once a change's CSRF token is checked (403 naming what is
+    wrong, before anything runs)."""
+    session = await session_of(request)
+    if request.method not in SAFE_METHODS:
+        presented = request.headers.get(CSRF_HEADER)
+        if not presented:
+            raise Forbidden(
+                "a change made with the console's session needs its X-CSRF-Token header", code="csrf_token_missing"
+            )
+        if not hmac.compare_digest(presented.encode(), session.csrf_token.encode()):
+            raise Forbidden("the X-CSRF-Token header is not this console session's", code="csrf_token_invalid")
+    return session.key
