@@ -35,8 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench.agent_calls import start_mcpbridge
 from tests.support.everything import Everything
-
-TASKS = "io.modelcontextprotocol/tasks"
+from tests.support.modern_rpc import TASKS, modern_request
 
 
 class Endpoint:
@@ -44,18 +43,7 @@ class Endpoint:
         self._http, self._url, self._token = http, url, token
 
     def rpc(self, method: str, params: dict[str, Any], capabilities: dict[str, Any]) -> dict[str, Any]:
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": capabilities,
-        }
-        headers = {
-            "accept": "application/json, text/event-stream",
-            "authorization": f"Bearer {self._token}",
-            "mcp-protocol-version": "2026-07-28",
-            "mcp-method": method,
-            **({"mcp-name": params["name"]} if "name" in params else {}),
-        }
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+        body, headers = modern_request(method, params, self._token, capabilities)
         answer = self._http.post(self._url, json=body, headers=headers)
         message: dict[str, Any] = answer.json()
         if answer.status_code != 200 or "result" not in message:

@@ -37,6 +37,7 @@ from mcpbridge.settings import Settings
 from tests.support.aws import create_aws_resources, set_fake_aws_env
 from tests.support.everything import Everything
 from tests.support.live_server import live_server
+from tests.support.modern_rpc import TASKS, modern_request
 from tests.support.moto_atomic import atomic_dynamodb
 from tests.support.stepfunctions import (
     MOTO_WORKFLOW_CONFIG,
@@ -319,21 +320,9 @@ def test_a_gateway_task_cancelled_by_its_caller_ends_its_execution(world: World,
     )
     assert created.status_code == 201, created.text
     endpoint = created.json()
-    tasks = "io.modelcontextprotocol/tasks"
 
     def rpc(base: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"extensions": {tasks: {}}},
-        }
-        headers = {
-            "accept": "application/json, text/event-stream",
-            "authorization": f"Bearer {endpoint['token']}",
-            "mcp-protocol-version": "2026-07-28",
-            "mcp-method": method,
-            **({"mcp-name": params["name"]} if "name" in params else {}),
-        }
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+        body, headers = modern_request(method, params, endpoint["token"], {"extensions": {TASKS: {}}})
         answer = httpx2.post(f"{base}/mcp/{endpoint['id']}", json=body, headers=headers, timeout=30)
         result: dict[str, Any] = answer.json()["result"]
         return result

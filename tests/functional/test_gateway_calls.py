@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
 from tests.support.everything import Everything
+from tests.support.modern_rpc import TASKS, modern_request
 from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, bearer, cli_env, http_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
@@ -110,10 +111,9 @@ def test_a_published_tool_is_listed_and_runs_through_the_broker(hub: Hub, mode: 
 def test_an_approved_call_runs_with_the_approvers_arguments_and_a_rejection_says_why(hub: Hub) -> None:
     endpoint = _endpoint(hub, ["*"])
     base = hub.process.base_url
+    _approval_required(hub, True)
     with http_client(base) as http:
         http.headers.update(bearer(hub.admin_key))
-        policy = http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": True})
-        assert policy.status_code == 200, policy.text
         approver = _other_admin(http)
 
     async def paused(mcp: Any) -> tuple[str, Any, Any, Any]:
@@ -171,16 +171,12 @@ def test_an_approved_call_runs_with_the_approvers_arguments_and_a_rejection_says
             only = http.get("/api/v1/calls", params={"endpoint_id": endpoint["id"], "outcome": "rejected"}).json()
             assert [entry["call_id"] for entry in only["items"]] == [second.structured_content["call_id"]]
     finally:
-        with http_client(base) as http:
-            http.headers.update(bearer(hub.admin_key))
-            http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": False})
+        _approval_required(hub, False)
 
 
 def test_check_call_answers_only_its_caller_through_its_endpoint(hub: Hub) -> None:
     endpoint, other = _endpoint(hub, ["echo"]), _endpoint(hub, ["echo"])
-    with http_client(hub.process.base_url) as http:
-        http.headers.update(bearer(hub.admin_key))
-        http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": True})
+    _approval_required(hub, True)
 
     async def call(mcp: Any) -> Any:
         (echo,) = [tool for tool in (await mcp.list_tools()).tools if tool.name.startswith("mcp_")]
@@ -196,9 +192,7 @@ def test_check_call_answers_only_its_caller_through_its_endpoint(hub: Hub) -> No
         assert seen.is_error is True
         assert "pending_not_found" in _text(seen)
     finally:
-        with http_client(hub.process.base_url) as http:
-            http.headers.update(bearer(hub.admin_key))
-            http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": False})
+        _approval_required(hub, False)
 
 
 def test_bad_services_are_refused_naming_the_field_and_change_nothing(hub: Hub) -> None:
@@ -282,9 +276,9 @@ def test_an_idempotency_key_in_meta_returns_the_first_call(hub: Hub, mode: str) 
 
     endpoint = _endpoint(hub, ["echo"])
     key = {"io.mcpbridge/idempotency-key": f"retry-{mode}"}
+    _approval_required(hub, True)
     with http_client(hub.process.base_url) as http:
         http.headers.update(bearer(hub.admin_key))
-        http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": True})
         pending_before = len(http.get("/api/v1/agent/pending").json()["items"])
 
     async def twice(mcp: Any) -> tuple[Any, Any, str]:
@@ -307,9 +301,7 @@ def test_an_idempotency_key_in_meta_returns_the_first_call(hub: Hub, mode: str) 
             http.headers.update(bearer(hub.admin_key))
             assert len(http.get("/api/v1/agent/pending").json()["items"]) == pending_before + 1
     finally:
-        with http_client(hub.process.base_url) as http:
-            http.headers.update(bearer(hub.admin_key))
-            http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": False})
+        _approval_required(hub, False)
 
 
 # ------------------------------------------------------------------------------------- 2026-07-28: InputRequiredResult
@@ -495,26 +487,10 @@ def _retried_until_settled(hub: Hub, endpoint: dict[str, Any], name: str, argume
 
 # ------------------------------------------------------------------------------- 2026-07-28: the Tasks extension
 
-TASKS = "io.modelcontextprotocol/tasks"
 
-
-def _rpc(
-    endpoint: dict[str, Any], method: str, params: dict[str, Any], *, tasks: bool = True, name: str | None = None
-) -> dict[str, Any]:
+def _rpc(endpoint: dict[str, Any], method: str, params: dict[str, Any], *, tasks: bool = True) -> dict[str, Any]:
     """One 2026-07-28 request over HTTP, its client declaring the Tasks extension (or not); the JSON-RPC answer."""
-    capabilities: dict[str, Any] = {"extensions": {TASKS: {}}} if tasks else {}
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    }
-    headers = {
-        "accept": "application/json, text/event-stream",
-        "authorization": f"Bearer {endpoint['token']}",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": method,
-        **({"mcp-name": name} if name else {}),
-    }
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    body, headers = modern_request(method, params, endpoint["token"], {"extensions": {TASKS: {}}} if tasks else None)
     answer: dict[str, Any] = httpx.post(endpoint["url"], json=body, headers=headers, timeout=30).json()
     return answer
 
@@ -529,7 +505,7 @@ def test_a_paused_call_is_a_task_polled_to_the_approvers_result_and_cancelled_by
 
     def call(message: str, **options: Any) -> dict[str, Any]:
         params = {"name": echo, "arguments": {"message": message}}
-        return _rpc(endpoint, "tools/call", params, name=echo, **options)
+        return _rpc(endpoint, "tools/call", params, **options)
 
     # Without approval the call runs at once: the plain result (the extension's immediate-result shortcut).
     at_once = call("now")["result"]

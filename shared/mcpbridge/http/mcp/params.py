@@ -108,8 +108,17 @@ def initialize_params(params: dict[str, Any] | None) -> str:
     return str(version)
 
 
-def declares_extension(meta: Mapping[str, Any] | None, extension: str) -> bool:
-    """Whether a modern-era request's client capabilities (in ``_meta``, checked already) declare ``extension``."""
+def declared_capability(meta: Mapping[str, Any] | None, name: str) -> Mapping[str, Any] | None:
+    """A capability a modern-era request's client declares in ``_meta`` (checked already), or None."""
     capabilities = (meta or {}).get(CLIENT_CAPABILITIES_META)
-    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
-    return isinstance(extensions, Mapping) and extension in extensions
+    declared = capabilities.get(name) if isinstance(capabilities, Mapping) else None
+    return declared if isinstance(declared, Mapping) else None
+
+
+def declares_extension(meta: Mapping[str, Any] | None, extension: str) -> bool:
+    return extension in (declared_capability(meta, "extensions") or {})
+
+
+def elicits_urls(meta: Mapping[str, Any] | None) -> bool:
+    """Whether the client declares URL-mode elicitation."""
+    return isinstance((declared_capability(meta, "elicitation") or {}).get("url"), Mapping)

@@ -42,7 +42,7 @@ from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, NotFound, Unau
 from mcpbridge.http.mcp import protocol, tool_outputs
 from mcpbridge.http.mcp.app import SERVER_CARD
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
-from mcpbridge.http.mcp.params import CLIENT_CAPABILITIES_META, declares_extension
+from mcpbridge.http.mcp.params import declares_extension, elicits_urls
 from mcpbridge.http.mcp.primitives import Primitives
 from mcpbridge.http.mcp.protocol import TASKS_EXTENSION, Resume, ServerIdentity
 from mcpbridge.http.mcp.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext, ToolSpec
@@ -366,7 +366,7 @@ class EndpointTools:
             return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments)
         if self._authority.endpoint.services:
             key = (meta or {}).get(IDEMPOTENCY_META)
-            asks = modern and _elicits_urls(meta)
+            asks = modern and elicits_urls(meta)
             as_task = modern and declares_extension(meta, TASKS_EXTENSION)
             answered = await self._gateway_call(
                 name, arguments, key if isinstance(key, str) else None, modern=asks, resume=resume, as_task=as_task
@@ -463,14 +463,6 @@ class EndpointTools:
 
 def _unknown_task() -> JsonRpcError:
     return JsonRpcError(INVALID_PARAMS, "Unknown task")
-
-
-def _elicits_urls(meta: Mapping[str, Any] | None) -> bool:
-    """Whether a modern-era request's client declares URL-mode elicitation: only such a client is sent to a page in an
-    ``InputRequiredResult``; any other gets the waiting notice (with the page's URL and ``check_call``)."""
-    capabilities = (meta or {}).get(CLIENT_CAPABILITIES_META)
-    elicitation = capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None
-    return isinstance(elicitation, Mapping) and isinstance(elicitation.get("url"), Mapping)
 
 
 def _base_url(scope: Scope) -> str:
