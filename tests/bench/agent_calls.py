@@ -1,7 +1,7 @@
 """Agent tool calls through mcpbridge against direct calls to the same upstream, interleaved in one run.
 
     python tests/bench/agent_calls.py [--rounds 3] [--calls 200] [--workers 1,8] [--serve-workers 1]
-        [--via agent|gateway] [--against SRC_DIR] [--json]
+        [--via agent|gateway] [--against SRC_DIR] [--contextforge MCPGATEWAY] [--json]
 
 The upstream is npm ``@modelcontextprotocol/server-everything`` (Streamable HTTP) on 127.0.0.1, its ``echo`` tool.
 For each worker count:
@@ -21,8 +21,10 @@ the 8-worker figure), and
 mcpbridge's throughput as a ratio of direct's: the number to quote. With ``--against SRC_DIR`` (another checkout of
 the repository, e.g. a ``git worktree`` of an older commit), a second ``serve`` runs that checkout's code
 (``PYTHONPATH=SRC_DIR/shared``, same interpreter and packages) beside this one, interleaved with the others as
-``baseline``, and the report adds this tree's throughput as a ratio of the baseline's. For notes, never for
-assertions.
+``baseline``, and the report adds this tree's throughput as a ratio of the baseline's. With ``--contextforge`` (the
+``mcpgateway`` command of a virtual environment holding pip ``mcp-contextforge-gateway``, see
+:mod:`tests.bench.contextforge`), ContextForge serves the same ``echo`` through a virtual server, called with one MCP
+SDK client session per worker, interleaved with the others as ``contextforge``. For notes, never for assertions.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from tests.bench.contextforge import start_contextforge
 from tests.bench.mcp_endpoint import cpu_seconds, free_port, process, wait_up
 from tests.support.everything import Everything
 
@@ -240,16 +243,25 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 stack, workdir / "baseline", upstream.url, args.serve_workers, args.against
             )
         names = ["direct", *hubs]
+        forge: tuple[str, str, str, int] | None = None
+        if args.contextforge is not None:
+            forge = start_contextforge(stack, workdir / "contextforge", args.contextforge, upstream.url)
+            names.append("contextforge")
         published: dict[str, tuple[str, str, str]] = {}
         for round_ in range(args.rounds):
             for workers in levels:
                 order = names if round_ % 2 == 0 else names[::-1]
                 for name in order:
+                    make: Any
                     if name == "direct":
                         run = asyncio.run(spread(workers, args.calls, lambda: direct_caller(upstream.url)))
+                    elif name == "contextforge" and forge is not None:
+                        url, token, listed, pid = forge
+                        make = lambda u=url, t=token, n=listed: gateway_caller(u, t, n)  # noqa: E731
+                        run = asyncio.run(spread(workers, args.calls, make, pid))
                     else:
                         base, key, tool_ref, pid, service_id = hubs[name]
-                        make: Any = lambda b=base, k=key, t=tool_ref: hub_caller(b, k, t)  # noqa: E731
+                        make = lambda b=base, k=key, t=tool_ref: hub_caller(b, k, t)  # noqa: E731
                         if args.via == "gateway":
                             if name not in published:
                                 published[name] = publish(base, key, service_id)
@@ -275,6 +287,10 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             theirs = totals[("baseline", workers)]
             row["baseline"]["serve_cpu_ms"] = theirs.serve_cpu_seconds / len(theirs.latencies) * 1000
             row["vs_baseline"] = row["mcpbridge"]["calls_per_s"] / row["baseline"]["calls_per_s"]
+        if "contextforge" in row:
+            forged = totals[("contextforge", workers)]
+            row["contextforge"]["serve_cpu_ms"] = forged.serve_cpu_seconds / len(forged.latencies) * 1000
+            row["contextforge"]["ratio"] = row["contextforge"]["calls_per_s"] / row["direct"]["calls_per_s"]
         cells.append(row)
     return {
         "python": sys.version.split()[0],
@@ -294,6 +310,7 @@ def main() -> None:
     parser.add_argument("--serve-workers", type=int, default=1, help="serve's --workers (processes)")
     parser.add_argument("--against", type=Path, help="another checkout, run as a second serve (the baseline)")
     parser.add_argument("--via", choices=["agent", "gateway"], default="agent", help="REST agent calls or MCP")
+    parser.add_argument("--contextforge", type=Path, help="ContextForge's mcpgateway command, run beside as a peer")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -322,6 +339,12 @@ def main() -> None:
                 f"{'':>7} baseline {base['calls_per_s']:>9.0f}/s p50 {base['p50_ms']:.2f} ms "
                 f"p95 {base['p95_ms']:.2f} ms serve cpu {base['serve_cpu_ms']:.2f} ms/call; "
                 f"this tree x baseline {row['vs_baseline']:.2f}"
+            )
+        if "contextforge" in row:
+            forge = row["contextforge"]
+            print(
+                f"{'':>7} contextforge {forge['calls_per_s']:>9.0f}/s p50 {forge['p50_ms']:.2f} ms "
+                f"p95 {forge['p95_ms']:.2f} ms cpu {forge['serve_cpu_ms']:.2f} ms/call; x direct {forge['ratio']:.2f}"
             )
 
 
