@@ -144,6 +144,30 @@ class Blobs(Protocol):
         ...
 
 
+@runtime_checkable
+class BlobLinks(Protocol):
+    """Blobs a client can fetch straight from the blob store (S3 presigned GETs)."""
+
+    def download_url(self, key: str, *, expires_in: int, content_type: str) -> str:
+        """A URL that serves the blob for ``expires_in`` seconds. Raise ``errors.Unavailable`` when none can be made."""
+        ...
+
+
+class Ocr(Protocol):
+    """Text recognition in images (Tesseract in the process, Amazon Textract)."""
+
+    @property
+    def name(self) -> str:
+        """Engine and languages, e.g. ``tesseract:eng+chi_sim``."""
+        ...
+
+    def recognise(self, image: bytes) -> str:
+        """The text of a PNG or JPEG image ("" when it holds none), lines in reading order. Raise
+        ``errors.UpstreamError``/``Unavailable`` when the engine fails, ``errors.InvalidInput`` for an image it
+        refuses (too large, unreadable)."""
+        ...
+
+
 class Embedder(Protocol):
     """Turns texts into vectors (Bedrock Titan v2, an OpenAI-compatible endpoint, or a test embedder)."""
 

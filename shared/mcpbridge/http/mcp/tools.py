@@ -42,6 +42,8 @@ class ToolContext:
     endpoint_id: str
     user_id: str | None = None
     """The user an OAuth call runs as (None: the endpoint's static token)."""
+    base_url: str = ""
+    """Where this endpoint is reached (links in results start with it)."""
 
     @property
     def owner(self) -> str:
@@ -266,7 +268,15 @@ def ask(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         session_id=_text(args, "session_id", required=False, max_chars=100),
         knowledge_base_ids=_strings(args, "knowledge_base_ids"),
     )
-    return AskOut.of(answer).model_dump()
+    out = AskOut.of(answer)
+    refs = [image for reference in answer.references for image in reference.images]
+    if refs:
+        # Once per call, after the endpoint's scope is checked again; the stored answer keeps resource:// URLs.
+        links = ctx.container.image_links.link_all(ctx.endpoint_id, ctx.access, refs, ctx.base_url)
+        for reference in out.references:
+            for image in reference.images:
+                image.url = links.get(image.url, image.url)
+    return out.model_dump()
 
 
 # ---------------------------------------------------------------------------------------------------- wiki
