@@ -127,12 +127,12 @@ class DocumentImages:
                 image.data,
                 content_type=image.content_type,
             )
-            stored.append(
-                StoredImage(n, image.content_type, image.page, image.alt, self._recognise(n, image, notices))
-            )
+            stored.append(StoredImage(n, image.content_type, image.page, image.alt, self._recognise(n, image, notices)))
         if parsed.images:
             if self._ocr is None:
-                notices.insert(0, f"{len(parsed.images)} image(s) indexed without text recognition: {self._ocr_unavailable}")
+                notices.insert(
+                    0, f"{len(parsed.images)} image(s) indexed without text recognition: {self._ocr_unavailable}"
+                )
             notices.append(f"image captions skipped: {self._captions_unavailable}")
         manifest = json.dumps([s.as_dict() for s in stored], ensure_ascii=False).encode()
         self._blobs.put(manifest_blob(workspace_id, document_id, version), manifest, content_type="application/json")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import subprocess
 from typing import Final
 
 from mcpbridge.errors import InvalidInput, Unavailable
@@ -31,13 +30,12 @@ def tesseract_unavailable() -> str | None:
 
 
 def installed_languages() -> list[str]:
+    import pytesseract
+
     try:
-        out = subprocess.run(
-            ["tesseract", "--list-langs"], capture_output=True, text=True, timeout=TIMEOUT_SECONDS, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        return [str(lang) for lang in pytesseract.get_languages(config="")]
+    except (OSError, pytesseract.TesseractError, pytesseract.TesseractNotFoundError):
         return []
-    return [line.strip() for line in out.stdout.splitlines()[1:] if line.strip()]
 
 
 class TesseractOcr:

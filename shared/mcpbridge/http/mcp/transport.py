@@ -366,9 +366,7 @@ class EndpointTools:
             if resume is not None:  # a knowledge tool never asks for input: no state of ours names it
                 raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
             # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
-            return await anyio.to_thread.run_sync(
-                self._app.run_tool, self._authority, name, arguments, self._base_url
-            )
+            return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments, self._base_url)
         if self._authority.endpoint.services:
             key = (meta or {}).get(IDEMPOTENCY_META)
             asks = modern and elicits_urls(meta)
