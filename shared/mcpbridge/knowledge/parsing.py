@@ -169,7 +169,7 @@ def parse_document(data: bytes, *, content_type: str | None = None, filename: st
     fmt: DocumentFormat = "markdown"
     if kind == "image":
         text = ""
-        images.append(ParsedImage(data, _signature(data) or mime))
+        images.append(ParsedImage(_readable_image(data), _signature(data) or mime))
     elif kind == "pdf":
         text = _pdf_text(data, warnings, images)
     else:
@@ -280,7 +280,12 @@ def _decide_kind(data: bytes, mime: str, extension: str) -> tuple[_Kind, bool]:
         return ("html" if _HTML_START.match(data[:2048].removeprefix(codecs.BOM_UTF8)) else "text"), False
     if kind == "image":
         if signature not in IMAGE_TYPES:
-            raise _unsupported(f"{mime or '.' + extension} whose bytes are not a PNG, JPEG, GIF or WebP image")
+            what = (mime or f".{extension}")[:100]
+            raise InvalidInput(
+                f"The file is declared {what} but is not a PNG, JPEG, GIF or WebP image.",
+                code="unsupported_document_type",
+                details={"type": what},
+            )
         return kind, True
     if kind != "pdf" and signature is not None:
         if signature == "pdf":
@@ -367,8 +372,22 @@ def _pdf_text(data: bytes, warnings: list[str], images: list[ParsedImage]) -> st
         if len(images) <= MAX_IMAGES:
             images.extend(_pdf_page_images(page, number, warnings))
     if not sections and not images:
-        raise InvalidInput("The PDF has neither extractable text nor images.", code="document_empty")
+        raise InvalidInput("The PDF has no extractable text and no images.", code="document_empty")
     return "\n\n".join(sections) + "\n" if sections else ""
+
+
+def _readable_image(data: bytes) -> bytes:
+    """``data``, once Pillow has read its header and checked its structure (a damaged image fails the document)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.verify()
+    except Exception as exc:  # Pillow signals damaged images with several exception types
+        raise InvalidInput(
+            "The image could not be read: the file is damaged or not an image.", code="document_unreadable"
+        ) from exc
+    return data
 
 
 def _pdf_page_images(page: object, number: int, warnings: list[str]) -> list[ParsedImage]:
