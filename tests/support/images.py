@@ -24,20 +24,28 @@ def text_image(
     return out.getvalue()
 
 
-def pdf_with_image(text: str, jpeg: bytes, width: int, height: int) -> bytes:
-    """A one-page PDF: ``text`` in Helvetica at the top, the JPEG drawn below it (a DCTDecode image XObject)."""
+def pdf_with_image(text: str, jpeg: bytes | None, width: int = 0, height: int = 0) -> bytes:
+    """A one-page PDF: ``text`` in Helvetica at the top, the JPEG drawn below it (a DCTDecode image XObject); the
+    same page without the image when ``jpeg`` is None."""
     safe = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-    content = f"BT /F1 14 Tf 50 780 Td ({safe}) Tj ET q 500 0 0 130 50 600 cm /Im1 Do Q".encode()
+    lines = "".join(f"({line}) Tj 0 -18 Td " for line in safe.split("\n"))
+    drawn = " q 500 0 0 130 50 400 cm /Im1 Do Q" if jpeg is not None else ""
+    content = f"BT /F1 14 Tf 50 780 Td {lines}ET{drawn}".encode()
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 842] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> /XObject << /Im1 6 0 R >> >> >>",
+        b"/Resources << /Font << /F1 5 0 R >>"
+        + (b" /XObject << /Im1 6 0 R >>" if jpeg is not None else b"")
+        + b" >> >>",
         b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceRGB /BitsPerComponent 8 "
-        b"/Filter /DCTDecode /Length %d >>\nstream\n" % (width, height, len(jpeg)) + jpeg + b"\nendstream",
     ]
+    if jpeg is not None:
+        objects.append(
+            b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceRGB /BitsPerComponent 8 "
+            b"/Filter /DCTDecode /Length %d >>\nstream\n" % (width, height, len(jpeg)) + jpeg + b"\nendstream"
+        )
     out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
     for number, body in enumerate(objects, start=1):

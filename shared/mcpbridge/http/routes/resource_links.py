@@ -4,10 +4,13 @@ endpoint scope checked again; a redirect to the blob store (AWS) or the image it
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
 
 from mcpbridge.bootstrap import Container
+from mcpbridge.http.openapi import problems
 from mcpbridge.http.store_reads import store_read
 
 router = APIRouter(tags=["knowledge"])
@@ -18,9 +21,19 @@ router = APIRouter(tags=["knowledge"])
     operation_id="getImageLink",
     summary="An image behind a time-limited link",
     response_model=None,
-    responses={302: {"description": "To the image in the blob store"}, 200: {"content": {"image/png": {}}}},
+    responses={
+        200: {
+            "description": "The image",
+            "content": {t: {} for t in ("image/png", "image/jpeg", "image/gif", "image/webp")},
+        },
+        302: {"description": "To the image in the blob store (AWS: a presigned S3 GET)"},
+        **problems(403, 404),
+    },
 )
-async def image_link(token: str, request: Request) -> Response:
+async def image_link(
+    token: Annotated[str, Path(max_length=100, description="The link's token, as handed out in a tool result.")],
+    request: Request,
+) -> Response:
     """The image a link from an MCP tool result names: 404 unknown or expired, 403 when the endpoint that issued it
     no longer reaches the document."""
     container: Container = request.app.state.container
