@@ -22,6 +22,7 @@ from mcpbridge.ports import (
     Clock,
     Embedder,
     Events,
+    ImageDescriber,
     IndexMaintenance,
     Jobs,
     Llm,
@@ -461,12 +462,19 @@ class Container:
 
         ocr, reason = self._ocr_and_reason
         llm = self.llm
-        captions = (
-            "no language model is configured"
-            if llm is None
-            else f"the configured model ({llm.name}) is reached through a text-only interface"
+        describer = llm if self.settings.llm_vision and isinstance(llm, ImageDescriber) else None
+        if llm is None:
+            captions = "no language model is configured"
+        else:
+            captions = f"the configured model ({llm.name}) is not declared to read images (MCPBRIDGE_LLM_VISION)"
+        return DocumentImages(
+            self.store,
+            self.blobs,
+            ocr,
+            ocr_unavailable=reason,
+            describer=describer,
+            captions_unavailable=captions,
         )
-        return DocumentImages(self.store, self.blobs, ocr, ocr_unavailable=reason, captions_unavailable=captions)
 
     @cached_property
     def image_links(self) -> ImageLinks:

@@ -198,6 +198,16 @@ class Llm(Protocol):
         ...
 
 
+@runtime_checkable
+class ImageDescriber(Protocol):
+    """A chat model that reads images (captions of the images in documents)."""
+
+    def describe_image(self, image: bytes, content_type: str, *, instruction: str, max_tokens: int = 300) -> str:
+        """The model's description of ``image`` (PNG or JPEG) following ``instruction``. Raise
+        ``errors.UpstreamError``/``Unavailable`` when the provider fails."""
+        ...
+
+
 class SearchIndex(Protocol):
     """Chunks of documents, per knowledge base, searchable by keywords (BM25) and by vectors.
 

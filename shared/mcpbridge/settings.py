@@ -211,6 +211,10 @@ class Settings(BaseSettings):
     llm_model: str = ""
     """Default: anthropic.claude-3-5-haiku-20241022-v1:0 (bedrock), gpt-4o-mini (openai)."""
     llm_base_url: str = ""
+    llm_vision: bool = False
+    """The configured model reads images (OpenAI-compatible ``image_url`` parts, Bedrock Converse image blocks): the
+    images of documents are captioned by it when they are indexed (``image_caption`` chunks). Off: no captions, and
+    documents with images say so."""
     llm_api_key: str = Field(default="", repr=False)
 
     settings_secret_arn: str = ""

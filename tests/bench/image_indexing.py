@@ -26,13 +26,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcpbridge.adapters.local.tesseract_ocr import TesseractOcr, tesseract_unavailable
+from mcpbridge.bootstrap import Container
+from mcpbridge.domain.knowledge import KnowledgeAccess
+from mcpbridge.settings import Settings
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mcpbridge.adapters.local.tesseract_ocr import TesseractOcr, tesseract_unavailable  # noqa: E402
-from mcpbridge.bootstrap import Container  # noqa: E402
-from mcpbridge.domain.knowledge import KnowledgeAccess  # noqa: E402
-from mcpbridge.settings import Settings  # noqa: E402
-from tests.support.images import pdf_with_image, text_image  # noqa: E402
+from tests.support.images import pdf_with_image, text_image
 
 SCREENSHOT = ["Error 4711: gateway firmware outdated", "Press Update to install it"]
 DIAGRAM = ["COOLANT PUMP FEEDS TURBINE", "Valve pressure limit 300 kPa"]

@@ -7,7 +7,9 @@ When a document is indexed, each image its parser found (``ParsedDocument.images
    PNG first, since Textract reads PNG and JPEG only;
 3. appended to the document's canonical text as a ``## Image <n>`` section (page and alternative text in its
    heading, then the recognised text), which becomes one chunk of type ``image_ocr`` when text was recognised:
-   searched by keyword and by vector like any other chunk, opened by ``read_document`` at its lines.
+   searched by keyword and by vector like any other chunk, opened by ``read_document`` at its lines;
+4. captioned by the configured model when it reads images (``llm_vision``; ``ports.ImageDescriber``): a
+   ``## Image <n>, caption`` section after it, one chunk of type ``image_caption``.
 
 What could not be done is said in the document's ``notices``, and the document is still indexed: no OCR engine
 configured or installed, an image the engine refused, captions without a model that reads images. The images of
@@ -25,15 +27,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from mcpbridge.domain.knowledge import Chunk, ChunkDraft, ParsedDocument, ParsedImage
+from mcpbridge.domain.knowledge import Chunk, ChunkDraft, ChunkType, ParsedDocument, ParsedImage
 from mcpbridge.errors import InvalidInput, MCPBridgeError
-from mcpbridge.ports import Blobs, Ocr, Store
+from mcpbridge.ports import Blobs, ImageDescriber, Ocr, Store
 
 log = logging.getLogger("mcpbridge.knowledge")
 
 MIN_SIDE: Final = 16
 """Images narrower or shorter than this (pixels: rules, bullets, spacers) are kept but not read."""
 OCR_TEXT_MAX: Final = 20_000
+CAPTION_MAX: Final = 2_000
+CAPTION_INSTRUCTION: Final = (
+    "Describe this image from a document in two or three sentences, for someone searching the document: what it "
+    "shows (a diagram, a chart, a screenshot, a photo) and what it says. Answer with the description only."
+)
 """Characters of recognised text kept per image."""
 _EXTENSIONS: Final = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
 _HEADING = re.compile(r"^Image (\d+)\b")
@@ -101,15 +108,17 @@ class DocumentImages:
         ocr: Ocr | None,
         *,
         ocr_unavailable: str | None = None,
-        captions_unavailable: str,
+        describer: ImageDescriber | None = None,
+        captions_unavailable: str = "",
     ) -> None:
         """``ocr_unavailable``: why there is no OCR engine (said in each document with images);
-        ``captions_unavailable``: why images get no caption."""
+        ``describer``: the model that captions images, if any (else ``captions_unavailable`` says why not)."""
         self._store = store
         self._blobs = blobs
         self._ocr = ocr
         self._ocr_unavailable = ocr_unavailable or "no OCR engine is configured"
-        self._captions_unavailable = captions_unavailable
+        self._describer = describer
+        self._captions_unavailable = captions_unavailable or "no model that reads images is configured"
 
     @property
     def ocr_name(self) -> str | None:
@@ -127,26 +136,47 @@ class DocumentImages:
                 image.data,
                 content_type=image.content_type,
             )
-            stored.append(StoredImage(n, image.content_type, image.page, image.alt, self._recognise(n, image, notices)))
+            readable = self._readable(n, image, notices)
+            text = self._recognise(n, readable, notices)
+            caption = self._caption(n, readable, notices)
+            stored.append(StoredImage(n, image.content_type, image.page, image.alt, text, caption))
         if parsed.images:
             if self._ocr is None:
                 notices.insert(
                     0, f"{len(parsed.images)} image(s) indexed without text recognition: {self._ocr_unavailable}"
                 )
-            notices.append(f"image captions skipped: {self._captions_unavailable}")
+            if self._describer is None:
+                notices.append(f"image captions skipped: {self._captions_unavailable}")
         manifest = json.dumps([s.as_dict() for s in stored], ensure_ascii=False).encode()
         self._blobs.put(manifest_blob(workspace_id, document_id, version), manifest, content_type="application/json")
         text, drafts = _with_image_sections(parsed.text, stored, next_seq)
         return ImagesIndexed(text, drafts, notices)
 
-    def _recognise(self, n: int, image: ParsedImage, notices: list[str]) -> str:
-        if self._ocr is None:
+    def _readable(self, n: int, image: ParsedImage, notices: list[str]) -> tuple[bytes, str] | None:
+        if self._ocr is None and self._describer is None:
+            return None
+        try:
+            return ocr_input(image)
+        except InvalidInput as exc:
+            notices.append(f"image {n}: not read ({exc.message})")
+            return None
+
+    def _caption(self, n: int, readable: tuple[bytes, str] | None, notices: list[str]) -> str:
+        if self._describer is None or readable is None:
             return ""
         try:
-            readable = ocr_input(image)
-            if readable is None:
-                return ""
-            text = self._ocr.recognise(readable)
+            caption = self._describer.describe_image(readable[0], readable[1], instruction=CAPTION_INSTRUCTION)
+        except MCPBridgeError as exc:
+            log.warning("the caption of image %d failed: %s", n, exc.code)
+            notices.append(f"image {n}: no caption ({exc.code}); update the document to try again")
+            return ""
+        return " ".join(caption.split())[:CAPTION_MAX]
+
+    def _recognise(self, n: int, readable: tuple[bytes, str] | None, notices: list[str]) -> str:
+        if self._ocr is None or readable is None:
+            return ""
+        try:
+            text = self._ocr.recognise(readable[0])
         except InvalidInput as exc:
             notices.append(f"image {n}: no text recognition ({exc.message})")
             return ""
@@ -193,8 +223,8 @@ class DocumentImages:
         self._blobs.delete(manifest_blob(workspace_id, document_id, version))
 
 
-def ocr_input(image: ParsedImage) -> bytes | None:
-    """The image as PNG or JPEG bytes an engine reads; None when it is too small to hold text."""
+def ocr_input(image: ParsedImage) -> tuple[bytes, str] | None:
+    """The image as PNG or JPEG bytes an engine reads, with their type; None when it is too small to hold text."""
     from PIL import Image
 
     try:
@@ -202,11 +232,11 @@ def ocr_input(image: ParsedImage) -> bytes | None:
             if opened.width < MIN_SIDE or opened.height < MIN_SIDE:
                 return None
             if image.content_type in ("image/png", "image/jpeg"):
-                return image.data
+                return image.data, image.content_type
             opened.seek(0)  # a GIF's first frame
             out = io.BytesIO()
             opened.convert("RGB").save(out, format="PNG")
-            return out.getvalue()
+            return out.getvalue(), "image/png"
     except Exception as exc:  # Pillow signals unreadable images with several exception types
         raise InvalidInput("the image could not be read", code="image_unreadable") from exc
 
@@ -235,21 +265,28 @@ def _with_image_sections(text: str, images: Sequence[StoredImage], next_seq: int
         if out:
             out += "\n"
         heading = _heading(image)
-        body = image.ocr_text or "(no text recognised)"
-        section = f"## {heading}\n\n{body}\n"
-        start_offset = len(out)
-        start_line = out.count("\n") + 1
-        out += section
-        drafts.append(
-            ChunkDraft(
-                seq=next_seq + len(drafts),
-                text=section.rstrip("\n"),
-                start_line=start_line,
-                end_line=start_line + section.count("\n") - 1,
-                start_offset=start_offset,
-                end_offset=start_offset + len(section) - 1,
-                heading_path=(heading,),
-                type="image_ocr" if image.ocr_text else "text",
+        parts: list[tuple[str, str, ChunkType]] = [
+            (heading, image.ocr_text or "(no text recognised)", "image_ocr" if image.ocr_text else "text")
+        ]
+        if image.caption:
+            parts.append((f"{heading}, caption", image.caption, "image_caption"))
+        for number, (title, body, kind) in enumerate(parts):
+            if number:
+                out += "\n"
+            section = f"## {title}\n\n{body}\n"
+            start_offset = len(out)
+            start_line = out.count("\n") + 1
+            out += section
+            drafts.append(
+                ChunkDraft(
+                    seq=next_seq + len(drafts),
+                    text=section.rstrip("\n"),
+                    start_line=start_line,
+                    end_line=start_line + section.count("\n") - 1,
+                    start_offset=start_offset,
+                    end_offset=start_offset + len(section) - 1,
+                    heading_path=(title,),
+                    type=kind,
+                )
             )
-        )
     return out, drafts
