@@ -249,3 +249,22 @@ def test_deleting_a_document_removes_its_images(
     assert container.blobs.get(manifest) is not None
     assert client.delete(f"/api/v1/documents/{indexed['png']['id']}").status_code in (200, 202, 204)
     assert container.blobs.get(manifest) is None
+
+
+def test_an_endpoint_search_links_the_image_of_an_image_chunk(
+    client: TestClient, backend: str, indexed: dict[str, Any]
+) -> None:
+    ep = endpoint(client, "Plant", [indexed["kb_id"]])
+    found = mcp_call(client, ep, "search_knowledge", {"query": "coolant turbine", "mode": "keyword"})
+    first = found["results"][0]
+    assert (first["document_id"], first["chunk_type"]) == (indexed["pdf"]["id"], "image_ocr")
+    image = first["images"][0]
+    assert image["url"].startswith("http://127.0.0.1/r/")
+    assert image["content_type"] == "image/jpeg"
+    status, data, content_type = fetch(client, image["url"], backend)
+    assert status == 200
+    assert data.startswith(b"\xff\xd8\xff")
+    assert content_type.startswith("image/jpeg")
+    # Text chunks carry no images.
+    text = mcp_call(client, ep, "search_knowledge", {"query": "cooling system overview", "mode": "keyword"})
+    assert "images" not in text["results"][0]
