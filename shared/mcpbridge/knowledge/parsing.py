@@ -75,8 +75,9 @@ _EXTENSION_KINDS: dict[str, _Kind] = {
     "gif": "image",
     "webp": "image",
 }
-KNOWN_EXTENSIONS = frozenset(_EXTENSION_KINDS)
-"""The file-name extensions that name a kind of document (a folder imported by the CLI contributes these files)."""
+KNOWN_EXTENSIONS = frozenset(extension for extension, kind in _EXTENSION_KINDS.items() if kind != "image")
+"""The file-name extensions that name a kind of text document (a folder imported by the CLI contributes these files;
+its images, mostly logos and icons, are left out unless named one by one)."""
 _BINARY_EXTENSIONS = frozenset(
     {
         "bmp",
