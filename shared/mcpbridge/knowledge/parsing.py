@@ -625,13 +625,7 @@ class _HTMLConverter(HTMLParser):
             else:
                 self.writer.line_break()
         elif tag == "img":
-            alt = dict(attrs).get("alt")
-            if alt and alt.strip():
-                self._inline(_collapse(alt))
-            # Inline images only: a remote one is never fetched (it could point anywhere, the network included).
-            inline = _data_uri_image(dict(attrs).get("src"))
-            if inline is not None:
-                self.images.append(ParsedImage(inline[1], inline[0], alt=_collapse(alt or "")))
+            self._image(dict(attrs))
         elif tag in ("ul", "ol"):
             self._list_start(tag, attrs)
         elif tag == "li":
@@ -694,6 +688,15 @@ class _HTMLConverter(HTMLParser):
         return self.writer.finish(), self.title
 
     # -- structure --
+
+    def _image(self, attrs: dict[str, str | None]) -> None:
+        alt = attrs.get("alt")
+        if alt and alt.strip():
+            self._inline(_collapse(alt))
+        # Inline images only: a remote one is never fetched (it could point anywhere, the network included).
+        inline = _data_uri_image(attrs.get("src"))
+        if inline is not None:
+            self.images.append(ParsedImage(inline[1], inline[0], alt=_collapse(alt or "")))
 
     def _inline(self, text: str) -> None:
         if self.captures:
