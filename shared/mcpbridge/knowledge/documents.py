@@ -493,9 +493,9 @@ class Documents:
         parsed = parse_document(data, content_type=document.content_type, filename=document.filename)
         drafts = chunk_document(parsed.text, format=parsed.format) if parsed.text.strip() else []
         text, notices = parsed.text, []
-        if parsed.images:
-            if self._images is None:
-                raise InvalidInput("images are not supported here", code="unsupported_document_type")
+        if parsed.images and self._images is None and not drafts:
+            raise InvalidInput("images are not read here", code="unsupported_document_type")
+        if parsed.images and self._images is not None:
             indexed = self._images.index(document.workspace_id, document.id, document.version, parsed, len(drafts))
             text, notices = indexed.text, indexed.notices
             drafts += indexed.drafts
