@@ -268,3 +268,23 @@ def test_an_endpoint_search_links_the_image_of_an_image_chunk(
     # Text chunks carry no images.
     text = mcp_call(client, ep, "search_knowledge", {"query": "cooling system overview", "mode": "keyword"})
     assert "images" not in text["results"][0]
+
+
+def test_the_text_in_an_image_is_found_by_semantic_search(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.support.embedder import HashingEmbedder
+
+    settings = {"jobs": "inline", "ocr_engine": "tesseract"}
+    with (
+        container_on(backend, tmp_path, monkeypatch, settings=settings, embedder=HashingEmbedder()) as container,
+        TestClient(create_combined_app(container), base_url="http://127.0.0.1") as client,
+    ):
+        client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+        kb_id = new_kb(client, "Shots")
+        upload(client, kb_id, "notes.md", b"# Notes\n\nThe office plants are watered on Mondays.\n", "text/markdown")
+        shot = upload(client, kb_id, "screenshot.png", text_image(SCREENSHOT), "image/png")
+        found = client.post("/api/v1/knowledge/search", json={"query": "gateway firmware", "mode": "semantic"})
+        assert found.status_code == 200, found.text
+        first = found.json()["results"][0]
+        assert (first["document_id"], first["chunk_type"]) == (shot["id"], "image_ocr")
