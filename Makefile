@@ -5,7 +5,8 @@ STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
 .PHONY: install node-deps serve test test-fast lint format typecheck cfn-lint sam-validate check bench constraints \
-	build build-smoke smoke artifacts search-image search-image-check search-image-push oci-tools sam-build browser
+	build build-smoke smoke artifacts search-image search-image-check search-image-push oci-tools sam-build browser \
+	ocr
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	@echo "Creating $(VENV) and installing mcpbridge with its pinned dependencies (a few minutes the first time)..."
@@ -32,12 +33,22 @@ browser:
 			chromium fonts-dejavu-core; \
 	else echo "no Chromium: the browser tests will skip (Debian: apt-get install chromium)"; fi
 
+# Tesseract, the embedded backend's OCR engine for images in documents, with English and Simplified Chinese (Debian's
+# packages; without it images are indexed without their text, and the image tests skip). Installed like Chromium.
+ocr:
+	@command -v tesseract >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing Tesseract for text in images, system-wide, with apt-get (Debian's tesseract-ocr)..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim; \
+	else echo "no Tesseract: images are indexed without their text (Debian: apt-get install tesseract-ocr)"; fi
+
 # `make serve PORT=9000` listens on another port (default 8080).
 serve: install
 	$(VENV)/bin/mcpbridge serve$(if $(PORT), --port $(PORT))
 
 # Tests run in parallel worker processes (most of their time is spent waiting on servers and subprocesses).
-test: install node-deps browser
+test: install node-deps browser ocr
 	$(PY) -m pytest --numprocesses=auto --maxprocesses=4
 
 test-fast: install
@@ -73,6 +84,7 @@ bench: install
 	$(PY) tests/bench/cold_start.py
 	$(PY) tests/bench/search_index.py
 	$(PY) tests/bench/mcp_endpoint.py
+	$(PY) tests/bench/image_indexing.py
 	$(PY) tests/bench/agent_calls.py
 
 # Re-pin after changing dependencies in pyproject.toml.

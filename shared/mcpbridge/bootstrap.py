@@ -17,13 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from mcpbridge.identity.accounts import Accounts
 from mcpbridge.ports import (
+    BlobLinks,
     Blobs,
     Clock,
     Embedder,
     Events,
+    ImageDescriber,
     IndexMaintenance,
     Jobs,
     Llm,
+    Ocr,
     SearchIndex,
     SecretBox,
     Store,
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.document_recovery import IndexingRecovery
     from mcpbridge.knowledge.documents import Documents
+    from mcpbridge.knowledge.images import DocumentImages
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
     from mcpbridge.knowledge.uploads import DocumentUploads
@@ -68,6 +72,7 @@ if TYPE_CHECKING:
     from mcpbridge.oauth.service_oauth import ServiceOAuth
     from mcpbridge.outbound.policy import EgressPolicy
     from mcpbridge.publishing.endpoints import Endpoint, EndpointService
+    from mcpbridge.publishing.image_links import ImageLinks
     from mcpbridge.publishing.rate_limit import RateLimiter
     from mcpbridge.tenancy.user_removal import UserRemoval
     from mcpbridge.tenancy.workspace_purge import WorkspacePurge
@@ -426,6 +431,63 @@ class Container:
             max_bytes=self.settings.max_document_bytes,
             max_request_bytes=self.settings.max_request_document_bytes,
             fetch_timeout=self.settings.url_fetch_timeout_seconds,
+            images=self.document_images,
+        )
+
+    @cached_property
+    def _ocr_and_reason(self) -> tuple[Ocr | None, str | None]:
+        engine = self.settings.ocr_engine
+        if engine == "none":
+            return None, "text recognition is turned off (MCPBRIDGE_OCR_ENGINE=none)"
+        if engine == "textract" or (engine == "auto" and self.settings.backend == "aws"):
+            from mcpbridge.adapters.aws.textract_ocr import TextractOcr
+
+            return TextractOcr(self._aws_client("textract", connect_timeout=2, read_timeout=60)), None
+        from mcpbridge.adapters.local.tesseract_ocr import TesseractOcr, tesseract_unavailable
+
+        reason = tesseract_unavailable()
+        if reason is not None:
+            if engine == "tesseract":
+                log.warning("text recognition is unavailable: %s", reason)
+            return None, reason
+        return TesseractOcr(self.settings.ocr_languages), None
+
+    @property
+    def ocr(self) -> Ocr | None:
+        return self._ocr_and_reason[0]
+
+    @cached_property
+    def document_images(self) -> DocumentImages:
+        from mcpbridge.knowledge.images import DocumentImages
+
+        ocr, reason = self._ocr_and_reason
+        llm = self.llm
+        describer = llm if self.settings.llm_vision and isinstance(llm, ImageDescriber) else None
+        if llm is None:
+            captions = "no language model is configured"
+        else:
+            captions = f"the configured model ({llm.name}) is not declared to read images (MCPBRIDGE_LLM_VISION)"
+        return DocumentImages(
+            self.store,
+            self.blobs,
+            ocr,
+            ocr_unavailable=reason,
+            describer=describer,
+            captions_unavailable=captions,
+        )
+
+    @cached_property
+    def image_links(self) -> ImageLinks:
+        from mcpbridge.publishing.image_links import ImageLinks
+
+        blobs = self.blobs
+        return ImageLinks(
+            self.store,
+            self.clock,
+            blobs,
+            self.endpoints,
+            links=blobs if isinstance(blobs, BlobLinks) else None,
+            seconds=self.settings.image_link_seconds,
         )
 
     @cached_property
@@ -623,7 +685,7 @@ class Container:
     def answers(self) -> Answerer:
         from mcpbridge.knowledge.answers import Answerer
 
-        return Answerer(self.store, self.clock, self.knowledge_search, self.llm)
+        return Answerer(self.store, self.clock, self.knowledge_search, self.llm, images=self.document_images)
 
     @cached_property
     def oauth(self) -> ServiceOAuth:

@@ -144,6 +144,30 @@ class Blobs(Protocol):
         ...
 
 
+@runtime_checkable
+class BlobLinks(Protocol):
+    """Blobs a client can fetch straight from the blob store (S3 presigned GETs)."""
+
+    def download_url(self, key: str, *, expires_in: int, content_type: str) -> str:
+        """A URL that serves the blob for ``expires_in`` seconds. Raise ``errors.Unavailable`` when none can be made."""
+        ...
+
+
+class Ocr(Protocol):
+    """Text recognition in images (Tesseract in the process, Amazon Textract)."""
+
+    @property
+    def name(self) -> str:
+        """Engine and languages, e.g. ``tesseract:eng+chi_sim``."""
+        ...
+
+    def recognise(self, image: bytes) -> str:
+        """The text of a PNG or JPEG image ("" when it holds none), lines in reading order. Raise
+        ``errors.UpstreamError``/``Unavailable`` when the engine fails, ``errors.InvalidInput`` for an image it
+        refuses (too large, unreadable)."""
+        ...
+
+
 class Embedder(Protocol):
     """Turns texts into vectors (Bedrock Titan v2, an OpenAI-compatible endpoint, or a test embedder)."""
 
@@ -171,6 +195,16 @@ class Llm(Protocol):
 
     def complete(self, system: str, messages: Sequence[ChatMessage], *, max_tokens: int = 1024) -> str:
         """The assistant's reply. Raise ``errors.UpstreamError``/``Unavailable`` when the provider fails."""
+        ...
+
+
+@runtime_checkable
+class ImageDescriber(Protocol):
+    """A chat model that reads images (captions of the images in documents)."""
+
+    def describe_image(self, image: bytes, content_type: str, *, instruction: str, max_tokens: int = 300) -> str:
+        """The model's description of ``image`` (PNG or JPEG) following ``instruction``. Raise
+        ``errors.UpstreamError``/``Unavailable`` when the provider fails."""
         ...
 
 

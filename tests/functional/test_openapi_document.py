@@ -25,6 +25,7 @@ PUBLIC = {
     ("get", "/api/v1/mcp-oauth/callback"),
     ("get", "/api/v1/mcp-oauth/client-metadata.json"),
     ("post", "/api/v1/document-uploads/{upload_id}/content"),  # its one-time token, in the form, authenticates it
+    ("get", "/r/{token}"),  # an image link from an MCP tool result: the token is the credential
 }
 API_KEY_SECURITY = [{"apiKeyBearer": []}, {"apiKeyHeader": []}]
 OPERATION_ID = re.compile(r"^[a-z][a-zA-Z0-9]+$")

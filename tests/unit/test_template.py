@@ -532,8 +532,8 @@ def _wildcard_allowed(path: str, statement: dict[str, Any]) -> bool:
     # In a KMS key policy, Resource "*" means "this key".
     if section == "Resources" and RESOURCES[name]["Type"] == "AWS::KMS::Key" and "/KeyPolicy/" in path:
         return True
-    # X-Ray's write and sampling actions support no resource-level permissions.
-    return all(str(action).startswith("xray:") for action in _as_list(statement["Action"]))
+    # X-Ray's write and sampling actions, and Textract's synchronous ones, support no resource-level permissions.
+    return all(str(action).startswith(("xray:", "textract:")) for action in _as_list(statement["Action"]))
 
 
 def test_no_wildcard_resources_except_where_aws_requires_them() -> None:

@@ -425,6 +425,22 @@ class OpenAIChat(_Provider):
         wire.extend({"role": message.role, "content": message.content} for message in messages)
         payload = {"model": self._model, "messages": wire, "max_tokens": max_tokens, "stream": False}
         body = self._post("chat/completions", payload, [system, *(message.content for message in messages)])
+        return self._reply(body)
+
+    def describe_image(self, image: bytes, content_type: str, *, instruction: str, max_tokens: int = 300) -> str:
+        """A caption of ``image`` (``ports.ImageDescriber``): the image goes as a ``data:`` URL content part, which
+        OpenAI's vision models and the compatible servers (vLLM, Ollama) read."""
+        data_url = f"data:{content_type};base64,{base64.b64encode(image).decode()}"
+        parts = [{"type": "text", "text": instruction}, {"type": "image_url", "image_url": {"url": data_url}}]
+        payload = {
+            "model": self._model,
+            "messages": [{"role": "user", "content": parts}],
+            "max_tokens": max_tokens,
+            "stream": False,
+        }
+        return self._reply(self._post("chat/completions", payload, [instruction]))
+
+    def _reply(self, body: Any) -> str:
         try:
             message = body["choices"][0]["message"]
             content = message.get("content")

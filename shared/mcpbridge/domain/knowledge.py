@@ -82,6 +82,20 @@ class ParsedDocument:
     format: DocumentFormat
     title: str | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    images: tuple[ParsedImage, ...] = ()
+    """Images found in the source (the image itself, or embedded in a PDF page or an HTML data: URI), in order."""
+
+
+@dataclass(frozen=True)
+class ParsedImage:
+    """An image of a document as found in its source: PNG, JPEG, GIF or WebP bytes."""
+
+    data: bytes
+    content_type: str
+    page: int | None = None
+    """The PDF page it is on (from 1); None elsewhere."""
+    alt: str = ""
+    """Its alternative text, where the source gives one (HTML)."""
 
 
 @dataclass(frozen=True)
@@ -164,3 +178,5 @@ class Document:
     indexed_at: str | None
     indexed_version: int | None = None
     """The version whose chunks are in the index (it may lag ``version`` while a change is being indexed)."""
+    notices: tuple[str, ...] = ()
+    """What its last indexing could not do although it completed (images left without text recognition...)."""

@@ -57,6 +57,7 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
         "agent_catalog",
         "oauth_grants",
         "console",
+        "resource_links",
     ),
     "oauth_callback": ("oauth_callback",),
     "resolutions": ("resolutions",),
@@ -83,7 +84,8 @@ _SEGMENTS: dict[str, frozenset[str]] = {
     "agent_catalog": frozenset({"agent"}),
     "oauth_grants": frozenset({"mcp-endpoints", "me", "users"}),
     "calls_audit": frozenset({"calls"}),
-    "console": frozenset({"/console", "/"}),  # the console's pages and session, and the root that leads there
+    "console": frozenset({"/console", "/"}),
+    "resource_links": frozenset({"/r"}),  # the console's pages and session, and the root that leads there
 }
 
 

@@ -99,6 +99,16 @@ class ChunkOut(BaseModel):
         )
 
 
+class ImageOut(BaseModel):
+    """An image a reference was read from. ``url``: ``resource://images/...`` as stored; in an MCP tool result, a
+    time-limited link (``/r/<token>``) when the endpoint may reach the image."""
+
+    url: str
+    content_type: str
+    caption: str
+    ocr_text: str
+
+
 class ReferenceOut(BaseModel):
     n: int
     knowledge_base_id: str
@@ -108,6 +118,7 @@ class ReferenceOut(BaseModel):
     start_line: int
     end_line: int
     excerpt: str
+    images: list[ImageOut] = []
 
 
 class AskOut(BaseModel):
@@ -123,7 +134,16 @@ class AskOut(BaseModel):
             answer=answer.answer,
             mode=answer.mode,
             session_id=answer.session_id,
-            references=[ReferenceOut(**vars(r)) for r in answer.references],
+            references=[
+                ReferenceOut(
+                    **{name: value for name, value in vars(r).items() if name != "images"},
+                    images=[
+                        ImageOut(url=i.url, content_type=i.content_type, caption=i.caption, ocr_text=i.ocr_text)
+                        for i in r.images
+                    ],
+                )
+                for r in answer.references
+            ],
             notices=answer.notices,
         )
 
@@ -147,11 +167,15 @@ class DocumentOut(BaseModel):
     created_at: Timestamp
     updated_at: Timestamp
     indexed_at: Timestamp | None
+    notices: list[str] = Field(
+        default=[], description="What the last indexing could not do (images left without text recognition...)."
+    )
     content: str | None = Field(default=None, description="The indexed text, with include_content=true.")
 
     @classmethod
     def of(cls, document: Document, content: str | None = None) -> DocumentOut:
         fields = {name: getattr(document, name) for name in cls.model_fields if name != "content"}
+        fields["notices"] = list(document.notices)
         if document.url is not None:
             fields["url"] = masked_url(document.url)
         return cls(**fields, content=content)

@@ -29,6 +29,7 @@ from mcpbridge.domain.items import AllOf, Compare, Condition, ItemAbsent, Key, U
 from mcpbridge.domain.knowledge import Hit, KnowledgeAccess
 from mcpbridge.domain.text_tokens import analyser_for, search_tokens
 from mcpbridge.errors import ConditionFailed, InvalidInput, NotFound, RateLimited, Unavailable, UpstreamError
+from mcpbridge.knowledge.images import DocumentImages, ImageRef
 from mcpbridge.knowledge.search import KnowledgeSearch
 from mcpbridge.ports import ChatMessage, Clock, Llm, Store
 
@@ -56,6 +57,8 @@ class Reference:
     start_line: int
     end_line: int
     excerpt: str
+    images: tuple[ImageRef, ...] = ()
+    """The image an image chunk was read from (its stored ``resource://`` URL, caption and recognised text)."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,16 @@ def _excerpt(text: str) -> str:
 
 
 class Answerer:
-    def __init__(self, store: Store, clock: Clock, search: KnowledgeSearch, llm: Llm | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        search: KnowledgeSearch,
+        llm: Llm | None,
+        *,
+        images: DocumentImages | None = None,
+    ) -> None:
+        self._images = images
         self._store = store
         self._clock = clock
         self._search = search
@@ -109,7 +121,7 @@ class Answerer:
         query = f"{earlier[-1]['question']} {question}" if earlier else question
         outcome = self._search.search(scope, query, mode="hybrid", limit=PASSAGES)
         hits = [hit for hit in outcome.hits if hit.relevant]
-        references = [_reference(n, hit) for n, hit in enumerate(hits, start=1)]
+        references = [_reference(n, hit, self._images_of(access, hit)) for n, hit in enumerate(hits, start=1)]
         notices = list(outcome.notices)
         if turns and not earlier:
             notices.append("this question does not follow on from the earlier ones: it was answered on its own")
@@ -118,6 +130,9 @@ class Answerer:
             notices.append(notice)
         session_id = self._remember(access, binding, session_id, question, text)
         return Answer(text, references, session_id, mode, notices)
+
+    def _images_of(self, access: KnowledgeAccess, hit: Hit) -> tuple[ImageRef, ...]:
+        return () if self._images is None else tuple(self._images.images_of(access.workspace_id, hit.chunk))
 
     def _compose(
         self,
@@ -215,7 +230,7 @@ def _session_not_found(session_id: str) -> NotFound:
     )
 
 
-def _reference(n: int, hit: Hit) -> Reference:
+def _reference(n: int, hit: Hit, images: tuple[ImageRef, ...] = ()) -> Reference:
     chunk = hit.chunk
     return Reference(
         n=n,
@@ -226,6 +241,7 @@ def _reference(n: int, hit: Hit) -> Reference:
         start_line=chunk.start_line,
         end_line=chunk.end_line,
         excerpt=_excerpt(chunk.text),
+        images=images,
     )
 
 

@@ -34,6 +34,7 @@ from mcpbridge.domain.shards import list_partitions, shard_partition
 from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, NotFound, PayloadTooLarge, Unavailable
 from mcpbridge.knowledge.bases import KnowledgeBases, kb_key
 from mcpbridge.knowledge.chunking import chunk_document
+from mcpbridge.knowledge.images import DocumentImages
 from mcpbridge.knowledge.parsing import parse_document
 from mcpbridge.observability import masked_url
 from mcpbridge.outbound.policy import EgressPolicy
@@ -100,6 +101,7 @@ class Documents:
         max_bytes: int,
         max_request_bytes: int | None = None,
         fetch_timeout: float,
+        images: DocumentImages | None = None,
     ) -> None:
         """``max_bytes``: the largest document (uploaded straight to the blob store, or fetched from a URL);
         ``max_request_bytes``: the largest one sent inside a request (text, a file in the request), by default the
@@ -115,6 +117,7 @@ class Documents:
         self._max_bytes = max_bytes
         self._max_request_bytes = max_bytes if max_request_bytes is None else min(max_request_bytes, max_bytes)
         self._fetch_timeout = fetch_timeout
+        self._images = images
 
     @property
     def max_bytes(self) -> int:
@@ -420,12 +423,16 @@ class Documents:
         for number in range(1, version + 1):
             for part in ("source", "text"):
                 self._blobs.delete(blob_key(workspace_id, document_id, number, part))
+            if self._images is not None:
+                self._images.delete(workspace_id, document_id, number)
         self._store.delete(deletion_key(workspace_id, document_id))
 
     def _delete_blobs(self, document: Document) -> None:
         for version in range(1, document.version + 1):
             for part in ("source", "text"):
                 self._blobs.delete(blob_key(document.workspace_id, document.id, version, part))
+            if self._images is not None:
+                self._images.delete(document.workspace_id, document.id, version)
 
     # ------------------------------------------------------------------------------------------ jobs
 
@@ -442,7 +449,7 @@ class Documents:
             return  # deleted, or superseded by a newer version with its own job
         document = _document_of(item)
         try:
-            chunks, vectors, line_count, text = self._prepare(document)
+            chunks, vectors, line_count, text, notices = self._prepare(document)
             self._blobs.put(
                 blob_key(workspace_id, document_id, version, "text"), text.encode(), content_type="text/markdown"
             )
@@ -474,16 +481,24 @@ class Documents:
             log.exception("indexing document %s failed", document_id)
             self._finish(key, version, failed="internal error while indexing; update the document to retry")
             return
-        if not self._finish(key, version, chunk_count=len(chunks), line_count=line_count) and not self._store.get(key):
+        finished = self._finish(key, version, chunk_count=len(chunks), line_count=line_count, notices=notices)
+        if not finished and not self._store.get(key):
             # Deleted while it was indexed: its deletion job may have run before these chunks went in.
             self._index.delete_document(document.knowledge_base_id, document_id)
 
-    def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[float]] | None, int, str]:
+    def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[float]] | None, int, str, list[str]]:
         data = self._blobs.get(blob_key(document.workspace_id, document.id, document.version, "source"))
         if data is None:
             raise InvalidInput("the document's source is missing", code="document_source_missing")
         parsed = parse_document(data, content_type=document.content_type, filename=document.filename)
-        drafts = chunk_document(parsed.text, format=parsed.format)
+        drafts = chunk_document(parsed.text, format=parsed.format) if parsed.text.strip() else []
+        text, notices = parsed.text, []
+        if parsed.images and self._images is None and not drafts:
+            raise InvalidInput("images are not read here", code="unsupported_document_type")
+        if parsed.images and self._images is not None:
+            indexed = self._images.index(document.workspace_id, document.id, document.version, parsed, len(drafts))
+            text, notices = indexed.text, indexed.notices
+            drafts += indexed.drafts
         chunks = [
             Chunk(
                 id=Chunk.make_id(document.id, d.seq),
@@ -502,7 +517,7 @@ class Documents:
             for d in drafts
         ]
         vectors = self._embed([c.text for c in chunks]) if self._embedder is not None and chunks else None
-        return chunks, vectors, parsed.text.count("\n") + 1, parsed.text
+        return chunks, vectors, text.count("\n") + 1, text, notices
 
     def _embed(self, texts: Sequence[str]) -> list[list[float]]:
         assert self._embedder is not None
@@ -512,7 +527,14 @@ class Documents:
             raise type(exc)(f"the embedding provider failed: {exc.message}", code=exc.code) from exc
 
     def _finish(
-        self, key: Key, version: int, *, failed: str | None = None, chunk_count: int = 0, line_count: int = 0
+        self,
+        key: Key,
+        version: int,
+        *,
+        failed: str | None = None,
+        chunk_count: int = 0,
+        line_count: int = 0,
+        notices: Sequence[str] = (),
     ) -> bool:
         """Record the job's outcome; False when the document changed or went meanwhile."""
         now = timestamp(self._clock.now())
@@ -525,6 +547,7 @@ class Documents:
                 "line_count": line_count,
                 "indexed_at": now,
                 "indexed_version": version,
+                "notices": list(notices),
             }
         else:
             changes |= {"parse_status": "failed", "parse_error": failed}
@@ -603,4 +626,5 @@ def _document_of(item: Item) -> Document:
         updated_at=item["updated_at"],
         indexed_at=item.get("indexed_at"),
         indexed_version=item.get("indexed_version"),
+        notices=tuple(item.get("notices") or ()),
     )

@@ -1,4 +1,5 @@
-"""Turning uploaded bytes (Markdown, plain text, HTML, PDF) into the canonical text mcpbridge stores and chunks.
+"""Turning uploaded bytes (Markdown, plain text, HTML, PDF, images) into the canonical text mcpbridge stores and
+chunks, and the images it holds.
 
 The kind of a document is decided from its content type, then its file name's extension, then its first bytes.
 Two refinements: ``text/plain`` gives way to a ``.md``/``.html`` name (many clients send ``text/plain`` for every text
@@ -8,6 +9,9 @@ file), and a binary signature (PDF, image, archive) beats a textual declaration,
 * HTML becomes Markdown-like text (headings, lists, links, fenced code, flattened tables) through the standard
   library's ``html.parser``.
 * PDF becomes one ``## Page N`` section per page with text, so every chunk carries its page in its heading path.
+* Images: an uploaded PNG, JPEG, GIF or WebP is a document with no text of its own and one image; the images
+  embedded in a PDF's pages and those inline in HTML (``data:`` URIs only: a remote image is never fetched) come
+  with the document's text. Their text is recognised when the document is indexed (``knowledge.images``).
 
 Text is decoded as UTF-8 (a BOM is dropped; a UTF-16 BOM or a ``charset`` parameter is honoured). Bytes that are not
 valid in that encoding are refused with ``document_not_utf8`` rather than replaced: the stored text is what chunks,
@@ -19,6 +23,8 @@ wrote. Line endings become ``\\n``; NUL characters are refused (they mean binary
 
 from __future__ import annotations
 
+import base64
+import binascii
 import codecs
 import io
 import re
@@ -26,13 +32,13 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Literal
 
-from mcpbridge.domain.knowledge import DocumentFormat, ParsedDocument
+from mcpbridge.domain.knowledge import DocumentFormat, ParsedDocument, ParsedImage
 from mcpbridge.errors import InvalidInput
 from mcpbridge.knowledge.chunking import markdown_outline
 
 __all__ = ["parse_document"]
 
-_Kind = Literal["markdown", "text", "html", "pdf"]
+_Kind = Literal["markdown", "text", "html", "pdf", "image"]
 
 _TYPE_KINDS: dict[str, _Kind] = {
     "text/markdown": "markdown",
@@ -42,7 +48,16 @@ _TYPE_KINDS: dict[str, _Kind] = {
     "application/xhtml+xml": "html",
     "application/pdf": "pdf",
     "application/x-pdf": "pdf",
+    "image/png": "image",
+    "image/jpeg": "image",
+    "image/jpg": "image",
+    "image/gif": "image",
+    "image/webp": "image",
 }
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The image formats mcpbridge reads (by their signature, whatever the declared type)."""
+MAX_IMAGES = 50
+"""Images kept per document (in order); the rest are left out, with a warning."""
 # Content types that say nothing about the content: the extension and the bytes decide instead.
 _GENERIC_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream", "application/unknown"})
 _EXTENSION_KINDS: dict[str, _Kind] = {
@@ -54,16 +69,17 @@ _EXTENSION_KINDS: dict[str, _Kind] = {
     "htm": "html",
     "xhtml": "html",
     "pdf": "pdf",
+    "png": "image",
+    "jpg": "image",
+    "jpeg": "image",
+    "gif": "image",
+    "webp": "image",
 }
-KNOWN_EXTENSIONS = frozenset(_EXTENSION_KINDS)
-"""The file-name extensions that name a kind of document (a folder imported by the CLI contributes these files)."""
+KNOWN_EXTENSIONS = frozenset(extension for extension, kind in _EXTENSION_KINDS.items() if kind != "image")
+"""The file-name extensions that name a kind of text document (a folder imported by the CLI contributes these files;
+its images, mostly logos and icons, are left out unless named one by one)."""
 _BINARY_EXTENSIONS = frozenset(
     {
-        "png",
-        "jpg",
-        "jpeg",
-        "gif",
-        "webp",
         "bmp",
         "tif",
         "tiff",
@@ -150,21 +166,27 @@ def parse_document(data: bytes, *, content_type: str | None = None, filename: st
     kind, declared = _decide_kind(data, mime, extension)
     warnings: list[str] = []
     title: str | None = None
-    if kind == "pdf":
-        text = _pdf_text(data, warnings)
-        fmt: DocumentFormat = "markdown"
+    images: list[ParsedImage] = []
+    fmt: DocumentFormat = "markdown"
+    if kind == "image":
+        text = ""
+        images.append(ParsedImage(_readable_image(data), _signature(data) or mime))
+    elif kind == "pdf":
+        text = _pdf_text(data, warnings, images)
     else:
         text = _decode(data, charset, declared=declared, warnings=warnings)
         if kind == "html":
-            text, title = _html_to_markdown(text)
-            fmt = "markdown"
+            text, title = _html_to_markdown(text, images)
         else:
             fmt = "markdown" if kind == "markdown" else "text"
-    if not text.strip():
+    if len(images) > MAX_IMAGES:
+        warnings.append(f"{len(images)} images: only the first {MAX_IMAGES} are kept")
+        del images[MAX_IMAGES:]
+    if not text.strip() and not images:
         raise InvalidInput("The document has no text.", code="document_empty")
     if title is None and fmt == "markdown":
         title = next((heading.title for heading in markdown_outline(text) if heading.level == 1), None)
-    return ParsedDocument(text=text, format=fmt, title=title or None, warnings=tuple(warnings))
+    return ParsedDocument(text=text, format=fmt, title=title or None, warnings=tuple(warnings), images=tuple(images))
 
 
 # --- deciding the kind -------------------------------------------------------------------------------------------
@@ -193,7 +215,8 @@ def _extension(filename: str | None) -> str:
 def _unsupported(what: str) -> InvalidInput:
     what = what[:100]  # the content type comes from the client; keep the message bounded
     return InvalidInput(
-        f"Documents of type {what} are not supported: upload Markdown, plain text, HTML or PDF.",
+        f"Documents of type {what} are not supported: upload Markdown, plain text, HTML, PDF or an image (PNG, "
+        "JPEG, GIF, WebP).",
         code="unsupported_document_type",
         details={"type": what},
     )
@@ -251,12 +274,25 @@ def _decide_kind(data: bytes, mime: str, extension: str) -> tuple[_Kind, bool]:
     else:
         if signature == "pdf":
             return "pdf", False
+        if signature in IMAGE_TYPES:
+            return "image", False
         if signature is not None:
             raise _unsupported(signature)
         return ("html" if _HTML_START.match(data[:2048].removeprefix(codecs.BOM_UTF8)) else "text"), False
+    if kind == "image":
+        if signature not in IMAGE_TYPES:
+            what = (mime or f".{extension}")[:100]
+            raise InvalidInput(
+                f"The file is declared {what} but is not a PNG, JPEG, GIF or WebP image.",
+                code="unsupported_document_type",
+                details={"type": what},
+            )
+        return kind, True
     if kind != "pdf" and signature is not None:
         if signature == "pdf":
             return "pdf", True
+        if signature in IMAGE_TYPES:
+            return "image", True
         raise _unsupported(signature)
     return kind, True
 
@@ -301,7 +337,7 @@ def _neutralise_line(line: str) -> str:
 # --- PDF ---------------------------------------------------------------------------------------------------------
 
 
-def _pdf_text(data: bytes, warnings: list[str]) -> str:
+def _pdf_text(data: bytes, warnings: list[str], images: list[ParsedImage]) -> str:
     try:
         import pypdf  # only PDFs pay for importing it (a tenth of a second at every cold start otherwise)
 
@@ -334,12 +370,46 @@ def _pdf_text(data: bytes, warnings: list[str]) -> str:
         body = _clean_pdf_page(raw)
         if body:
             sections.append(f"## Page {number}\n\n{body}")
-    if not sections:
+        if len(images) <= MAX_IMAGES:
+            images.extend(_pdf_page_images(page, number, warnings))
+    if not sections and not images:
+        raise InvalidInput("The PDF has no extractable text and no images.", code="document_empty")
+    return "\n\n".join(sections) + "\n" if sections else ""
+
+
+def _readable_image(data: bytes) -> bytes:
+    """``data``, once Pillow has read its header and checked its structure (a damaged image fails the document)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.verify()
+    except Exception as exc:  # Pillow signals damaged images with several exception types
         raise InvalidInput(
-            "The PDF has no extractable text (a scan or images only?); text recognition is not supported.",
-            code="document_empty",
-        )
-    return "\n\n".join(sections) + "\n"
+            "The image could not be read: the file is damaged or not an image.", code="document_unreadable"
+        ) from exc
+    return data
+
+
+def _pdf_page_images(page: object, number: int, warnings: list[str]) -> list[ParsedImage]:
+    """The images drawn on a PDF page, as PNG (or the JPEG they already are); pypdf decodes them with Pillow."""
+    found: list[ParsedImage] = []
+    try:
+        for image in page.images:  # type: ignore[attr-defined]
+            if image.data[:3] == b"\xff\xd8\xff":
+                found.append(ParsedImage(image.data, "image/jpeg", page=number))
+                continue
+            picture = image.image
+            if picture is None:
+                continue
+            out = io.BytesIO()
+            picture.save(out, format="PNG")
+            found.append(ParsedImage(out.getvalue(), "image/png", page=number))
+    except ImportError:
+        warnings.append("images in the PDF were left out: Pillow is not installed")
+    except Exception:  # pypdf and Pillow raise assorted errors for image formats they cannot decode
+        warnings.append(f"page {number}: an image could not be read")
+    return found
 
 
 def _clean_pdf_page(raw: str) -> str:
@@ -497,6 +567,7 @@ class _HTMLConverter(HTMLParser):
         self.links: list[bool] = []  # per open <a>: whether it opened a link capture
         self.table_depth = 0
         self.row: list[str] | None = None
+        self.images: list[ParsedImage] = []
 
     # -- parser callbacks --
 
@@ -554,9 +625,7 @@ class _HTMLConverter(HTMLParser):
             else:
                 self.writer.line_break()
         elif tag == "img":
-            alt = dict(attrs).get("alt")
-            if alt and alt.strip():
-                self._inline(_collapse(alt))
+            self._image(dict(attrs))
         elif tag in ("ul", "ol"):
             self._list_start(tag, attrs)
         elif tag == "li":
@@ -619,6 +688,15 @@ class _HTMLConverter(HTMLParser):
         return self.writer.finish(), self.title
 
     # -- structure --
+
+    def _image(self, attrs: dict[str, str | None]) -> None:
+        alt = attrs.get("alt")
+        if alt and alt.strip():
+            self._inline(_collapse(alt))
+        # Inline images only: a remote one is never fetched (it could point anywhere, the network included).
+        inline = _data_uri_image(attrs.get("src"))
+        if inline is not None:
+            self.images.append(ParsedImage(inline[1], inline[0], alt=_collapse(alt or "")))
 
     def _inline(self, text: str) -> None:
         if self.captures:
@@ -753,7 +831,29 @@ def _longest_run(text: str, char: str) -> int:
     return max((len(run) for run in runs), default=0)
 
 
-def _html_to_markdown(html: str) -> tuple[str, str | None]:
-    """HTML as Markdown-like text, with its <title> (None if it has none)."""
-    text, title = _HTMLConverter().convert(html)
+def _html_to_markdown(html: str, images: list[ParsedImage] | None = None) -> tuple[str, str | None]:
+    """HTML as Markdown-like text, with its <title> (None if it has none); its inline images go to ``images``."""
+    converter = _HTMLConverter()
+    text, title = converter.convert(html)
+    if images is not None:
+        images.extend(converter.images)
     return (text + "\n" if text else ""), title
+
+
+_DATA_URI = re.compile(r"data:(image/[a-z0-9.+-]+)(?:;[^,;]*)*;base64,", re.IGNORECASE)
+
+
+def _data_uri_image(src: str | None) -> tuple[str, bytes] | None:
+    """(type, bytes) of a ``data:image/...;base64,`` URI holding a PNG, JPEG, GIF or WebP image; None otherwise."""
+    if not src:
+        return None
+    src = src.strip()
+    match = _DATA_URI.match(src)
+    if match is None:
+        return None
+    try:
+        data = base64.b64decode("".join(src[match.end() :].split()), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    kind = _signature(data)
+    return (kind, data) if kind in IMAGE_TYPES else None

@@ -218,10 +218,23 @@ class BedrockLlm:
         }
         if system:  # Converse rejects an empty system text block
             kwargs["system"] = [{"text": system}]
+        return self._converse(kwargs, [system, *(m.content for m in messages)])
+
+    def describe_image(self, image: bytes, content_type: str, *, instruction: str, max_tokens: int = 300) -> str:
+        """A caption of ``image`` (``ports.ImageDescriber``): Converse's image block (Claude 3 and later, Nova)."""
+        image_block = {"format": content_type.removeprefix("image/"), "source": {"bytes": image}}
+        kwargs: dict[str, Any] = {
+            "modelId": self._model_id,
+            "messages": [{"role": "user", "content": [{"text": instruction}, {"image": image_block}]}],
+            "inferenceConfig": {"maxTokens": max_tokens},
+        }
+        return self._converse(kwargs, [instruction])
+
+    def _converse(self, kwargs: dict[str, Any], inputs: list[str]) -> str:
         try:
             response = self._client.converse(**kwargs)
         except ClientError as exc:
-            _raise_client_error(exc, self._model_id, "Converse", [system, *(m.content for m in messages)])
+            _raise_client_error(exc, self._model_id, "Converse", inputs)
         except BotoCoreError as exc:
             _raise_botocore_error(exc, self._model_id, "Converse")
         try:

@@ -82,6 +82,19 @@ class S3Blobs:
             raise Unavailable("cannot sign an upload now", code="blobs_unavailable") from exc
         return UploadTarget(url=str(post["url"]), fields={str(k): str(v) for k, v in post["fields"].items()})
 
+    def download_url(self, key: str, *, expires_in: int, content_type: str) -> str:
+        """A presigned GET of the blob, answered with ``content_type`` (``ports.BlobLinks``)."""
+        try:
+            return str(
+                self._client.generate_presigned_url(
+                    "get_object",
+                    Params={"Bucket": self._bucket, "Key": self.key(key), "ResponseContentType": content_type},
+                    ExpiresIn=expires_in,
+                )
+            )
+        except BotoCoreError as exc:
+            raise Unavailable("cannot sign a download now", code="blobs_unavailable") from exc
+
     def _call(self, call: Any) -> None:
         try:
             call()

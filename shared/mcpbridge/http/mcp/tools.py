@@ -18,7 +18,8 @@ from typing import Any, cast, get_args
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.knowledge import Document, KnowledgeAccess
 from mcpbridge.errors import InvalidInput
-from mcpbridge.http.views import AskOut, ChunkOut, DocumentOut, PageOut, capabilities
+from mcpbridge.http.views import AskOut, ChunkOut, DocumentOut, ImageOut, PageOut, capabilities
+from mcpbridge.knowledge.images import ImageRef
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 from mcpbridge.knowledge.search import SearchMode
 from mcpbridge.publishing.offered_tools import BY_NAME
@@ -42,6 +43,8 @@ class ToolContext:
     endpoint_id: str
     user_id: str | None = None
     """The user an OAuth call runs as (None: the endpoint's static token)."""
+    base_url: str = ""
+    """Where this endpoint is reached (links in results start with it)."""
 
     @property
     def owner(self) -> str:
@@ -190,12 +193,26 @@ def search_knowledge(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     service = ctx.container.knowledge_search
     scope = service.scope(ctx.access, _strings(args, "knowledge_base_ids"), _document_ids(args))
     outcome = service.search(scope, query, mode=mode, limit=_int(args, "limit", 10, 1, 30))
-    return {
-        "query": query,
-        "mode": outcome.mode,
-        "notices": outcome.notices,
-        "results": [{**ChunkOut.of(h.chunk).model_dump(), "score": round(h.score, 6)} for h in outcome.hits],
-    }
+    results = [{**ChunkOut.of(h.chunk).model_dump(), "score": round(h.score, 6)} for h in outcome.hits]
+    images = ctx.container.document_images
+    found = {n: images.images_of(ctx.access.workspace_id, h.chunk) for n, h in enumerate(outcome.hits)}
+    if any(found.values()):
+        # An image chunk carries its image, linked as in ask (once per call, scope checked again).
+        links = _image_links(ctx, [ref for refs in found.values() for ref in refs])
+        for n, refs in found.items():
+            if refs:
+                results[n]["images"] = [
+                    ImageOut(
+                        url=links.get(r.url, r.url), content_type=r.content_type, caption=r.caption, ocr_text=r.ocr_text
+                    ).model_dump()
+                    for r in refs
+                ]
+    return {"query": query, "mode": outcome.mode, "notices": outcome.notices, "results": results}
+
+
+def _image_links(ctx: ToolContext, refs: list[ImageRef]) -> dict[str, str]:
+    """Time-limited links for the images of one call's result: stored URL -> link (none where out of scope)."""
+    return ctx.container.image_links.link_all(ctx.endpoint_id, ctx.access, refs, ctx.base_url)
 
 
 def grep_chunks(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -266,7 +283,15 @@ def ask(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         session_id=_text(args, "session_id", required=False, max_chars=100),
         knowledge_base_ids=_strings(args, "knowledge_base_ids"),
     )
-    return AskOut.of(answer).model_dump()
+    out = AskOut.of(answer)
+    refs = [image for reference in answer.references for image in reference.images]
+    if refs:
+        # Once per call, after the endpoint's scope is checked again; the stored answer keeps resource:// URLs.
+        links = _image_links(ctx, refs)
+        for reference in out.references:
+            for image in reference.images:
+                image.url = links.get(image.url, image.url)
+    return out.model_dump()
 
 
 # ---------------------------------------------------------------------------------------------------- wiki

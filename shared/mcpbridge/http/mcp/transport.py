@@ -297,7 +297,9 @@ class McpEndpointApp:
             return None
         return error_result("rate_limited", f"rate limit exceeded for this endpoint; retry in {wait} s", 429)
 
-    def run_tool(self, authority: Authority, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def run_tool(
+        self, authority: Authority, name: str, arguments: dict[str, Any], base_url: str = ""
+    ) -> dict[str, Any]:
         """One tool call of an admitted request, in a worker thread: the rate limit, the use record, the tool."""
         container, endpoint = self._container, authority.endpoint
         refused = self.admit_call(authority)
@@ -305,7 +307,8 @@ class McpEndpointApp:
             return refused
         if authority.user_id is not None:
             log.info("tool %s on endpoint %s, as user %s (OAuth)", name, endpoint.id, authority.user_id)
-        context = ToolContext(container, authority.access, endpoint.id, authority.user_id)
+        base_url = container.settings.public_base_url or base_url
+        context = ToolContext(container, authority.access, endpoint.id, authority.user_id, base_url)
         try:
             data = SPECS_BY_NAME[name].handler(context, arguments)
         except MCPBridgeError as exc:
@@ -363,7 +366,7 @@ class EndpointTools:
             if resume is not None:  # a knowledge tool never asks for input: no state of ours names it
                 raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
             # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
-            return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments)
+            return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments, self._base_url)
         if self._authority.endpoint.services:
             key = (meta or {}).get(IDEMPOTENCY_META)
             asks = modern and elicits_urls(meta)

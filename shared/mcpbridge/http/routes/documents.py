@@ -122,11 +122,12 @@ async def upload_document(
     kb_id: KnowledgeBaseId,
     principal: CurrentPrincipal,
     documents: DocumentsDep,
-    file: Annotated[UploadFile, File(description="Markdown, text, HTML or PDF")],
+    file: Annotated[UploadFile, File(description="Markdown, text, HTML, PDF or an image (PNG, JPEG, GIF, WebP)")],
     title: Annotated[str | None, Form(max_length=255, description="The title; default: the file's name.")] = None,
 ) -> DocumentOut:
-    """A Markdown, text, HTML or PDF file in the request itself (`multipart/form-data`), up to the per-request limit;
-    larger files go through `POST /api/v1/knowledge-bases/{kb_id}/documents/uploads`."""
+    """A Markdown, text, HTML, PDF or image (PNG, JPEG, GIF, WebP) file in the request itself
+    (`multipart/form-data`), up to the per-request limit; larger files go through
+    `POST /api/v1/knowledge-bases/{kb_id}/documents/uploads`."""
     access = knowledge_write_access(principal, "write")
     limit = documents.max_request_bytes
     data = await file.read(limit + 1)
