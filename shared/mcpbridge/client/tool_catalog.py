@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the MCP client is imported on use: reading a catalog (admin
     from mcp.types import Resource, Tool
 
     from mcpbridge.client.connection import ConnectionSpec
+    from mcpbridge.client.quarantine import ToolQuarantine
 
 log = logging.getLogger("mcpbridge.services")
 
@@ -103,6 +104,7 @@ class ToolCatalog:
         telemetry: Telemetry | None = None,
         request_budget: float | None = None,
         snapshots: Snapshots | None = None,
+        quarantine: ToolQuarantine | None = None,
     ) -> None:
         """``telemetry``: a span around each pull, and the failed ones counted (``CatalogRefreshFailures``);
         ``request_budget``: the seconds a pull may take in all (a synchronous request's), None for the services'
@@ -117,6 +119,7 @@ class ToolCatalog:
         self._egress = egress
         self._spec_for = spec_for
         self._snapshots = snapshots or Snapshots(store, blobs)
+        self._quarantine = quarantine
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -260,6 +263,8 @@ class ToolCatalog:
             "last_attempt_at": started,
         }
         clears = ["last_error"] if head is not None and "last_error" in head else []
+        if self._quarantine is not None:  # the tools as they were before this refresh stay the approved ones
+            self._quarantine.set_baseline(workspace_id, service.id, previous["tools"] if previous else tools)
         try:
             self._store.update(key, Update(set=sets, remove=clears), condition=unchanged_head)
         except ConditionFailed:

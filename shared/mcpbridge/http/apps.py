@@ -56,6 +56,8 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
         "agents",
         "agent_catalog",
         "oauth_grants",
+        "quarantine",
+        "webhooks",
         "console",
     ),
     "oauth_callback": ("oauth_callback",),
@@ -83,6 +85,8 @@ _SEGMENTS: dict[str, frozenset[str]] = {
     "agent_catalog": frozenset({"agent"}),
     "oauth_grants": frozenset({"mcp-endpoints", "me", "users"}),
     "calls_audit": frozenset({"calls"}),
+    "quarantine": frozenset({"mcp-services", "tool-quarantine"}),
+    "webhooks": frozenset({"webhooks"}),
     "console": frozenset({"/console", "/"}),  # the console's pages and session, and the root that leads there
 }
 
