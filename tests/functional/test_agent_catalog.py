@@ -344,10 +344,10 @@ def test_describe_and_a_changed_schema_invalidates_the_tool_ref(
     # The server changes the tool's schema; after the refresh the old reference is refused, clearly.
     server.tools[0] = server.tools[0].model_copy(update={"input_schema": schema("query", "scope")})
     refresh(client, service_id)
-    stale = resolve_error(container, principal, old_ref)
-    assert (stale.status, stale.code) == (409, "tool_ref_stale")
-    assert stale.details == {"service_id": service_id, "tool_name": "search"}
-    # The changed tool is held until an admin approves the definition they reviewed.
+    # The changed tool is held until an admin approves the definition they reviewed; then the old reference is
+    # refused, clearly.
+    on_hold = resolve_error(container, principal, old_ref)
+    assert (on_hold.status, on_hold.code) == (403, "tool_held")
     held = client.get(f"{SERVICES}/{service_id}/quarantine/search")
     assert held.status_code == 200, held.text
     approved = client.post(
@@ -355,6 +355,9 @@ def test_describe_and_a_changed_schema_invalidates_the_tool_ref(
         json={"definition_hash": held.json()["tool"]["current_hash"]},
     )
     assert approved.status_code == 200, approved.text
+    stale = resolve_error(container, principal, old_ref)
+    assert (stale.status, stale.code) == (409, "tool_ref_stale")
+    assert stale.details == {"service_id": service_id, "tool_name": "search"}
     renewed = describe(client, service_id, "search")
     assert renewed["tool_ref"] != old_ref
     assert renewed["function_name"] == described["function_name"]  # the name does not depend on the schema

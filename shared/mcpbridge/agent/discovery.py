@@ -400,8 +400,9 @@ class AgentCatalog:
 
         Raises (4xx): ``invalid_tool_ref`` 400; ``tool_ref_unknown`` 404 (never issued here, or expired);
         ``service_not_found`` 404; ``service_not_selected`` 403; ``service_disabled`` 403; ``oauth_required`` 403
-        (an OAuth service this user has no catalog of); ``tool_not_found`` 404 (removed since); ``tool_ref_stale``
-        409 (the schema changed since the reference was issued: describe again); ``tool_disabled`` 403.
+        (an OAuth service this user has no catalog of); ``tool_not_found`` 404 (removed since); ``tool_held`` 403
+        (the quarantine holds the tool: changed or new, not approved yet); ``tool_ref_stale`` 409 (the definition
+        changed since the reference was issued: describe again); ``tool_disabled`` 403.
         """
         require_agent(principal)
         _require_own(principal, agent)
@@ -421,6 +422,7 @@ class AgentCatalog:
         tool = _tool_of(entry, tool_name)
         definition = tool["definition"]
         input_schema = dict(definition.get("inputSchema") or {})
+        _require_not_held(self._holds(principal, entry), service, tool_name)  # the hold first: describing won't help
         if definition_ref(service.id, tool_name, tool["definition_hash"]) != ref:
             raise Conflict(
                 f"the tool {_shown(tool_name)} of {service.name} changed since this tool_ref was issued: describe it "
@@ -430,7 +432,6 @@ class AgentCatalog:
             )
         policy = self._policies.policy_for(principal.workspace_id, service.id, tool_name)
         _require_tool_enabled(policy, tool_name)
-        _require_not_held(self._holds(principal, entry), service, tool_name)
         return ResolvedTool(
             service=service,
             tool_name=tool_name,
