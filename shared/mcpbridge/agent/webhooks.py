@@ -435,8 +435,8 @@ class GuardedSender:
 
     def check(self, url: str) -> None:
         """The SSRF guard's verdict on a receiver (raises InvalidInput ``url_*``)."""
-        target = require_https(self._policy, url, "webhook")
-        self._policy.resolve(target)
+        self._policy.resolve(self._policy.check_url(url))  # private addresses first: the more useful refusal
+        require_https(self._policy, url, "webhook")
 
     def __call__(self, url: str, body: bytes, headers: Mapping[str, str]) -> int:
         import httpx2
