@@ -13,6 +13,8 @@ from mcpbridge.client.quarantine import Difference, HeldTool, Pin, QuarantineSet
 from mcpbridge.http.auth import CurrentPrincipal, service_of
 from mcpbridge.http.fields import ServiceId, ToolName
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
+from mcpbridge.http.views import Timestamp
 
 if TYPE_CHECKING:
     from mcpbridge.client.quarantine import ToolQuarantine
@@ -36,7 +38,7 @@ class HeldToolOut(BaseModel):
     )
     current_hash: str = Field(description="SHA-256 of the current definition: what an approval names.")
     pinned_hash: str | None = Field(description="SHA-256 of the approved definition (null: never approved).")
-    seen_at: str | None = Field(description="When the catalog showing the current definition was taken.")
+    seen_at: Timestamp | None = Field(description="When the catalog showing the current definition was taken.")
 
     @classmethod
     def of(cls, held: HeldTool) -> HeldToolOut:
@@ -53,6 +55,7 @@ class HeldToolOut(BaseModel):
 
 class HeldTools(BaseModel):
     items: list[HeldToolOut]
+    next_cursor: str | None = next_cursor_field()
 
 
 class QuarantineOut(BaseModel):
@@ -60,7 +63,7 @@ class QuarantineOut(BaseModel):
     new_tools: Literal["hold", "approve"] = Field(
         description="hold: tools appearing after the first catalog wait for an approval; approve: pinned as they come."
     )
-    baseline_at: str | None = Field(description="When the first catalog's tools were pinned (null: not yet).")
+    baseline_at: Timestamp | None = Field(description="When the first catalog's tools were pinned (null: not yet).")
     held: list[HeldToolOut]
 
     @classmethod
@@ -108,7 +111,7 @@ class PinOut(BaseModel):
     service_id: str
     tool_name: str
     definition_hash: str
-    approved_at: str
+    approved_at: Timestamp
     approved_by: str
 
     @classmethod
@@ -123,10 +126,22 @@ class PinOut(BaseModel):
 
 
 @router.get("/api/v1/tool-quarantine", operation_id="listHeldTools", summary="List every held tool")
-def list_held_tools(principal: CurrentPrincipal, quarantine: QuarantineDep) -> HeldTools:
+def list_held_tools(
+    principal: CurrentPrincipal,
+    quarantine: QuarantineDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> HeldTools:
     """The tools of every service of the workspace that the quarantine holds: not offered to agents or endpoints,
     and refused when called, until an admin approves them."""
-    return HeldTools(items=[HeldToolOut.of(h) for h in quarantine.held(principal)])
+    held, next_cursor = page_of(
+        quarantine.held(principal),
+        key=lambda h: (h.service_id, h.tool_name),
+        limit=limit,
+        cursor=cursor,
+        listing="tool-quarantine",
+    )
+    return HeldTools(items=[HeldToolOut.of(h) for h in held], next_cursor=next_cursor)
 
 
 @router.get(

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpbridge.agent.webhooks import Delivery, Webhook
 from mcpbridge.http.auth import CurrentPrincipal, service_of
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
+from mcpbridge.http.views import Timestamp
 
 if TYPE_CHECKING:
     from mcpbridge.agent.webhooks import Webhooks
@@ -49,7 +51,7 @@ class WebhookOut(BaseModel):
     format: Literal["json", "slack", "teams"]
     events: list[str]
     description: str
-    created_at: str
+    created_at: Timestamp
     created_by: str
 
     @classmethod
@@ -74,6 +76,7 @@ class CreatedWebhook(WebhookOut):
 
 class WebhookList(BaseModel):
     items: list[WebhookOut]
+    next_cursor: str | None = next_cursor_field()
 
 
 class DeliveryOut(BaseModel):
@@ -81,7 +84,7 @@ class DeliveryOut(BaseModel):
     event: str
     call_id: str
     status: Literal["pending", "delivered", "failed"]
-    created_at: str
+    created_at: Timestamp
     attempts: list[dict[str, Any]] = Field(description="Each attempt: `at`, and `status_code` or an `error` code.")
 
     @classmethod
@@ -98,6 +101,7 @@ class DeliveryOut(BaseModel):
 
 class DeliveryList(BaseModel):
     items: list[DeliveryOut]
+    next_cursor: str | None = next_cursor_field()
 
 
 @router.post(
@@ -114,17 +118,28 @@ async def create_webhook(body: WebhookIn, principal: CurrentPrincipal, webhooks:
 
 
 @router.get("", operation_id="listWebhooks", summary="List the webhooks")
-def list_webhooks(principal: CurrentPrincipal, webhooks: WebhooksDep) -> WebhookList:
-    return WebhookList(items=[WebhookOut.of(w) for w in webhooks.list(principal)])
+def list_webhooks(
+    principal: CurrentPrincipal,
+    webhooks: WebhooksDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> WebhookList:
+    """The workspace's webhooks, oldest first (their URLs as scheme and host only)."""
+    found, next_cursor = page_of(
+        webhooks.list(principal), key=lambda w: (w.id,), limit=limit, cursor=cursor, listing="webhooks"
+    )
+    return WebhookList(items=[WebhookOut.of(w) for w in found], next_cursor=next_cursor)
 
 
 @router.get("/{webhook_id}", operation_id="getWebhook", summary="A webhook", responses=problems(404))
 def get_webhook(webhook_id: WebhookId, principal: CurrentPrincipal, webhooks: WebhooksDep) -> WebhookOut:
+    """One webhook (never its signing secret)."""
     return WebhookOut.of(webhooks.get(principal, webhook_id))
 
 
 @router.delete("/{webhook_id}", operation_id="deleteWebhook", summary="Delete a webhook", responses=problems(404))
 def delete_webhook(webhook_id: WebhookId, principal: CurrentPrincipal, webhooks: WebhooksDep) -> Response:
+    """Deletes the webhook; deliveries still queued for it are dropped."""
     webhooks.delete(principal, webhook_id)
     return Response(status_code=204)
 
@@ -135,6 +150,20 @@ def delete_webhook(webhook_id: WebhookId, principal: CurrentPrincipal, webhooks:
     summary="A webhook's delivery log",
     responses=problems(404),
 )
-def list_deliveries(webhook_id: WebhookId, principal: CurrentPrincipal, webhooks: WebhooksDep) -> DeliveryList:
+def list_deliveries(
+    webhook_id: WebhookId,
+    principal: CurrentPrincipal,
+    webhooks: WebhooksDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> DeliveryList:
     """The webhook's deliveries, newest first (the last 100, kept 30 days), each with its attempts."""
-    return DeliveryList(items=[DeliveryOut.of(d) for d in webhooks.deliveries(principal, webhook_id)])
+    found, next_cursor = page_of(
+        webhooks.deliveries(principal, webhook_id),
+        key=lambda d: (d.id,),
+        limit=limit,
+        cursor=cursor,
+        listing=f"webhooks/{webhook_id}/deliveries",
+        descending=True,
+    )
+    return DeliveryList(items=[DeliveryOut.of(d) for d in found], next_cursor=next_cursor)
