@@ -691,7 +691,8 @@ class Container:
     @cached_property
     def webhooks(self) -> Webhooks:
         """Webhooks of call events; deliveries run as jobs (the thread pool, or the indexer function on AWS)."""
-        from mcpbridge.agent.webhooks import GuardedSender, Webhooks
+        from mcpbridge.agent.webhook_bodies import GuardedSender
+        from mcpbridge.agent.webhooks import Webhooks
 
         sender = GuardedSender(self.egress)
         return Webhooks(

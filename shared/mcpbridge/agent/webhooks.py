@@ -8,8 +8,9 @@
   approval or a rejection by a person), ``call.timed_out`` (nobody decided in time). Each carries the call's id,
   tool, service, status, user and deadline, and the link to its page in the console (``/console/approvals/{id}``
   under ``MCPBRIDGE_PUBLIC_BASE_URL``); never its arguments or result.
-* **Signature**: ``X-Mcpbridge-Timestamp: <unix seconds>`` and ``X-Mcpbridge-Signature: v1=<hex>``, the HMAC-SHA256
-  with the secret over ``<timestamp>.<body>``. A receiver recomputes it and refuses old timestamps (replays).
+* **Signature** (:mod:`mcpbridge.agent.webhook_bodies`, beside the bodies): ``X-Mcpbridge-Timestamp: <unix
+  seconds>`` and ``X-Mcpbridge-Signature: v1=<hex>``, the HMAC-SHA256 with the secret over ``<timestamp>.<body>``. A
+  receiver recomputes it and refuses old timestamps (replays).
 * **Delivery, off the call's path.** :class:`WebhookEvents` wraps the events port: after the event is published it
   records one delivery per webhook wanting it (``WS#<ws> / WHDLV#<webhook>#<delivery>``, kept 30 days) and queues a
   ``webhook.deliver`` job (:class:`~mcpbridge.ports.Jobs`: the in-process pool locally, an asynchronous invocation of
@@ -22,9 +23,6 @@
 from __future__ import annotations
 
 import builtins
-import hashlib
-import hmac
-import json
 import logging
 import secrets
 import time
@@ -32,14 +30,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from mcpbridge.agent.webhook_bodies import event_of, render, signature
 from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.domain.ids import is_id, new_id
 from mcpbridge.domain.items import Key, Update
 from mcpbridge.domain.secrets import SecretContext
-from mcpbridge.errors import Forbidden, InvalidInput, MCPBridgeError, NotFound, UpstreamError
-from mcpbridge.outbound.http import guarded_client
-from mcpbridge.outbound.json_http import require_https
-from mcpbridge.outbound.policy import EgressPolicy
+from mcpbridge.errors import Forbidden, InvalidInput, MCPBridgeError, NotFound
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Events, Jobs, SecretBox, Store
 
@@ -57,11 +53,8 @@ MAX_URL_CHARS: Final = 2048
 MAX_DESCRIPTION_CHARS: Final = 500
 MAX_ATTEMPTS: Final = 4
 BACKOFF_SECONDS: Final = 1.0
-ATTEMPT_TIMEOUT_SECONDS: Final = 10.0
 DELIVERY_DAYS: Final = 30
 MAX_LOG_ENTRIES: Final = 100
-APPROVAL_PAGE: Final = "/console/approvals/{call_id}"
-_TIMEOUT_CODES: Final = frozenset({"approval_timeout", "authorization_timeout"})
 
 
 def webhook_key(workspace_id: str, webhook_id: str) -> Key:
@@ -70,12 +63,6 @@ def webhook_key(workspace_id: str, webhook_id: str) -> Key:
 
 def delivery_key(workspace_id: str, webhook_id: str, delivery_id: str) -> Key:
     return Key(f"WS#{workspace_id}", f"WHDLV#{webhook_id}#{delivery_id}")
-
-
-def signature(secret: str, sent_at: str, body: bytes) -> str:
-    """``v1=`` + hex HMAC-SHA256 over ``<timestamp>.<body>``."""
-    digest = hmac.new(secret.encode(), sent_at.encode() + b"." + body, hashlib.sha256).hexdigest()
-    return f"v1={digest}"
 
 
 @dataclass(frozen=True)
@@ -325,80 +312,6 @@ class WebhookEvents:
             log.warning("webhook notification failed", exc_info=True)
 
 
-def event_of(kind: str, detail: Mapping[str, Any]) -> str | None:
-    """The webhook event of a call event, or None (not one webhooks hear)."""
-    if kind in ("tool_call.approval_required", "tool_call.oauth_required"):
-        return "call.waiting"
-    if kind == "tool_call.approval_resolved":
-        return "call.decided"
-    if kind == "tool_call.resolved" and detail.get("error_code") in _TIMEOUT_CODES:
-        return "call.timed_out"
-    return None
-
-
-def render(
-    format: str, event: str, delivery_id: str, occurred_at: str, detail: Mapping[str, Any], base_url: str
-) -> bytes:
-    """The body of a delivery: a plain JSON event, or a Slack / Teams incoming-webhook message."""
-    call_id = str(detail.get("pending_id") or "")
-    link = base_url + APPROVAL_PAGE.format(call_id=call_id)
-    call = {
-        "id": call_id,
-        "status": detail.get("status"),
-        "waiting_for": detail.get("kind"),
-        "service_id": detail.get("service_id"),
-        "service_name": detail.get("service_name"),
-        "tool": detail.get("tool"),
-        "user_id": detail.get("user_id"),
-        "deadline_at": detail.get("deadline_at"),
-    }
-    text = _sentence(event, call, link)
-    if format == "slack":
-        body: dict[str, Any] = {
-            "text": text,
-            "blocks": [
-                {"type": "section", "text": {"type": "mrkdwn", "text": text}},
-                {
-                    "type": "actions",
-                    "elements": [
-                        {"type": "button", "text": {"type": "plain_text", "text": "Open the call"}, "url": link}
-                    ],
-                },
-            ],
-        }
-    elif format == "teams":
-        body = {
-            "@type": "MessageCard",
-            "@context": "https://schema.org/extensions",
-            "summary": text,
-            "title": f"mcpbridge: {event}",
-            "text": text,
-            "potentialAction": [
-                {"@type": "OpenUri", "name": "Open the call", "targets": [{"os": "default", "uri": link}]}
-            ],
-        }
-    else:
-        body = {
-            "id": delivery_id,
-            "type": event,
-            "occurred_at": occurred_at,
-            "workspace_id": detail.get("workspace_id"),
-            "call": call,
-            "url": link,
-        }
-    return json.dumps(body, ensure_ascii=False, sort_keys=True).encode()
-
-
-def _sentence(event: str, call: Mapping[str, Any], link: str) -> str:
-    what = f"{call['tool']} of {call['service_name']}"
-    if event == "call.waiting":
-        who = "an approval" if call["waiting_for"] == "approval" else "its user's authorization"
-        return f"A call of {what} waits for {who}: {link}"
-    if event == "call.decided":
-        return f"A call of {what} was {call['status']}: {link}"
-    return f"A call of {what} timed out without a decision: {link}"
-
-
 def _events(events: object) -> tuple[str, ...]:
     if events is None:
         return EVENTS
@@ -423,34 +336,6 @@ def shown_url(url: str) -> str:
     scheme, _, rest = url.partition("://")
     host = rest.split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]
     return f"{scheme}://{host}/…"
-
-
-class GuardedSender:
-    """One POST through the SSRF-guarded client (:func:`~mcpbridge.outbound.http.guarded_client`): ``https``
-    unless allowlisted, every address checked when the connection opens, no redirect followed, a small answer."""
-
-    def __init__(self, policy: EgressPolicy, timeout: float = ATTEMPT_TIMEOUT_SECONDS) -> None:
-        self._policy = policy
-        self._timeout = timeout
-
-    def check(self, url: str) -> None:
-        """The SSRF guard's verdict on a receiver (raises InvalidInput ``url_*``)."""
-        self._policy.resolve(self._policy.check_url(url))  # private addresses first: the more useful refusal
-        require_https(self._policy, url, "webhook")
-
-    def __call__(self, url: str, body: bytes, headers: Mapping[str, str]) -> int:
-        import httpx2
-
-        require_https(self._policy, url, "webhook")
-        with guarded_client(self._policy, timeout=self._timeout, max_answer_bytes=64 * 1024) as http:
-            try:
-                with http.stream("POST", url, content=body, headers=dict(headers)) as answer:
-                    answer.read()
-                    return answer.status_code
-            except httpx2.TimeoutException:
-                raise UpstreamError("the webhook's receiver did not answer in time", code="webhook_timeout") from None
-            except httpx2.HTTPError:
-                raise UpstreamError("the webhook's receiver could not be reached", code="webhook_unreachable") from None
 
 
 def _webhook_of(item: Mapping[str, Any]) -> Webhook:
