@@ -392,7 +392,7 @@ class Container:
     def sweep(self) -> Sweep:
         from mcpbridge.maintenance.sweep import Sweep
 
-        return Sweep(self.indexing_recovery, self.tool_call_records, self.telemetry)
+        return Sweep(self.indexing_recovery, self.tool_call_records, self.telemetry, lambda: self.webhooks)
 
     def run_job(self, kind: str, payload: dict[str, str]) -> None:
         """Carry out one background job (called by the thread pool, or by the indexer Lambda function)."""

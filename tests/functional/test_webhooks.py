@@ -18,6 +18,8 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.types import Receive, Scope, Send
 
+from mcpbridge.agent.steps import event_detail
+from mcpbridge.agent.webhooks import Webhooks
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Scope as KeyScope
@@ -293,3 +295,44 @@ def _viewer_key(container: Container) -> str:
         )
     )
     return issued.plaintext
+
+
+class _LostJobs:
+    """A job queue whose jobs are lost (a Lambda sandbox frozen with its thread): ``ports.Jobs``, running nothing."""
+
+    def __init__(self) -> None:
+        self.lost: list[tuple[str, dict[str, str]]] = []
+
+    def submit(self, kind: str, payload: dict[str, str]) -> None:
+        self.lost.append((kind, payload))
+
+
+def test_a_delivery_whose_job_was_lost_is_sent_by_the_next_sweep(world: World) -> None:
+    hook = create(world, "/lost", events=["call.waiting"])
+    call_id = paused_call(world)
+    (delivered,) = wait_for(world, "/lost", 1)  # the normal path first
+
+    container = world.container
+    lost = _LostJobs()
+    unlucky = Webhooks(
+        container.store,
+        container.clock,
+        container.secrets,
+        lambda: lost,
+        lambda url: None,
+        lambda url, body, headers: 599,
+        public_base_url=BASE_URL,
+    )
+    call = container.tool_call_records.find(container.identity.installed_workspace_id() or "", call_id)
+    unlucky.note("tool_call.approval_required", event_detail(call))
+    assert [kind for kind, _ in lost.lost] == ["webhook.deliver"]
+    assert len(world.receiver.at("/lost")) == 1
+
+    container.sweep.run()  # too soon: the job may still be running
+    container.clock.advance(301)  # type: ignore[attr-defined]
+    container.sweep.run()
+    again = wait_for(world, "/lost", 2)[1]
+    event = verified(hook["signing_secret"], again)
+    assert event["type"] == "call.waiting"
+    assert event["call"]["id"] == call_id
+    assert again["headers"]["x-mcpbridge-delivery"] != delivered["headers"]["x-mcpbridge-delivery"]

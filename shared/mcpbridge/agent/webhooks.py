@@ -17,7 +17,9 @@
   the indexer function on AWS). Any failure there is logged and swallowed: a call never waits for, or fails
   because of, a receiver. The job sends the body, up to :data:`MAX_ATTEMPTS` times with doubling pauses, while the
   answer is not 2xx; each attempt (status or error kind, never a body) goes to the delivery log. A job run twice
-  sends nothing once its delivery is no longer pending.
+  sends nothing once its delivery is no longer pending. A delivery whose job was lost (a Lambda sandbox frozen
+  with it, on the functions that run jobs on threads) stays pending; the periodic sweep queues it again
+  (:meth:`Webhooks.redrive`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ MAX_ATTEMPTS: Final = 4
 BACKOFF_SECONDS: Final = 1.0
 DELIVERY_DAYS: Final = 30
 MAX_LOG_ENTRIES: Final = 100
+PENDING_PARTITION: Final = "WHDLV#PENDING"
+REDRIVE_AFTER_SECONDS: Final = 300.0
+"""Longer than a delivery job can take (4 attempts of at most 10 s, and 7 s of pauses): a job still running is never
+queued twice."""
+_PENDING: Final = ["gsi1pk", "gsi1sk"]
 
 
 def webhook_key(workspace_id: str, webhook_id: str) -> Key:
@@ -228,6 +235,8 @@ class Webhooks:
                 "body": body.decode(),
                 "attempts": [],
                 "expires_at": int(now) + DELIVERY_DAYS * 86_400,
+                "gsi1pk": PENDING_PARTITION,
+                "gsi1sk": f"{timestamp(now)}#{workspace_id}#{item['id']}#{delivery_id}",
             }
         )
         self._jobs().submit(
@@ -244,13 +253,17 @@ class Webhooks:
             return
         hook = self._store.get(webhook_key(workspace_id, webhook_id))
         if hook is None:
-            self._store.update(key, Update(set={"status": "failed", "failed_reason": "webhook_deleted"}))
+            self._store.update(
+                key, Update(set={"status": "failed", "failed_reason": "webhook_deleted"}, remove=_PENDING)
+            )
             return
         try:
             secret = self._secrets.open(hook["secret_signing"], _context(workspace_id, webhook_id, "webhook_secret"))
             url = self._secrets.open(hook["secret_url"], _context(workspace_id, webhook_id, "webhook_url"))
         except Exception:
-            self._store.update(key, Update(set={"status": "failed", "failed_reason": "secret_unreadable"}))
+            self._store.update(
+                key, Update(set={"status": "failed", "failed_reason": "secret_unreadable"}, remove=_PENDING)
+            )
             log.warning("webhook %s: its signing secret cannot be opened", webhook_id)
             return
         body = str(delivery["body"]).encode()
@@ -280,10 +293,28 @@ class Webhooks:
             sets: dict[str, Any] = {"attempts": attempts}
             if final:
                 sets["status"] = "delivered" if done else "failed"
-            self._store.update(key, Update(set=sets))
+            self._store.update(key, Update(set=sets, remove=_PENDING if final else []))
             if final:
                 log.info("webhook %s delivery %s: %s", webhook_id, delivery_id, sets["status"])
                 return
+
+    def redrive(self, older_than_seconds: float = REDRIVE_AFTER_SECONDS) -> int:
+        """Queue again the deliveries still pending after ``older_than_seconds`` (their job was lost: a frozen or
+        failed sandbox); each goes on from the attempts it has logged. How many were queued (the periodic sweep)."""
+        cutoff = timestamp(self._clock.now() - older_than_seconds)
+        queued = 0
+        for item in list(every_item(self._store, PENDING_PARTITION, index="gsi1")):
+            if str(item.get("created_at", "")) > cutoff or item.get("status") != "pending":
+                continue
+            payload = {"workspace_id": "", "webhook_id": str(item["webhook_id"]), "delivery_id": str(item["id"])}
+            payload["workspace_id"] = str(item["pk"]).removeprefix("WS#")
+            try:
+                self._jobs().submit(DELIVER_JOB, payload)
+            except MCPBridgeError as exc:
+                log.warning("could not queue a pending webhook delivery again: %s", exc.code)
+                break
+            queued += 1
+        return queued
 
     def _items(self, workspace_id: str) -> builtins.list[dict[str, Any]]:
         return list(every_item(self._store, f"WS#{workspace_id}", sk_prefix="WEBHOOK#"))
