@@ -16,10 +16,12 @@ from fastapi.testclient import TestClient
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
+from mcpbridge.agent.discovery import tool_ref_key
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Scope as KeyScope
 from mcpbridge.domain.items import Key
+from mcpbridge.domain.tool_names import tool_ref
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.identity.accounts import _api_key_item
 from mcpbridge.outbound.policy import EgressPolicy
@@ -288,3 +290,31 @@ def test_a_published_endpoint_holds_a_changed_tool_until_approved(
         answered = asyncio.run(session(call_echo))
         assert answered.is_error is False
         assert upstream.ran[-1] == ("echo", {"text": "held?"})
+
+
+def test_a_tool_ref_issued_before_the_quarantine_works_until_another_definition_is_approved(
+    container: Container, client: TestClient, upstream: Upstream
+) -> None:
+    service_id = register(client, upstream)
+    listed(client)  # the baseline
+    workspace_id = container.identity.installed_workspace_id()
+    assert workspace_id is not None
+    # What an earlier version recorded for a describe: a reference over the input schema only.
+    legacy = tool_ref(service_id, "echo", upstream.tools[0].input_schema)
+    container.store.put(
+        {
+            **tool_ref_key(workspace_id, legacy).as_dict(),
+            "service_id": service_id,
+            "tool_name": "echo",
+            "issued_at": "2026-01-01T00:00:00Z",
+        }
+    )
+    assert settled(client, call(client, legacy, "still fine").json()["pending_id"])["status"] == "completed"
+
+    change_description(upstream, "echo", CHANGED)
+    refresh(client, service_id)
+    problem(call(client, legacy, "held"), 403, "tool_held")
+    seen = client.get(f"{SERVICES}/{service_id}/quarantine/echo").json()
+    approve = {"definition_hash": seen["tool"]["current_hash"]}
+    assert client.post(f"{SERVICES}/{service_id}/quarantine/echo/approve", json=approve).status_code == 200
+    problem(call(client, legacy, "stale"), 409, "tool_ref_stale")

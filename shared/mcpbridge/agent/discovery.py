@@ -50,7 +50,7 @@ from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal, Scope, timestamp
 from mcpbridge.domain.items import Key
 from mcpbridge.domain.names import fold
-from mcpbridge.domain.tool_names import FunctionNames, definition_ref, is_tool_ref
+from mcpbridge.domain.tool_names import FunctionNames, definition_ref, is_tool_ref, tool_ref
 from mcpbridge.errors import Conflict, Forbidden, InvalidInput, MCPBridgeError, NotFound, OAuthRequired
 from mcpbridge.ports import Clock, Store
 
@@ -423,7 +423,8 @@ class AgentCatalog:
         definition = tool["definition"]
         input_schema = dict(definition.get("inputSchema") or {})
         _require_not_held(self._holds(principal, entry), service, tool_name)  # the hold first: describing won't help
-        if definition_ref(service.id, tool_name, tool["definition_hash"]) != ref:
+        current = definition_ref(service.id, tool_name, tool["definition_hash"])
+        if current != ref and not self._legacy_ref_holds(principal, service.id, tool_name, input_schema, ref):
             raise Conflict(
                 f"the tool {_shown(tool_name)} of {service.name} changed since this tool_ref was issued: describe it "
                 "again",
@@ -467,6 +468,16 @@ class AgentCatalog:
                 details={"service_id": service.id},
             )
         return service
+
+    def _legacy_ref_holds(
+        self, principal: Principal, service_id: str, tool_name: str, input_schema: dict[str, Any], ref: str
+    ) -> bool:
+        """A reference of the earlier form (over the input schema only), issued before the quarantine existed, still
+        names the tool while its pin is the baseline taken then: a call waiting over the upgrade still runs. Once an
+        admin approves another definition, it is stale like any other."""
+        if self._quarantine is None or tool_ref(service_id, tool_name, input_schema) != ref:
+            return False
+        return self._quarantine.pinned_how(principal.workspace_id, service_id, tool_name) == "baseline"
 
     def _holds(self, principal: Principal, entry: _Loaded) -> dict[str, Hold]:
         if self._quarantine is None or entry.view.snapshot is None:

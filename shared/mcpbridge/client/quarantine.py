@@ -172,6 +172,11 @@ class ToolQuarantine:
         except ConditionFailed:
             return self._store.get(key) or {}
 
+    def pinned_how(self, workspace_id: str, service_id: str, tool_name: str) -> str | None:
+        """How the tool's pin was made (``baseline``, ``new_tools``, ``approved``), or None without one."""
+        item = self._store.get(pin_key(workspace_id, service_id, tool_name))
+        return None if item is None else str(item.get("how"))
+
     # ------------------------------------------------------------------------------------------ the admins' side
 
     def settings(self, principal: Principal, service_id: str) -> QuarantineSettings:
