@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from mcpbridge.agent.profiles import AgentProfile, AgentProfiles
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.agent.tool_resolution import ToolResolution
+    from mcpbridge.agent.webhooks import Webhooks
     from mcpbridge.authserver.access import OAuthAccess
     from mcpbridge.authserver.grant_reviews import GrantReviews
     from mcpbridge.authserver.grants import Grants
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from mcpbridge.authserver.tokens import Tokens
     from mcpbridge.client.policies import ToolPolicies
     from mcpbridge.client.pool import ConnectionPools
+    from mcpbridge.client.quarantine import ToolQuarantine
     from mcpbridge.client.registry import ServiceRegistry
     from mcpbridge.client.snapshots import Snapshots
     from mcpbridge.client.tool_catalog import ToolCatalog
@@ -395,11 +397,15 @@ class Container:
     def sweep(self) -> Sweep:
         from mcpbridge.maintenance.sweep import Sweep
 
-        return Sweep(self.indexing_recovery, self.tool_call_records, self.telemetry)
+        return Sweep(self.indexing_recovery, self.tool_call_records, self.telemetry, lambda: self.webhooks)
 
     def run_job(self, kind: str, payload: dict[str, str]) -> None:
         """Carry out one background job (called by the thread pool, or by the indexer Lambda function)."""
         from mcpbridge.tenancy.jobs import run_job
+
+        if kind == "webhook.deliver":
+            self.webhooks.deliver(payload["workspace_id"], payload["webhook_id"], payload["delivery_id"])
+            return
 
         run_job(
             kind,
@@ -628,10 +634,11 @@ class Container:
     @cached_property
     def services(self) -> ServiceRegistry:
         from mcpbridge.client.policies import PolicyRows
+        from mcpbridge.client.quarantine import PinRows
         from mcpbridge.client.registry import ServiceRegistry
         from mcpbridge.oauth.rows import OAuthRows
 
-        dependents = (PolicyRows(self.store), self._snapshots, OAuthRows(self.store))
+        dependents = (PolicyRows(self.store), self._snapshots, OAuthRows(self.store), PinRows(self.store))
         return ServiceRegistry(self.store, self.clock, self.secrets, self.egress, dependents=dependents)
 
     @cached_property
@@ -656,7 +663,14 @@ class Container:
             telemetry=self.telemetry,
             request_budget=self._request_budget,
             snapshots=self._snapshots,
+            quarantine=self.tool_quarantine,
         )
+
+    @cached_property
+    def tool_quarantine(self) -> ToolQuarantine:
+        from mcpbridge.client.quarantine import ToolQuarantine
+
+        return ToolQuarantine(self.store, self.clock, self.services, self._snapshots)
 
     @cached_property
     def connections(self) -> ConnectionPools:
@@ -679,7 +693,9 @@ class Container:
         """What agents discover; needs_auth is judged from the snapshots until an OAuth-aware check is wired here."""
         from mcpbridge.agent.discovery import AgentCatalog
 
-        return AgentCatalog(self.store, self.clock, self.services, self.catalog, self.tool_policies)
+        return AgentCatalog(
+            self.store, self.clock, self.services, self.catalog, self.tool_policies, quarantine=self.tool_quarantine
+        )
 
     @cached_property
     def answers(self) -> Answerer:
@@ -725,10 +741,31 @@ class Container:
             from mcpbridge.adapters.aws.eventbridge import EventBridgeEvents
 
             client = self._aws_client("events", connect_timeout=2, read_timeout=5)
-            return EventBridgeEvents(client, self.settings.event_bus_name)
-        from mcpbridge.adapters.local.events import LogEvents
+            inner: Events = EventBridgeEvents(client, self.settings.event_bus_name)
+        else:
+            from mcpbridge.adapters.local.events import LogEvents
 
-        return LogEvents()
+            inner = LogEvents()
+        from mcpbridge.agent.webhooks import WebhookEvents
+
+        return WebhookEvents(inner, lambda: self.webhooks)
+
+    @cached_property
+    def webhooks(self) -> Webhooks:
+        """Webhooks of call events; deliveries run as jobs (the thread pool, or the indexer function on AWS)."""
+        from mcpbridge.agent.webhook_bodies import GuardedSender
+        from mcpbridge.agent.webhooks import Webhooks
+
+        sender = GuardedSender(self.egress)
+        return Webhooks(
+            self.store,
+            self.clock,
+            self.secrets,
+            lambda: self.jobs,
+            sender.check,
+            sender,
+            public_base_url=self.settings.public_base_url,
+        )
 
     @cached_property
     def workflow(self) -> Workflow:

@@ -344,6 +344,17 @@ def test_describe_and_a_changed_schema_invalidates_the_tool_ref(
     # The server changes the tool's schema; after the refresh the old reference is refused, clearly.
     server.tools[0] = server.tools[0].model_copy(update={"input_schema": schema("query", "scope")})
     refresh(client, service_id)
+    # The changed tool is held until an admin approves the definition they reviewed; then the old reference is
+    # refused, clearly.
+    on_hold = resolve_error(container, principal, old_ref)
+    assert (on_hold.status, on_hold.code) == (403, "tool_held")
+    held = client.get(f"{SERVICES}/{service_id}/quarantine/search")
+    assert held.status_code == 200, held.text
+    approved = client.post(
+        f"{SERVICES}/{service_id}/quarantine/search/approve",
+        json={"definition_hash": held.json()["tool"]["current_hash"]},
+    )
+    assert approved.status_code == 200, approved.text
     stale = resolve_error(container, principal, old_ref)
     assert (stale.status, stale.code) == (409, "tool_ref_stale")
     assert stale.details == {"service_id": service_id, "tool_name": "search"}
@@ -433,6 +444,19 @@ def test_names_are_stable_across_refreshes_and_the_first_registration_wins(
     server.tools = [types.Tool(name="aaa_new", input_schema=schema()), *reversed(server.tools)]
     refresh(client, dash)
     refresh(client, dot)
+    # Held meanwhile: the added tool, and "search", whose first listing is now the other definition.
+    held = client.get("/api/v1/tool-quarantine").json()["items"]
+    assert sorted((h["service_id"], h["tool_name"], h["reason"]) for h in held) == sorted(
+        [(dash, "aaa_new", "new"), (dot, "aaa_new", "new"), (dash, "search", "changed"), (dot, "search", "changed")]
+    )
+    assert len(tools(client, limit=50)["items"]) == 4
+    for service_id in (dash, dot):
+        allowed = client.put(f"{SERVICES}/{service_id}/quarantine", json={"new_tools": "approve"})
+        assert allowed.status_code == 200, allowed.text
+        seen = client.get(f"{SERVICES}/{service_id}/quarantine/search").json()
+        assert seen["changed_fields"] == ["description", "inputSchema"]
+        approve = {"definition_hash": seen["tool"]["current_hash"]}
+        assert client.post(f"{SERVICES}/{service_id}/quarantine/search/approve", json=approve).status_code == 200
     after = {(t["service_id"], t["name"]): t["function_name"] for t in tools(client, limit=50)["items"]}
     assert {k: v for k, v in after.items() if k in before} == before
     assert len(after) == 8

@@ -48,7 +48,8 @@ STATE_MACHINE_ROLE = "ToolCallsStateMachineRole"
 # Not behind the API: it consumes the indexer's failure queue and sweeps stuck jobs on a schedule.
 RECOVERY = "JobRecoveryFunction"
 # The functions that submit background jobs, i.e. invoke the indexer.
-JOB_SUBMITTERS = {"AdminApiFunction", "McpEndpointFunction", RECOVERY}
+# The resolutions function submits webhook deliveries of the decisions it records.
+JOB_SUBMITTERS = {"AdminApiFunction", "McpEndpointFunction", "ResolutionsFunction", RECOVERY}
 # The functions that store documents (blobs in S3, sealed with the key).
 DOCUMENT_WRITERS = {"AdminApiFunction", "McpEndpointFunction"}
 RUNTIME = "python3.13"

@@ -43,13 +43,14 @@ from typing import Any, Final, Literal, Protocol
 
 from mcpbridge.agent.profiles import AgentProfile, require_agent
 from mcpbridge.client.policies import ToolPolicies, ToolPolicy
+from mcpbridge.client.quarantine import Hold, ToolQuarantine
 from mcpbridge.client.registry import ServiceRegistry
-from mcpbridge.client.tool_catalog import CatalogView, RefreshError, ToolCatalog
+from mcpbridge.client.tool_catalog import CatalogView, RefreshError, ToolCatalog, definition_hash
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal, Scope, timestamp
 from mcpbridge.domain.items import Key
 from mcpbridge.domain.names import fold
-from mcpbridge.domain.tool_names import FunctionNames, is_tool_ref, tool_ref
+from mcpbridge.domain.tool_names import FunctionNames, definition_ref, is_tool_ref, tool_ref
 from mcpbridge.errors import Conflict, Forbidden, InvalidInput, MCPBridgeError, NotFound, OAuthRequired
 from mcpbridge.ports import Clock, Store
 
@@ -175,6 +176,8 @@ class PublishedTool:
     tool_name: str
     definition: dict[str, Any]
     require_approval: bool
+    held: bool = False
+    """Held by the quarantine (:mod:`mcpbridge.client.quarantine`): not listed; a call of it is refused."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,10 @@ class AgentCatalog:
         policies: ToolPolicies,
         *,
         authorization: AuthorizationCheck | None = None,
+        quarantine: ToolQuarantine | None = None,
     ) -> None:
+        """``quarantine``: which tools are held (none without one)."""
+        self._quarantine = quarantine
         self._store = store
         self._clock = clock
         self._registry = registry
@@ -281,9 +287,10 @@ class AgentCatalog:
             if not service.enabled or entry.view.snapshot is None or (wanted and service.id != wanted):
                 continue
             policies = self._policies.of_service(_reader(principal), service.id)
+            held = self._holds(principal, entry)
             for tool in entry.tools:
                 policy = policies.of(tool["name"])
-                if not policy.enabled:
+                if not policy.enabled or tool["name"] in held:
                     continue
                 definition = tool["definition"]
                 description = definition.get("description") or ""
@@ -320,9 +327,10 @@ class AgentCatalog:
         tool = _tool_of(entry, tool_name)
         policy = self._policies.policy_for(principal.workspace_id, service.id, tool_name)
         _require_tool_enabled(policy, tool_name)
+        _require_not_held(self._holds(principal, entry), entry.service, tool_name)
         definition = tool["definition"]
         input_schema = dict(definition.get("inputSchema") or {})
-        ref = tool_ref(service.id, tool_name, input_schema)
+        ref = definition_ref(service.id, tool_name, tool["definition_hash"])
         self._record_ref(principal.workspace_id, ref, service.id, tool_name)
         snapshot = entry.view.snapshot or {}
         return ToolDescription(
@@ -360,6 +368,7 @@ class AgentCatalog:
             if not service.enabled or entry.view.snapshot is None:
                 continue
             policies = self._policies.of_service(_reader(principal), service.id)
+            held = self._holds(principal, entry)
             for tool in entry.tools:
                 policy = policies.of(tool["name"])
                 if not policy.enabled or not publishes(service.id, tool["name"]):
@@ -371,14 +380,15 @@ class AgentCatalog:
                         tool_name=tool["name"],
                         definition=tool["definition"],
                         require_approval=policy.require_approval,
+                        held=tool["name"] in held,
                     )
                 )
         return found
 
-    def issue_ref(self, workspace_id: str, service_id: str, tool_name: str, input_schema: dict[str, Any]) -> str:
-        """The ``tool_ref`` of a tool as its schema is now, recorded unless it already is (what ``describe`` gives an
-        agent; a published tool's call gets it here)."""
-        ref = tool_ref(service_id, tool_name, input_schema)
+    def issue_ref(self, workspace_id: str, service_id: str, tool_name: str, definition: dict[str, Any]) -> str:
+        """The ``tool_ref`` of a tool as its definition is now, recorded unless it already is (what ``describe`` gives
+        an agent; a published tool's call gets it here)."""
+        ref = definition_ref(service_id, tool_name, definition_hash(definition))
         if self._store.get(tool_ref_key(workspace_id, ref)) is None:
             self._record_ref(workspace_id, ref, service_id, tool_name)
         return ref
@@ -390,8 +400,9 @@ class AgentCatalog:
 
         Raises (4xx): ``invalid_tool_ref`` 400; ``tool_ref_unknown`` 404 (never issued here, or expired);
         ``service_not_found`` 404; ``service_not_selected`` 403; ``service_disabled`` 403; ``oauth_required`` 403
-        (an OAuth service this user has no catalog of); ``tool_not_found`` 404 (removed since); ``tool_ref_stale``
-        409 (the schema changed since the reference was issued: describe again); ``tool_disabled`` 403.
+        (an OAuth service this user has no catalog of); ``tool_not_found`` 404 (removed since); ``tool_held`` 403
+        (the quarantine holds the tool: changed or new, not approved yet); ``tool_ref_stale`` 409 (the definition
+        changed since the reference was issued: describe again); ``tool_disabled`` 403.
         """
         require_agent(principal)
         _require_own(principal, agent)
@@ -411,7 +422,9 @@ class AgentCatalog:
         tool = _tool_of(entry, tool_name)
         definition = tool["definition"]
         input_schema = dict(definition.get("inputSchema") or {})
-        if tool_ref(service.id, tool_name, input_schema) != ref:
+        _require_not_held(self._holds(principal, entry), service, tool_name)  # the hold first: describing won't help
+        current = definition_ref(service.id, tool_name, tool["definition_hash"])
+        if current != ref and not self._legacy_ref_holds(principal, service.id, tool_name, input_schema, ref):
             raise Conflict(
                 f"the tool {_shown(tool_name)} of {service.name} changed since this tool_ref was issued: describe it "
                 "again",
@@ -455,6 +468,21 @@ class AgentCatalog:
                 details={"service_id": service.id},
             )
         return service
+
+    def _legacy_ref_holds(
+        self, principal: Principal, service_id: str, tool_name: str, input_schema: dict[str, Any], ref: str
+    ) -> bool:
+        """A reference of the earlier form (over the input schema only), issued before the quarantine existed, still
+        names the tool while its pin is the baseline taken then: a call waiting over the upgrade still runs. Once an
+        admin approves another definition, it is stale like any other."""
+        if self._quarantine is None or tool_ref(service_id, tool_name, input_schema) != ref:
+            return False
+        return self._quarantine.pinned_how(principal.workspace_id, service_id, tool_name) == "baseline"
+
+    def _holds(self, principal: Principal, entry: _Loaded) -> dict[str, Hold]:
+        if self._quarantine is None or entry.view.snapshot is None:
+            return {}
+        return self._quarantine.holds(principal.workspace_id, entry.service.id, entry.tools)
 
     def _disabled_names(self, principal: Principal, service: ExternalService) -> set[str]:
         return self._policies.of_service(_reader(principal), service.id).disabled()
@@ -518,6 +546,23 @@ def _require_tool_enabled(policy: ToolPolicy, tool_name: str) -> None:
             code="tool_disabled",
             details={"service_id": policy.service_id, "tool_name": _shown(tool_name)},
         )
+
+
+def _require_not_held(held: dict[str, Hold], service: ExternalService, tool_name: str) -> None:
+    hold = held.get(tool_name)
+    if hold is None:
+        return
+    why = (
+        "its definition changed since it was approved"
+        if hold.reason == "changed"
+        else "it is new and has not been approved yet"
+    )
+    raise Forbidden(
+        f"the tool {_shown(tool_name)} of {service.name} is held by the quarantine: {why}; an admin must review and "
+        "approve it (GET/POST /api/v1/mcp-services/{id}/quarantine/{tool_name})",
+        code="tool_held",
+        details={"service_id": service.id, "tool_name": _shown(tool_name), "reason": hold.reason},
+    )
 
 
 def _entry_of(loaded: builtins.list[_Loaded], service_id: str) -> _Loaded:

@@ -138,16 +138,15 @@ class Gateway:
     def tools(self, publication: Publication, principal: Principal) -> list[dict[str, Any]]:
         """The published tools the caller may call now, then ``check_call`` (blocking: store reads)."""
         found = self._catalog.published(principal, publication.profile, publication.publishes)
-        return [*(listed(tool) for tool in found), CHECK_CALL_TOOL]
+        return [*(listed(tool) for tool in found if not tool.held), CHECK_CALL_TOOL]
 
     def find(self, publication: Publication, principal: Principal, name: str) -> tuple[PublishedTool, str] | None:
         """The published tool listed as ``name`` and its ``tool_ref`` (recorded), or None (blocking)."""
         if not name.startswith("mcp_"):
             return None
         for tool in self._catalog.published(principal, publication.profile, publication.publishes):
-            if tool.function_name == name:
-                schema = dict(tool.definition.get("inputSchema") or {})
-                ref = self._catalog.issue_ref(principal.workspace_id, tool.service.id, tool.tool_name, schema)
+            if tool.function_name == name:  # a held tool too: its call is refused by the broker, saying why
+                ref = self._catalog.issue_ref(principal.workspace_id, tool.service.id, tool.tool_name, tool.definition)
                 return tool, ref
         return None
 

@@ -433,4 +433,5 @@ def event_detail(call: ToolCall) -> dict[str, Any]:
         "arguments": call.arguments,
         "original_arguments": call.original_arguments,
         "deadline_at": call.deadline_at,
+        "error_code": (call.error or {}).get("code"),
     }

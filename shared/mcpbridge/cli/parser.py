@@ -101,6 +101,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_services(commands)
     _add_calls(commands)
     _add_agents(commands)
+    _add_webhooks(commands)
     return parser
 
 
@@ -450,6 +451,7 @@ def _add_services(commands: Commands) -> None:
             "--user", help="use this user's OAuth authorization, by id or name (a platform admin's key only)"
         )
     _add_policy(actions)
+    _add_quarantine(actions)
     credentials = _service_leaf(
         actions,
         "credentials",
@@ -491,6 +493,73 @@ def _add_service_add(actions: Commands) -> None:
     )
     add.add_argument("--description", default="", help="what it is for")
     add.add_argument("--disabled", action="store_true", help="register it disabled")
+
+
+def _add_quarantine(actions: Commands) -> None:
+    held = _leaf(
+        actions,
+        "held",
+        "the tools the quarantine holds (changed or new since approved), of one service or all",
+        "mcpbridge services held github",
+        "quarantine:held_list",
+    )
+    held.add_argument("service", nargs="?", metavar="SERVICE", help="the service's id (svc_...) or name")
+    diff = _leaf(
+        actions,
+        "diff",
+        "a held tool's approved and current definitions, and their difference",
+        "mcpbridge services diff github create_issue",
+        "quarantine:held_diff",
+    )
+    diff.add_argument("service", metavar="SERVICE", help="the service's id (svc_...) or name")
+    diff.add_argument("tool", metavar="TOOL", help="the tool's name")
+    approve = _leaf(
+        actions,
+        "approve-tool",
+        "approve a held tool's current definition, named by the hash `services diff` shows",
+        "mcpbridge services approve-tool github create_issue --hash 3f1c...",
+        "quarantine:held_approve",
+    )
+    approve.add_argument("service", metavar="SERVICE", help="the service's id (svc_...) or name")
+    approve.add_argument("tool", metavar="TOOL", help="the tool's name")
+    approve.add_argument("--hash", required=True, help="the current hash of the definition you reviewed")
+    rule = _leaf(
+        actions,
+        "new-tools",
+        "whether tools appearing after the service's first catalog start held (hold) or not (approve)",
+        "mcpbridge services new-tools github hold",
+        "quarantine:held_new_tools",
+    )
+    rule.add_argument("service", metavar="SERVICE", help="the service's id (svc_...) or name")
+    rule.add_argument("rule", choices=("hold", "approve"), metavar="RULE", help="hold or approve")
+
+
+def _add_webhooks(commands: Commands) -> None:
+    actions = _group(commands, "webhooks", "receivers told when a call waits for someone, is decided or times out")
+    _leaf(actions, "list", "the workspace's webhooks", "mcpbridge webhooks list", "webhooks:webhooks_list")
+    add = _leaf(
+        actions,
+        "add",
+        "register a webhook; its signing secret is printed once",
+        "mcpbridge webhooks add https://hooks.slack.com/services/... --format slack",
+        "webhooks:webhook_add",
+    )
+    add.add_argument("url", metavar="URL", help="where events are POSTed (https unless allowlisted)")
+    add.add_argument("--format", choices=("json", "slack", "teams"), default="json", help="the body's shape")
+    add.add_argument(
+        "--event",
+        action="append",
+        choices=("call.waiting", "call.decided", "call.timed_out"),
+        help="an event to send (repeatable; default: all)",
+    )
+    add.add_argument("--description", default="", help="a note for admins")
+    for name, summary, run in (
+        ("show", "one webhook (never its secret)", "webhooks:webhook_show"),
+        ("delete", "delete a webhook", "webhooks:webhook_delete"),
+        ("deliveries", "a webhook's delivery log, newest first", "webhooks:webhook_deliveries"),
+    ):
+        leaf = _leaf(actions, name, summary, f"mcpbridge webhooks {name} whk_...", run)
+        leaf.add_argument("webhook", metavar="WEBHOOK", help="the webhook's id (whk_...)")
 
 
 def _add_policy(actions: Commands) -> None:

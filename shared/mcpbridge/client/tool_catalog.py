@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the MCP client is imported on use: reading a catalog (admin
     from mcp.types import Resource, Tool
 
     from mcpbridge.client.connection import ConnectionSpec
+    from mcpbridge.client.quarantine import ToolQuarantine
 
 log = logging.getLogger("mcpbridge.services")
 
@@ -103,6 +104,7 @@ class ToolCatalog:
         telemetry: Telemetry | None = None,
         request_budget: float | None = None,
         snapshots: Snapshots | None = None,
+        quarantine: ToolQuarantine | None = None,
     ) -> None:
         """``telemetry``: a span around each pull, and the failed ones counted (``CatalogRefreshFailures``);
         ``request_budget``: the seconds a pull may take in all (a synchronous request's), None for the services'
@@ -117,6 +119,7 @@ class ToolCatalog:
         self._egress = egress
         self._spec_for = spec_for
         self._snapshots = snapshots or Snapshots(store, blobs)
+        self._quarantine = quarantine
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -260,6 +263,7 @@ class ToolCatalog:
             "last_attempt_at": started,
         }
         clears = ["last_error"] if head is not None and "last_error" in head else []
+        self._keep_baseline(workspace_id, service.id, (previous or {"tools": tools})["tools"])
         try:
             self._store.update(key, Update(set=sets, remove=clears), condition=unchanged_head)
         except ConditionFailed:
@@ -271,15 +275,17 @@ class ToolCatalog:
             self._snapshots.delete(head["snapshot_key"])
         self._registry.clear_catalog_stale(service)
         self._note_changes(workspace_id, service.id, tools)
+        counts = (len(tools), len(changed), len(added), len(removed))
         log.info(
-            "catalog of MCP service %s refreshed: %d tools (%d changed, %d added, %d removed)",
-            service.id,
-            len(tools),
-            len(changed),
-            len(added),
-            len(removed),
+            "catalog of MCP service %s refreshed: %d tools (%d changed, %d added, %d removed)", service.id, *counts
         )
         return self._view(principal, self._registry.find(workspace_id, service.id))
+
+    def _keep_baseline(self, workspace_id: str, service_id: str, tools: list[dict[str, Any]]) -> None:
+        """The tools as they were before this refresh (or as first listed) stay the approved ones: see
+        :mod:`mcpbridge.client.quarantine`. Done before the head moves, so no reader ever pins a changed tool."""
+        if self._quarantine is not None:
+            self._quarantine.set_baseline(workspace_id, service_id, tools)
 
     def _note_changes(self, workspace_id: str, service_id: str, tools: list[dict[str, Any]]) -> None:
         for tool in tools:

@@ -8,8 +8,9 @@
   listed.
 * :class:`FunctionNames`: hands out names for a list of tools, first registration wins (GHSA-67q9-58vj-32qx: a later
   tool never takes over an earlier one's name; it gets a distinct one, the same on every pass over the same order).
-* :func:`tool_ref`: ``mcpt_`` + SHA-256 of service id, tool name and the canonical JSON of the input schema, so a
-  changed schema invalidates every reference taken before it changed.
+* :func:`definition_ref`: ``mcpt_`` + SHA-256 of service id, tool name and the digest of the tool's whole definition,
+  so any change (schema, description, annotations) invalidates every reference taken before it changed.
+  :func:`tool_ref` (over the input schema only) is the earlier form.
 """
 
 from __future__ import annotations
@@ -102,6 +103,13 @@ def canonical_json(value: Any) -> str:
 def tool_ref(service_id: str, tool_name: str, input_schema: Mapping[str, Any] | None) -> str:
     """``mcpt_`` + SHA-256 hex of ``service_id \\x00 tool_name \\x00 canonical JSON schema`` (None counts as ``{}``)."""
     material = f"{service_id}\x00{tool_name}\x00{canonical_json(dict(input_schema or {}))}"
+    return TOOL_REF_PREFIX + hashlib.sha256(material.encode()).hexdigest()
+
+
+def definition_ref(service_id: str, tool_name: str, definition_hash: str) -> str:
+    """``mcpt_`` + SHA-256 hex of ``service_id \\x00 tool_name \\x00 definition hash``: any change of the tool's
+    definition (description and annotations included) gives another reference."""
+    material = f"{service_id}\x00{tool_name}\x00{definition_hash}"
     return TOOL_REF_PREFIX + hashlib.sha256(material.encode()).hexdigest()
 
 

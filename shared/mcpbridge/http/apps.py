@@ -56,6 +56,8 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
         "agents",
         "agent_catalog",
         "oauth_grants",
+        "quarantine",
+        "webhooks",
         "console",
         "resource_links",
     ),
@@ -84,8 +86,10 @@ _SEGMENTS: dict[str, frozenset[str]] = {
     "agent_catalog": frozenset({"agent"}),
     "oauth_grants": frozenset({"mcp-endpoints", "me", "users"}),
     "calls_audit": frozenset({"calls"}),
-    "console": frozenset({"/console", "/"}),
-    "resource_links": frozenset({"/r"}),  # the console's pages and session, and the root that leads there
+    "quarantine": frozenset({"mcp-services", "tool-quarantine"}),
+    "webhooks": frozenset({"webhooks"}),
+    "console": frozenset({"/console", "/"}),  # the console's pages and session, and the root that leads there
+    "resource_links": frozenset({"/r"}),  # time-limited links to images in knowledge (the token is the credential)
 }
 
 
