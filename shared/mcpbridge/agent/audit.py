@@ -71,6 +71,12 @@ def entry_of(call: ToolCall) -> dict[str, Any]:
         "arguments_digest": arguments_digest(original),
         "approval_required": approval is not None or call.status == "awaiting_approval",
         "approval": shown_approval,
+        "approvals": [
+            {"decision": a.get("decision"), "by": a.get("by"), "at": a.get("at")}
+            for a in call.item.get("approvals") or []
+        ],
+        "policy": call.item.get("policy"),
+        "policy_result": call.item.get("policy_result"),
         "outcome": call.status,
         "error_code": (call.error or {}).get("code"),
         "created_at": call.created_at,

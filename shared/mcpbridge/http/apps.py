@@ -56,6 +56,7 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
         "agents",
         "agent_catalog",
         "oauth_grants",
+        "policy_rules",
         "console",
     ),
     "oauth_callback": ("oauth_callback",),
@@ -83,6 +84,7 @@ _SEGMENTS: dict[str, frozenset[str]] = {
     "agent_catalog": frozenset({"agent"}),
     "oauth_grants": frozenset({"mcp-endpoints", "me", "users"}),
     "calls_audit": frozenset({"calls"}),
+    "policy_rules": frozenset({"policy-rules", "groups"}),
     "console": frozenset({"/console", "/"}),  # the console's pages and session, and the root that leads there
 }
 
