@@ -39,6 +39,11 @@ class PolicyGate:
         self._history = history
         self._clock = clock
 
+    @property
+    def reads_are_local(self) -> bool:
+        """Whether reading the rules is a local read (SQLite), cheap enough to make on the event loop."""
+        return self._rule_sets.reads_are_local
+
     def judge(
         self,
         principal: Principal,

@@ -268,7 +268,12 @@ class ToolCallSteps:
             return Outcome("failed", {"error": _error(failed.code, failed.message)})
         sets: dict[str, Any] = {}
         if self._gate is not None:
-            screened = await anyio.to_thread.run_sync(self._screen, call, service, result)
+            # A local store's read costs less than a hop to a worker thread and back.
+            screened = (
+                self._screen(call, service, result)
+                if self._gate.reads_are_local
+                else await anyio.to_thread.run_sync(self._screen, call, service, result)
+            )
             if screened is not None:
                 result, sets["policy_result"] = screened[0], screened[1].record()
         shaped = shape_result(service.name, result)

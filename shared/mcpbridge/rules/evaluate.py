@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from fnmatch import fnmatchcase
 from typing import Any, Literal, Protocol
 
 from mcpbridge.rules import guardrails
@@ -37,6 +36,14 @@ class CallFacts:
     groups: Callable[[], frozenset[str]] = field(default=lambda: frozenset())
     """The groups the caller belongs to (read on first use only)."""
     _groups: frozenset[str] | None = None
+    _local: dict[str, datetime] = field(default_factory=dict)
+
+    def local_time(self, zone: Any) -> datetime:
+        """``now`` in ``zone`` (worked out once per zone and call)."""
+        key = str(zone)
+        if key not in self._local:
+            self._local[key] = datetime.fromtimestamp(self.now, zone)
+        return self._local[key]
 
     def caller_groups(self) -> frozenset[str]:
         if self._groups is None:
@@ -119,8 +126,8 @@ def _argument_holds(test: ArgumentTest, arguments: Mapping[str, Any]) -> bool:
     return bool({"gt": number > wanted, "gte": number >= wanted, "lt": number < wanted, "lte": number <= wanted}[op])
 
 
-def in_window(window: TimeWindow, now: float) -> bool:
-    local = datetime.fromtimestamp(now, window.zone)
+def in_window(window: TimeWindow, local: datetime) -> bool:
+    """Whether the time ``local`` (in the window's zone) matches the window (inside it, or outside for "outside")."""
     moment = local.time().replace(second=0, microsecond=0)
     if window.start <= window.end:
         inside = local.weekday() in window.days and window.start <= moment < window.end
@@ -146,17 +153,13 @@ def _caller_matches(callers: Mapping[str, frozenset[str]], facts: CallFacts) -> 
     )
 
 
-def _names_match(patterns: tuple[str, ...], *names: str) -> bool:
-    return not patterns or any(fnmatchcase(name, pattern) for pattern in patterns for name in names if name)
-
-
 def matches_call(rule: Rule, facts: CallFacts, arguments: Mapping[str, Any]) -> bool:
     """Everything but history and result detectors."""
     return (
-        _names_match(rule.services, facts.service_name, facts.service_id)
-        and _names_match(rule.tools, facts.tool_name)
+        rule.tool_names.matches(facts.tool_name)
+        and rule.service_names.matches(facts.service_name, facts.service_id)
         and all(_argument_holds(test, arguments) for test in rule.arguments)
-        and (rule.time is None or in_window(rule.time, facts.now))
+        and (rule.time is None or in_window(rule.time, facts.local_time(rule.time.zone)))
         and _caller_matches(rule.callers, facts)
     )
 

@@ -31,6 +31,7 @@ Paths are ``$``, ``$.a.b``, ``$.items[0].sku`` (dots and list indexes).
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +59,30 @@ _PATH = re.compile(r"\$((?:\.[A-Za-z_][A-Za-z0-9_-]*|\[\d{1,4}\])*)")
 _PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d{1,4})\]")
 _CLOCK = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
 _NAME = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
+
+
+@dataclass(frozen=True)
+class Names:
+    """Service or tool names a rule lists: exact names, and glob patterns (``*``, ``?``) compiled once."""
+
+    exact: frozenset[str] = frozenset()
+    pattern: re.Pattern[str] | None = None
+
+    @classmethod
+    def of(cls, listed: tuple[str, ...]) -> Names:
+        globs = [name for name in listed if any(c in name for c in "*?[")]
+        exact = frozenset(name for name in listed if name not in globs)
+        pattern = re.compile("|".join(fnmatch.translate(g) for g in globs)) if globs else None
+        return cls(exact, pattern)
+
+    @property
+    def any_name(self) -> bool:
+        return not self.exact and self.pattern is None
+
+    def matches(self, *names: str) -> bool:
+        if self.any_name:
+            return True
+        return any(name in self.exact or (self.pattern is not None and self.pattern.match(name)) for name in names)
 
 
 @dataclass(frozen=True)
@@ -122,6 +147,8 @@ class Rule:
     reason: str | None = None
     approvers: Approvers | None = None
     redaction: Redaction | None = None
+    service_names: Names = field(default_factory=Names)
+    tool_names: Names = field(default_factory=Names)
 
     @property
     def on_results(self) -> bool:
@@ -305,6 +332,7 @@ def _match(rule: dict[str, Any], raw: Any, where: str) -> None:
     _only(body, ("services", "tools", "callers", "arguments", "time", "detected", "history"), where)
     rule["services"] = _strings(body.get("services"), f"{where}.services")
     rule["tools"] = _strings(body.get("tools"), f"{where}.tools")
+    rule["service_names"], rule["tool_names"] = Names.of(rule["services"]), Names.of(rule["tools"])
     if "callers" in body:
         rule["callers"] = _callers(body["callers"], f"{where}.callers")
     arguments = body.get("arguments", [])

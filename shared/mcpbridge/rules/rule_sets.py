@@ -78,6 +78,10 @@ class RuleSets:
         self._parsed: dict[tuple[str, int, str], RuleSet] = {}
         self._lock = threading.Lock()
 
+    @property
+    def reads_are_local(self) -> bool:
+        return bool(self._store.reads_are_local)
+
     # -- rule sets --------------------------------------------------------------------------------------------
 
     def get(self, principal: Principal) -> StoredRuleSet:

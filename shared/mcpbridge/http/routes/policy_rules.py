@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.http.auth import CurrentPrincipal, service_of
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
+from mcpbridge.http.views import Timestamp
 
 if TYPE_CHECKING:
     from mcpbridge.rules.rule_sets import Group, RuleSets, StoredRuleSet
@@ -74,7 +76,7 @@ class RuleSetOut(BaseModel):
     mode: str
     default: str
     rules: list[dict[str, Any]]
-    updated_at: str | None
+    updated_at: Timestamp | None
     updated_by: str | None
 
     @classmethod
@@ -113,7 +115,7 @@ class GroupOut(BaseModel):
     description: str
     members: list[str]
     version: int
-    updated_at: str
+    updated_at: Timestamp
 
     @classmethod
     def of(cls, group: Group) -> GroupOut:
@@ -128,6 +130,7 @@ class GroupOut(BaseModel):
 
 class GroupsOut(BaseModel):
     items: list[GroupOut]
+    next_cursor: str | None = next_cursor_field()
 
 
 @router.get("/policy-rules", operation_id="getPolicyRules", summary="Read the workspace's rules")
@@ -159,15 +162,26 @@ def put_mode(body: ModeIn, principal: CurrentPrincipal, rule_sets: RuleSetsDep) 
     summary="Read an earlier version of the rules",
 )
 def get_version(
-    version: Annotated[int, Path(ge=1, le=10**6)], principal: CurrentPrincipal, rule_sets: RuleSetsDep
+    version: Annotated[int, Path(ge=1, le=10**6, description="A version the rule set had (1, 2, ...).")],
+    principal: CurrentPrincipal,
+    rule_sets: RuleSetsDep,
 ) -> RuleSetOut:
     """The rules as they were at `version` (what a call's decision names)."""
     return RuleSetOut.of(rule_sets.version(principal, version))
 
 
 @router.get("/groups", operation_id="listGroups", summary="List groups")
-def list_groups(principal: CurrentPrincipal, rule_sets: RuleSetsDep) -> GroupsOut:
-    return GroupsOut(items=[GroupOut.of(g) for g in rule_sets.groups(principal)])
+def list_groups(
+    principal: CurrentPrincipal,
+    rule_sets: RuleSetsDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> GroupsOut:
+    """The workspace's groups, by name."""
+    groups, next_cursor = page_of(
+        rule_sets.groups(principal), key=lambda g: (g.name,), limit=limit, cursor=cursor, listing="groups"
+    )
+    return GroupsOut(items=[GroupOut.of(g) for g in groups], next_cursor=next_cursor)
 
 
 @router.post("/groups", operation_id="createGroup", summary="Create a group", status_code=201, responses=problems(409))
@@ -181,11 +195,14 @@ def create_group(body: GroupIn, principal: CurrentPrincipal, rule_sets: RuleSets
 
 @router.get("/groups/{name}", operation_id="getGroup", summary="Read a group")
 def get_group(name: GroupName, principal: CurrentPrincipal, rule_sets: RuleSetsDep) -> GroupOut:
+    """One group and its members."""
     return GroupOut.of(rule_sets.group(principal, name))
 
 
 @router.put("/groups/{name}", operation_id="putGroup", summary="Replace a group's members")
 def put_group(name: GroupName, body: GroupPut, principal: CurrentPrincipal, rule_sets: RuleSetsDep) -> GroupOut:
+    """Replaces the group's description and members (users of the workspace, 400 `unknown_member` otherwise). Calls
+    already waiting keep the approvers they were given."""
     group = rule_sets.put_group(
         principal, name, {"description": body.description, "members": body.members}, create=False
     )
