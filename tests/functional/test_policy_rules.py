@@ -218,6 +218,12 @@ def shop_rules(world: World, *, mode: str = "enforce") -> dict[str, Any]:
                 "match": {"tools": ["delete_*"], "callers": {"roles": ["viewer"]}},
             },
             {"id": "mask-personal", "outcome": "redact", "redact": {"kinds": ["personal"], "in": "results"}},
+            {
+                "id": "mask-addresses-in-notes",
+                "outcome": "redact",
+                "match": {"tools": ["send"]},
+                "redact": {"kinds": ["email"], "in": "arguments"},
+            },
         ],
     }
 
@@ -237,12 +243,12 @@ class Scenario:
     reason: str | None = None
     at: float = FRIDAY_1030_PARIS
     ran: bool | None = None
-    check: Callable[[dict[str, Any]], None] | None = None
+    check: Callable[[dict[str, Any], World], None] | None = None
     gateway: bool = True
     """Also through the gateway (rows about who calls are for the agent API: a static endpoint token is no user)."""
 
 
-def _masked(body: dict[str, Any]) -> None:
+def _masked(body: dict[str, Any], world: World) -> None:
     shown = json.dumps(body["result"])
     assert "ana.lima@example.org" not in shown, shown
     assert "+33 6 12" not in shown, shown
@@ -250,6 +256,13 @@ def _masked(body: dict[str, Any]) -> None:
     assert "[redacted:phone]" in shown, shown
     assert body["policy_result"]["redacted_by"] == ["mask-personal"]
     assert body["policy_result"]["detected"] == ["email", "phone"]
+
+
+def _sent_masked(body: dict[str, Any], world: World) -> None:
+    assert world.upstream.ran[-1] == ("send", {"text": "write to [redacted:email]"})
+    assert body["policy"]["redacted_by"] == ["mask-addresses-in-notes"]
+    assert body["policy"]["detected"] == ["email"]
+    assert "bo@example.com" not in json.dumps(body)
 
 
 def _unmasked(body: dict[str, Any]) -> None:
@@ -313,6 +326,16 @@ SCENARIOS = [
     ),
     Scenario("a plain note goes through", "erin", "send", {"text": "hello"}, "completed", None, ran=True),
     Scenario(
+        "an e-mail address in a note is masked before it leaves",
+        "erin",
+        "send",
+        {"text": "write to bo@example.com"},
+        "completed",
+        None,
+        ran=True,
+        check=_sent_masked,
+    ),
+    Scenario(
         "a refund outside working hours is denied",
         "erin",
         "refund",
@@ -355,7 +378,7 @@ def _expect(scenario: Scenario, body: dict[str, Any], before: int, world: World)
     ran = world.upstream.count(scenario.tool) > before
     assert ran is scenario.ran, (scenario.name, world.upstream.ran)
     if scenario.check:
-        scenario.check(body)
+        scenario.check(body, world)
 
 
 def test_the_rules_decide_each_call_through_the_agent_api(world: World) -> None:
@@ -616,7 +639,7 @@ def _stored(world: World) -> list[Any]:
         (lambda r: r["rules"][4]["approvers"].update(groups=["nobody"]), "rules[4]"),
         (lambda r: r["rules"][0]["match"]["detected"].update(kinds=["passwords"]), "rules[0].match.detected.kinds"),
         (lambda r: r["rules"][3]["match"]["history"].pop("max_count"), "rules[3].match.history"),
-        (lambda r: r["rules"].append(dict(r["rules"][0])), "rules[7].id"),
+        (lambda r: r["rules"].append(dict(r["rules"][0])), "rules[8].id"),
         (lambda r: r["rules"][0].update(colour="red"), "rules[0].colour"),
     ],
 )

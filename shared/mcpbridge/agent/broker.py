@@ -597,7 +597,9 @@ class ToolCallBroker:
             entry["reason"] = reason[:1000]
         required = int(call.item["approval_routing"].get("required", 1))
         moved = self._calls.add_approval(call, entry, required)
-        if moved.status != "awaiting_approval":
+        if moved.status == "awaiting_approval":  # counted; the rule wants more approvals yet
+            self._events.publish("tool_call.approval_given", event_detail(moved))
+        else:
             self._events.publish("tool_call.approval_resolved", event_detail(moved))
             self._steps.resume_waiting(moved)
         return moved

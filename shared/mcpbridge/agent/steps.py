@@ -462,4 +462,9 @@ def event_detail(call: ToolCall) -> dict[str, Any]:
         "arguments": call.arguments,
         "original_arguments": call.original_arguments,
         "deadline_at": call.deadline_at,
+        # Who decides a call an ask rule routed (``users``, ``required``, ``rule_id``), and the rules' decision:
+        # what a notification of the waiting call needs to reach the right people.
+        "approval_routing": call.item.get("approval_routing"),
+        "approvals": [{"by": a.get("by"), "decision": a.get("decision")} for a in call.item.get("approvals") or []],
+        "policy": call.item.get("policy"),
     }
