@@ -684,3 +684,50 @@ def test_bad_group_and_version_requests_are_refused_and_nothing_changes(world: W
     assert _stored(world) == before
     assert world.client.get(f"{RULES}/versions/1").json()["rules"] == shop_rules(world)["rules"]
     assert world.client.get(f"{RULES}/versions/2").status_code == 404
+
+
+def test_a_total_per_workspace_counts_every_caller_and_not_what_it_refused(world: World) -> None:
+    world.save_rules(
+        {
+            "rules": [
+                {
+                    "id": "refunds-budget",
+                    "outcome": "deny",
+                    "reason": "the day's refund budget is spent",
+                    "match": {
+                        "tools": ["refund"],
+                        "history": {
+                            "window_seconds": 86400,
+                            "per": "workspace",
+                            "total_of": "$.amount",
+                            "max_total": 1000,
+                        },
+                    },
+                }
+            ]
+        }
+    )
+    assert world.call("alice", "refund", {"amount": 400, "order": "T-1"})["status"] == "completed"
+    assert world.call("bob", "refund", {"amount": 500.5, "order": "T-2"})["status"] == "completed"
+    over = world.call("carol", "refund", {"amount": 200, "order": "T-3"})
+    assert over["status"] == "failed"
+    assert over["error"]["message"] == "the day's refund budget is spent"
+    assert world.call("carol", "refund", {"amount": 99.5, "order": "T-4"})["status"] == "completed"  # 1000 exactly
+    assert world.call("dave", "refund", {"amount": 1, "order": "T-5"})["status"] == "failed"
+    assert world.upstream.count("refund") == 3
+
+
+def test_a_routed_call_runs_with_its_own_arguments(world: World) -> None:
+    world.save_rules(shop_rules(world))
+    call_id = world.call("erin", "refund", {"amount": 900, "order": "M-1"})["pending_id"]
+    changed = world.client.post(
+        f"{APPROVALS}/{call_id}",
+        json={"decision": "approve", "modified_args": {"amount": 9000, "order": "M-1"}},
+        headers=world.as_("bob"),
+    )
+    assert changed.status_code == 400, changed.text
+    assert changed.json()["code"] == "invalid_modified_args"
+    after = world.client.get(f"{CALLS}/{call_id}").json()
+    assert after["approvals"] == []
+    assert after["arguments"] == {"amount": 900, "order": "M-1"}
+    assert after["status"] == "awaiting_approval"

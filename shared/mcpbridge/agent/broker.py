@@ -511,12 +511,17 @@ class ToolCallBroker:
         return call
 
     def pending(self, principal: Principal) -> list[ToolCall]:
-        """The calls waiting for this caller: its own, or for an approver every call of the workspace (calls made
-        for end users through ``act_as`` included)."""
+        """The calls waiting for this caller: its own and those an ask rule routed to it, or for an approver every
+        call of the workspace (calls made for end users through ``act_as`` included)."""
         if is_approver(principal):
             return self._calls.pending_in(principal.workspace_id)
-        every = self._calls.pending_in(principal.workspace_id)
-        return [c for c in every if c.owner_user_id == principal.user_id or _routed_to(c, principal)]
+        own = self._calls.pending_of(principal.workspace_id, principal.user_id)
+        routed = [  # calls an ask rule named this user to decide
+            c
+            for c in self._calls.pending_in(principal.workspace_id)
+            if c.owner_user_id != principal.user_id and _routed_to(c, principal)
+        ]
+        return sorted([*own, *routed], key=lambda c: (c.created_at, c.id))
 
     def authorization_url(self, call: ToolCall, principal: Principal) -> str | None:
         """The call's OAuth authorization URL, for its owner only."""
