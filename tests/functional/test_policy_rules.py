@@ -731,3 +731,25 @@ def test_a_routed_call_runs_with_its_own_arguments(world: World) -> None:
     assert after["approvals"] == []
     assert after["arguments"] == {"amount": 900, "order": "M-1"}
     assert after["status"] == "awaiting_approval"
+
+
+def test_a_routed_call_expires_as_any_approval_does(world: World) -> None:
+    world.save_rules(shop_rules(world))
+    agent = world.client.post("/api/v1/agents", json={"name": "quick", "approval_timeout_seconds": 30}).json()
+    paused = world.client.post(
+        CALLS,
+        json={"tool_ref": world.ref("refund"), "arguments": {"amount": 800, "order": "E-1"}, "agent_id": agent["id"]},
+        headers=world.as_("erin"),
+    )
+    assert paused.status_code == 202, paused.text
+    call_id = paused.json()["pending_id"]
+    one = world.client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"}, headers=world.as_("alice"))
+    assert one.status_code == 200, one.text
+    world.clock.set(FRIDAY_1030_PARIS + 31)
+    done = world.settled(call_id)
+    assert done["status"] == "rejected"
+    assert done["error"]["message"] == "approval timeout"
+    assert [a["by"] for a in done["approvals"]] == [world.users["alice"]]
+    late = world.client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"}, headers=world.as_("bob"))
+    assert late.status_code == 409, late.text
+    assert world.upstream.count("refund") == 0
