@@ -396,6 +396,9 @@ def test_the_rules_decide_each_call_through_the_agent_api(world: World) -> None:
     decided = {(e["policy"] or {}).get("rule_id") for e in audit}
     assert {"no-secrets", "working-hours", "test-orders", "refunds-a-day", "big-refunds"} <= decided
     assert all(e["policy"]["rule_set_version"] == 1 for e in audit)
+    by_rule = world.client.get("/api/v1/calls", params={"rule_id": "refunds-a-day"}).json()["items"]
+    assert len(by_rule) == 1
+    assert by_rule[0]["outcome"] == "failed"
     assert AWS_KEY not in json.dumps(audit)
 
 

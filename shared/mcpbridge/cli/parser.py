@@ -590,6 +590,7 @@ def _add_calls(commands: Commands) -> None:
         ("--outcome", "outcome", "completed, failed, rejected, cancelled, uncertain, or a waiting status"),
         ("--endpoint", "endpoint_id", "calls made through this published endpoint (ep_...)"),
         ("--agent", "agent_id", "calls made under this agent profile (agt_...)"),
+        ("--rule", "rule_id", "calls decided by this rule of the workspace's rules"),
     ):
         audit.add_argument(option, dest=name, help=text)
     show = _leaf(actions, "show", "one tool call", "mcpbridge calls show call_...", "calls:call_show")
