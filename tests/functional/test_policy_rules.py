@@ -756,3 +756,27 @@ def test_a_routed_call_expires_as_any_approval_does(world: World) -> None:
     late = world.client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"}, headers=world.as_("bob"))
     assert late.status_code == 409, late.text
     assert world.upstream.count("refund") == 0
+
+
+def test_a_result_holding_personal_data_is_withheld_by_a_deny_rule_on_results(world: World) -> None:
+    world.save_rules(
+        {
+            "rules": [
+                {
+                    "id": "no-addresses-back",
+                    "outcome": "deny",
+                    "reason": "the answer held personal data and was withheld",
+                    "match": {"tools": ["lookup"], "detected": {"kinds": ["email"], "in": "results"}},
+                }
+            ]
+        }
+    )
+    body = world.call("erin", "lookup", {"customer": "Ana"})
+    assert world.upstream.count("lookup") == 1  # it ran: what came back is what the rule judged
+    assert body["result"]["isError"] is True
+    assert "withheld" in json.dumps(body["result"])
+    assert body["policy_result"]["denied_by"] == "no-addresses-back"
+    assert body["policy_result"]["detected"] == ["email"]
+    stored = world.client.get(f"{CALLS}/{body['pending_id']}").text
+    assert "ana.lima@example.org" not in stored
+    assert "ana.lima@example.org" not in json.dumps(world.client.get("/api/v1/calls").json())
