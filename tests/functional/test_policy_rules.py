@@ -409,6 +409,9 @@ def test_two_of_three_finance_approvers_and_never_the_caller(world: World) -> No
     assert waiting["status"] == "awaiting_approval"
     assert waiting["approvers"] == sorted([world.users["bob"], world.users["carol"]])
     assert waiting["approvals_required"] == 2
+    broker = world.container.tool_calls
+    stored = broker.records.find(world.container.identity.installed_workspace_id() or "", call_id)
+    assert broker.approvers_of(stored) == waiting["approvers"]
     own = world.client.post(f"{APPROVALS}/{call_id}", json={"decision": "approve"}, headers=world.as_("alice"))
     assert own.status_code == 403, own.text
     assert own.json()["code"] == "own_call", own.text

@@ -523,6 +523,14 @@ class ToolCallBroker:
         ]
         return sorted([*own, *routed], key=lambda c: (c.created_at, c.id))
 
+    @staticmethod
+    def approvers_of(call: ToolCall) -> list[str] | None:
+        """Who may decide a call waiting for approval, for notifying them: the users an ask rule routed it to
+        (never its caller), with how many must approve in ``call.item["approval_routing"]["required"]``; None when
+        no rule named anyone (its owner and the workspace's admins with ``approve_calls`` decide, as before)."""
+        routing = call.item.get("approval_routing")
+        return list(routing.get("users", ())) if isinstance(routing, dict) else None
+
     def authorization_url(self, call: ToolCall, principal: Principal) -> str | None:
         """The call's OAuth authorization URL, for its owner only."""
         if call.status != "awaiting_oauth" or call.owner_user_id != principal.user_id:
