@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from mcpbridge.agent.calls import ToolCalls
     from mcpbridge.agent.discovery import AgentCatalog
     from mcpbridge.agent.gateway import Gateway, Publication
+    from mcpbridge.agent.policy_gate import PolicyGate
     from mcpbridge.agent.profiles import AgentProfile, AgentProfiles
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.agent.tool_resolution import ToolResolution
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from mcpbridge.publishing.endpoints import Endpoint, EndpointService
     from mcpbridge.publishing.image_links import ImageLinks
     from mcpbridge.publishing.rate_limit import RateLimiter
+    from mcpbridge.rules.rule_sets import RuleSets
     from mcpbridge.tenancy.user_removal import UserRemoval
     from mcpbridge.tenancy.workspace_purge import WorkspacePurge
 
@@ -842,7 +844,30 @@ class Container:
             self.events,
             self.tool_resolution,
             self._oauth_gate,
+            gate=self.policy_gate,
         )
+
+    @cached_property
+    def rule_sets(self) -> RuleSets:
+        from mcpbridge.rules.rule_sets import RuleSets
+
+        return RuleSets(self.store, self.clock, self._user_exists)
+
+    def _user_exists(self, workspace_id: str, user_id: str) -> bool:
+        from mcpbridge.errors import NotFound
+
+        try:
+            self.users.find(workspace_id, user_id)
+        except NotFound:
+            return False
+        return True
+
+    @cached_property
+    def policy_gate(self) -> PolicyGate:
+        from mcpbridge.agent.policy_gate import PolicyGate
+        from mcpbridge.rules.history import HistoryLog
+
+        return PolicyGate(self.rule_sets, HistoryLog(self.store, self.clock), self.clock)
 
     @cached_property
     def tool_calls(self) -> ToolCallBroker:
@@ -862,6 +887,7 @@ class Container:
             callbacks_supported=self._uses_step_functions,
             user_usable=self.identity.user_usable,
             request_budget=self._request_budget,
+            gate=self.policy_gate,
         )
 
     @cached_property

@@ -32,6 +32,8 @@ class CallFilters:
     outcome: str | None = None
     endpoint_id: str | None = None
     agent_id: str | None = None
+    rule_id: str | None = None
+    """Calls decided by this rule of the workspace's rules (whether enforced or only logged)."""
 
     def describe(self) -> str:
         """The filters as one string, for a cursor that belongs to this listing only."""
@@ -71,6 +73,12 @@ def entry_of(call: ToolCall) -> dict[str, Any]:
         "arguments_digest": arguments_digest(original),
         "approval_required": approval is not None or call.status == "awaiting_approval",
         "approval": shown_approval,
+        "approvals": [
+            {"decision": a.get("decision"), "by": a.get("by"), "at": a.get("at")}
+            for a in call.item.get("approvals") or []
+        ],
+        "policy": call.item.get("policy"),
+        "policy_result": call.item.get("policy_result"),
         "outcome": call.status,
         "error_code": (call.error or {}).get("code"),
         "created_at": call.created_at,
@@ -112,6 +120,7 @@ def _keeps(entry: dict[str, Any], filters: CallFilters, user_id: str | None) -> 
         filters.outcome is None or entry["outcome"] == filters.outcome,
         filters.endpoint_id is None or entry["endpoint_id"] == filters.endpoint_id,
         filters.agent_id is None or entry["agent_id"] == filters.agent_id,
+        filters.rule_id is None or (entry["policy"] or {}).get("rule_id") == filters.rule_id,
     )
     return all(checks)
 

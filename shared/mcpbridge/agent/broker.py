@@ -44,8 +44,10 @@ from mcpbridge.ports import CallStart, Clock, Events, Store, Workflow
 
 if TYPE_CHECKING:
     from mcpbridge.agent.discovery import ResolvedTool
+    from mcpbridge.agent.policy_gate import PolicyGate, Routing
     from mcpbridge.agent.profiles import AgentProfile
     from mcpbridge.client.policies import ToolPolicy
+    from mcpbridge.rules.evaluate import Decision
 
 log = logging.getLogger("mcpbridge.agent")
 
@@ -83,6 +85,10 @@ class _Draft:
     needs_oauth: bool
     call_id: str | None = None
     """Chosen before the call is recorded when an idempotency key is claimed for it."""
+    decision: Decision | None = None
+    """What the workspace's rules decided (enforced or only recorded)."""
+    routing: Routing | None = None
+    """Who approves, when an ask rule named them."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,7 @@ class ToolCallBroker:
         user_usable: Callable[[str, str], bool] | None = None,
         request_budget: float | None = None,
         keys: IdempotencyKeys | None = None,
+        gate: PolicyGate | None = None,
     ) -> None:
         """``workflow`` is asked for on use (the embedded workflow runs the steps this broker starts);
         ``user_usable(workspace_id, user_id)`` says whether a user a call acts for may still be acted for;
@@ -150,6 +157,7 @@ class ToolCallBroker:
         self._user_usable = user_usable
         self._budget = request_budget
         self._keys = keys or IdempotencyKeys(store, clock, calls.retention_seconds)
+        self._gate = gate
 
     # -- submitting -------------------------------------------------------------------------------------------
 
@@ -182,7 +190,11 @@ class ToolCallBroker:
         )
         if self._store.reads_are_local:
             prepared()  # reads only: on the event loop, before (not inside) the store's block of writes made at once
-        admitted = await self._on_store(lambda: self._admit_keyed(prepared(), callback_task_token, base_url, key))
+        # Judged once: a rule counting history writes, and a retry of the admission in a thread must not count again.
+        judged = _once(lambda: self._judged(prepared()))
+        admitted = await self._on_store(
+            lambda: self._admit_keyed(prepared(), judged, callback_task_token, base_url, key)
+        )
         if isinstance(admitted, Submitted):
             return admitted
         running, secrets = admitted
@@ -223,11 +235,17 @@ class ToolCallBroker:
         return await to_thread.run_sync(work)
 
     def _admit_keyed(
-        self, draft: _Draft, callback: str | None, base_url: str | None, key: str | None
+        self,
+        draft: _Draft,
+        judged: Callable[[], _Draft],
+        callback: str | None,
+        base_url: str | None,
+        key: str | None,
     ) -> Submitted | tuple[ToolCall, Mapping[str, str] | None]:
-        """:meth:`_admit`, after claiming the idempotency key if there is one (a durable write: never at once)."""
+        """:meth:`_admit` of the judged draft, after claiming the idempotency key if there is one (a durable write:
+        never at once; claimed with the arguments as sent, before the rules judge the call)."""
         if key is None:
-            return self._admit(draft, callback, base_url)
+            return self._admit(judged(), callback, base_url)
         workspace_id, call_id = draft.principal.workspace_id, new_id(ID_PREFIX)
         digest = request_digest(draft.service.id, draft.tool_name, getattr(draft.profile, "id", None), draft.arguments)
         first = self._keys.claim(workspace_id, draft.user_id, key, digest, call_id)
@@ -240,7 +258,7 @@ class ToolCallBroker:
                 ) from None
             return Submitted(call=call, paused=not call.is_terminal, replayed=True)
         try:
-            return self._admit(dataclasses.replace(draft, call_id=call_id), callback, base_url)
+            return self._admit(dataclasses.replace(judged(), call_id=call_id), callback, base_url)
         except Exception:
             self._keys.release(workspace_id, draft.user_id, key)
             raise
@@ -249,7 +267,10 @@ class ToolCallBroker:
         self, draft: _Draft, callback: str | None, base_url: str | None
     ) -> Submitted | tuple[ToolCall, Mapping[str, str] | None]:
         """Record a checked call: about to run (its record and its service's opened credentials), or answered now
-        (cancelled for want of an authorization, run in the background, paused)."""
+        (refused by a rule, cancelled for want of an authorization, run in the background, paused)."""
+        refusal = self._refusal(draft)
+        if refusal is not None:
+            return Submitted(call=self._record(draft, "failed", error=refusal), paused=False, notice=refusal["message"])
         if draft.needs_oauth and not draft.interactive and not draft.needs_approval:
             notice = OAUTH_NOTICE.format(service=draft.service.name)
             error = {"code": "oauth_required", "message": notice}
@@ -388,6 +409,51 @@ class ToolCallBroker:
             log.warning("tool policy of %s unreadable: approval required", service_id)
             return True
 
+    def _judged(self, draft: _Draft) -> _Draft:
+        """The draft as the workspace's rules leave it: its decision noted and, when the rules are enforced, its
+        arguments masked (redact), an approval required (ask) with who may give it. A deny is acted on at
+        admission (:meth:`_refusal`). A workspace without rules: the draft as it is."""
+        if self._gate is None:
+            return draft
+        decision = self._gate.judge(
+            draft.principal,
+            service_id=draft.service.id,
+            service_name=draft.service.name,
+            tool_name=draft.tool_name,
+            user_id=draft.user_id,
+            agent_id=getattr(draft.profile, "id", None),
+            arguments=draft.arguments,
+        )
+        if decision is None:
+            return draft
+        judged = dataclasses.replace(draft, decision=decision)
+        if not decision.enforced:
+            return judged
+        if decision.arguments is not None:
+            judged = dataclasses.replace(judged, arguments=decision.arguments)
+        if decision.outcome == "ask":
+            routing = self._gate.routing(draft.principal, decision, draft.user_id)
+            judged = dataclasses.replace(judged, needs_approval=True, routing=routing)
+        return judged
+
+    @staticmethod
+    def _refusal(draft: _Draft) -> dict[str, str] | None:
+        """The error a call is recorded with when an enforced rule refuses it (deny, or an ask that too few people
+        could ever approve), else None."""
+        decision = draft.decision
+        if decision is None or not decision.enforced:
+            return None
+        if decision.outcome == "deny":
+            return {"code": "denied_by_rule", "message": decision.reason or "refused by the workspace's rules"}
+        routing = draft.routing
+        if routing is not None and len(routing.users) < routing.required:
+            return {
+                "code": "approvers_unavailable",
+                "message": f"rule {routing.rule_id} asks {routing.required} approver(s) and only "
+                f"{len(routing.users)} other than the caller can approve",
+            }
+        return None
+
     def _record(
         self,
         draft: _Draft,
@@ -419,6 +485,12 @@ class ToolCallBroker:
         }
         if draft.base_url:
             item["request_base_url"] = draft.base_url
+        if draft.decision is not None:
+            item["policy"] = draft.decision.record()
+            if draft.decision.arguments is not None and draft.decision.enforced:
+                item["arguments_redacted"] = True
+        if draft.routing is not None:
+            item["approval_routing"] = draft.routing.as_item()
         if error is not None:
             item["error"] = error
             item["finished_at"] = timestamp(self._clock.now())
@@ -434,16 +506,30 @@ class ToolCallBroker:
     def get(self, principal: Principal, call_id: str) -> ToolCall:
         """A call of the caller's workspace, for its owner or a workspace admin."""
         call = self._calls.find(principal.workspace_id, call_id)
-        if call.owner_user_id != principal.user_id and not principal.is_admin:
+        if call.owner_user_id != principal.user_id and not principal.is_admin and not _routed_to(call, principal):
             raise NotFound("no such tool call", code="pending_not_found")
         return call
 
     def pending(self, principal: Principal) -> list[ToolCall]:
-        """The calls waiting for this caller: its own, or for an approver every call of the workspace (calls made
-        for end users through ``act_as`` included)."""
+        """The calls waiting for this caller: its own and those an ask rule routed to it, or for an approver every
+        call of the workspace (calls made for end users through ``act_as`` included)."""
         if is_approver(principal):
             return self._calls.pending_in(principal.workspace_id)
-        return self._calls.pending_of(principal.workspace_id, principal.user_id)
+        own = self._calls.pending_of(principal.workspace_id, principal.user_id)
+        routed = [  # calls an ask rule named this user to decide
+            c
+            for c in self._calls.pending_in(principal.workspace_id)
+            if c.owner_user_id != principal.user_id and _routed_to(c, principal)
+        ]
+        return sorted([*own, *routed], key=lambda c: (c.created_at, c.id))
+
+    @staticmethod
+    def approvers_of(call: ToolCall) -> list[str] | None:
+        """Who may decide a call waiting for approval, for notifying them: the users an ask rule routed it to
+        (never its caller), with how many must approve in ``call.item["approval_routing"]["required"]``; None when
+        no rule named anyone (its owner and the workspace's admins with ``approve_calls`` decide, as before)."""
+        routing = call.item.get("approval_routing")
+        return list(routing.get("users", ())) if isinstance(routing, dict) else None
 
     def authorization_url(self, call: ToolCall, principal: Principal) -> str | None:
         """The call's OAuth authorization URL, for its owner only."""
@@ -466,6 +552,8 @@ class ToolCallBroker:
         call = self._owned(principal, pending_id)
         if call.status != "awaiting_approval":
             raise _already_resolved()
+        if call.item.get("approval_routing"):
+            return self._resolve_routed(principal, call, decision, reason, modified_given)
         approval: dict[str, Any] = {
             "decision": decision,
             "by": principal.user_id,
@@ -500,6 +588,33 @@ class ToolCallBroker:
             moved = self._calls.move(call, "approved", sets=sets)
         self._events.publish("tool_call.approval_resolved", event_detail(moved))
         self._steps.resume_waiting(moved)
+        return moved
+
+    def _resolve_routed(
+        self, principal: Principal, call: ToolCall, decision: str, reason: str | None, modified_given: bool
+    ) -> ToolCall:
+        """A call an ask rule routed: one of its approvers decides. Approvals count once per approver until the
+        rule's number is reached; one rejection ends the call."""
+        if modified_given:
+            raise InvalidInput(
+                "a call routed to named approvers runs with its own arguments: modified_args is refused",
+                code="invalid_modified_args",
+            )
+        entry: dict[str, Any] = {
+            "decision": decision,
+            "by": principal.user_id,
+            "by_api_key": principal.api_key_id,
+            "at": timestamp(self._clock.now()),
+        }
+        if reason:
+            entry["reason"] = reason[:1000]
+        required = int(call.item["approval_routing"].get("required", 1))
+        moved = self._calls.add_approval(call, entry, required)
+        if moved.status == "awaiting_approval":  # counted; the rule wants more approvals yet
+            self._events.publish("tool_call.approval_given", event_detail(moved))
+        else:
+            self._events.publish("tool_call.approval_resolved", event_detail(moved))
+            self._steps.resume_waiting(moved)
         return moved
 
     def resolve_oauth(
@@ -567,12 +682,27 @@ class ToolCallBroker:
         if not isinstance(pending_id, str) or not pending_id.startswith(f"{ID_PREFIX}_"):
             raise NotFound("no such pending call", code="pending_not_found")
         call = self._calls.find(principal.workspace_id, pending_id)  # another workspace's call is not found here
+        routing = call.item.get("approval_routing")
+        if routing:
+            if principal.user_id == call.owner_user_id:
+                raise Forbidden("nobody approves their own call", code="own_call")
+            if not _routed_to(call, principal):
+                raise Forbidden(
+                    f"rule {routing.get('rule_id')} names who approves this call, and you are not among them",
+                    code="not_an_approver",
+                )
+            return call
         if call.owner_user_id != principal.user_id and not is_approver(principal):
             raise Forbidden(
                 "only the user this call belongs to, or a workspace admin with approve_calls, may resolve it",
                 code="user_mismatch",
             )
         return call
+
+
+def _routed_to(call: ToolCall, principal: Principal) -> bool:
+    routing = call.item.get("approval_routing")
+    return isinstance(routing, dict) and principal.user_id in routing.get("users", ())
 
 
 def _already_resolved() -> Conflict:

@@ -27,6 +27,8 @@ Nothing secret is stored in clear: the workflow's task token and the agent's cal
 SecretBox (context ``(ws, "tool_call", id)``); results are stored with image data redacted.
 """
 
+# Over 400 lines: every write of a call record (moves, approvals counted one by one, notes) is conditional here.
+
 from __future__ import annotations
 
 import builtins
@@ -37,7 +39,7 @@ from typing import Any, Final, Literal
 
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import is_id
-from mcpbridge.domain.items import AnyOf, Compare, Condition, Item, Key, Update
+from mcpbridge.domain.items import AnyOf, Compare, Condition, Item, Key, Update, all_of
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.domain.shards import list_partitions, shard_partition
 from mcpbridge.errors import ConditionFailed, Conflict, NotFound
@@ -273,8 +275,10 @@ class ToolCalls:
         leaving: Iterable[Status] | None = None,
         sets: Mapping[str, Any] | None = None,
         removes: Iterable[str] = (),
+        at_version: int | None = None,
     ) -> ToolCall:
-        """Move ``call`` to ``to`` if it is still in one of ``leaving`` (default: its current status).
+        """Move ``call`` to ``to`` if it is still in one of ``leaving`` (default: its current status) and, with
+        ``at_version``, still at that version.
 
         Raises Conflict ``already_resolved`` when another move got there first.
         """
@@ -293,10 +297,10 @@ class ToolCalls:
             changes["finished_at"] = timestamp(now)
             dropped |= {"gsi2pk", "gsi2sk"} & set(call.item)
         dropped -= set(changes)
-        condition = Condition(
-            "call_status_unchanged",
-            AnyOf(tuple(Compare("status", "=", status) for status in statuses)),
-        )
+        clause: Any = AnyOf(tuple(Compare("status", "=", status) for status in statuses))
+        if at_version is not None:
+            clause = all_of(clause, Compare("version", "=", at_version))
+        condition = Condition("call_status_unchanged", clause)
         try:
             item = self._store.update(
                 call_key(call.workspace_id, call.id),
@@ -310,6 +314,42 @@ class ToolCalls:
         if to in TERMINAL and call.status not in TERMINAL:
             self._telemetry.count("ToolCalls", outcome=to)
         return moved
+
+    def add_approval(self, call: ToolCall, entry: dict[str, Any], required: int) -> ToolCall:
+        """Record one approver's decision on a call waiting for ``required`` approvals: a rejection ends it, an
+        approval counts once per approver (a second one from the same person: 409 ``already_approved``) and the
+        ``required``-th moves it to ``approved``. Each write is conditional on the call's version, so approvals
+        given at once are each counted, once, and the call is approved once."""
+        for _ in range(50):
+            given = list(call.item.get("approvals") or [])
+            if any(a.get("by") == entry["by"] for a in given):
+                raise Conflict("you have already decided on this call", code="already_approved")
+            given.append(entry)
+            approvals = [a for a in given if a.get("decision") == "approve"]
+            sets: dict[str, Any] = {"approvals": given}
+            version = int(call.item.get("version", 1))
+            try:
+                if entry["decision"] == "reject":
+                    error = {"code": "rejected", "message": (entry.get("reason") or "rejected by an approver")[:500]}
+                    return self.move(
+                        call, "rejected", sets={**sets, "approval": entry, "error": error}, at_version=version
+                    )
+                if len(approvals) >= required:
+                    return self.move(call, "approved", sets={**sets, "approval": entry}, at_version=version)
+                item = self._store.update(
+                    call_key(call.workspace_id, call.id),
+                    Update(set={**sets, "updated_at": timestamp(self._clock.now())}, add={"version": 1}),
+                    condition=Condition(
+                        "call_unchanged",
+                        all_of(Compare("status", "=", "awaiting_approval"), Compare("version", "=", version)),
+                    ),
+                )
+                return _call_of(item)
+            except (Conflict, ConditionFailed):
+                call = self.find(call.workspace_id, call.id)
+                if call.status != "awaiting_approval":
+                    raise Conflict("this call was already resolved", code="already_resolved") from None
+        raise Conflict("this call is being decided by others right now; retry", code="approval_contended")
 
     def note(self, call: ToolCall, sets: Mapping[str, Any]) -> ToolCall:
         """Set ``sets`` on the call whatever its status (facts about it, never a move); the call as written."""

@@ -17,7 +17,7 @@ import functools
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -29,6 +29,9 @@ from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.errors import Conflict, MCPBridgeError, NotFound, OAuthRequired
 from mcpbridge.ports import Clock, Events, Workflow
+
+if TYPE_CHECKING:
+    from mcpbridge.agent.policy_gate import PolicyGate
 
 log = logging.getLogger("mcpbridge.agent")
 
@@ -91,8 +94,10 @@ class ToolCallSteps:
         events: Events,
         checks: CallChecks,
         oauth: OAuthGate | None = None,
+        gate: PolicyGate | None = None,
     ) -> None:
-        """``workflow`` is asked for on use: the embedded workflow runs these very steps."""
+        """``workflow`` is asked for on use: the embedded workflow runs these very steps; ``gate``: the workspace's
+        rules on results."""
         self._calls = calls
         self._clock = clock
         self._invoker = invoker
@@ -100,6 +105,7 @@ class ToolCallSteps:
         self._events = events
         self._checks = checks
         self._oauth = oauth
+        self._gate = gate
 
     # -- prepare ------------------------------------------------------------------------------------------------
 
@@ -260,8 +266,31 @@ class ToolCallSteps:
             return await self._step_up(call, service, refused)
         except MCPBridgeError as failed:  # refused before anything ran upstream
             return Outcome("failed", {"error": _error(failed.code, failed.message)})
+        sets: dict[str, Any] = {}
+        if self._gate is not None:
+            # A local store's read costs less than a hop to a worker thread and back.
+            screened = (
+                self._screen(call, service, result)
+                if self._gate.reads_are_local
+                else await anyio.to_thread.run_sync(self._screen, call, service, result)
+            )
+            if screened is not None:
+                result, sets["policy_result"] = screened[0], screened[1].record()
         shaped = shape_result(service.name, result)
-        return Outcome("completed", {"result": shaped.for_storage}, shaped.for_agent)
+        return Outcome("completed", {"result": shaped.for_storage, **sets}, shaped.for_agent)
+
+    def _screen(self, call: ToolCall, service: ExternalService, result: Mapping[str, Any]) -> Any:
+        assert self._gate is not None
+        return self._gate.screen(
+            call.workspace_id,
+            service_id=service.id,
+            service_name=service.name,
+            tool_name=call.tool_name,
+            user_id=call.owner_user_id,
+            agent_id=call.agent_id,
+            arguments=call.arguments,
+            result=result,
+        )
 
     async def _step_up(self, call: ToolCall, service: ExternalService, refused: OAuthRequired) -> Outcome:
         """The user's token was refused: missing or lost (a failure), or too narrow for this call (SEP-835: a 403
@@ -434,4 +463,9 @@ def event_detail(call: ToolCall) -> dict[str, Any]:
         "original_arguments": call.original_arguments,
         "deadline_at": call.deadline_at,
         "error_code": (call.error or {}).get("code"),
+        # Who decides a call an ask rule routed (``users``, ``required``, ``rule_id``), and the rules' decision:
+        # what a notification of the waiting call needs to reach the right people.
+        "approval_routing": call.item.get("approval_routing"),
+        "approvals": [{"by": a.get("by"), "decision": a.get("decision")} for a in call.item.get("approvals") or []],
+        "policy": call.item.get("policy"),
     }

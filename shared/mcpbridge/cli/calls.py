@@ -154,7 +154,17 @@ _AUDIT_COLUMNS: list[Column] = [
     ("APPROVED BY", lambda row: (row["approval"] or {}).get("by") or ""),
     ("MS", field("duration_ms")),
 ]
-_AUDIT_FILTERS = ("since", "until", "user_id", "service_id", "tool", "outcome", "endpoint_id", "agent_id")
+_AUDIT_FILTERS = (
+    "since",
+    "until",
+    "user_id",
+    "service_id",
+    "tool",
+    "outcome",
+    "endpoint_id",
+    "agent_id",
+    "rule_id",
+)
 
 
 @command()

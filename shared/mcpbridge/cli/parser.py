@@ -102,6 +102,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_calls(commands)
     _add_agents(commands)
     _add_webhooks(commands)
+    _add_rules(commands)
     return parser
 
 
@@ -658,6 +659,7 @@ def _add_calls(commands: Commands) -> None:
         ("--outcome", "outcome", "completed, failed, rejected, cancelled, uncertain, or a waiting status"),
         ("--endpoint", "endpoint_id", "calls made through this published endpoint (ep_...)"),
         ("--agent", "agent_id", "calls made under this agent profile (agt_...)"),
+        ("--rule", "rule_id", "calls decided by this rule of the workspace's rules"),
     ):
         audit.add_argument(option, dest=name, help=text)
     show = _leaf(actions, "show", "one tool call", "mcpbridge calls show call_...", "calls:call_show")
@@ -753,6 +755,50 @@ def _add_agents(commands: Commands) -> None:
     call.add_argument(
         "--wait", type=float, default=60.0, help="seconds to wait for a paused call (default 60; 0: do not wait)"
     )
+
+
+# ---------------------------------------------------------------------------------------------------- rules
+
+
+def _add_rules(commands: Commands) -> None:
+    actions = _group(commands, "rules", "the workspace's rules for tool calls (allow, deny, ask, redact)")
+    show = _leaf(
+        actions, "show", "the rules, in the order they are evaluated", "mcpbridge rules show", "rules:rules_show"
+    )
+    show.add_argument("--version", type=int, help="an earlier version (what a call's decision names)")
+    save = _leaf(
+        actions,
+        "set",
+        "save a rule set written as JSON as the next version",
+        "mcpbridge rules set rules.json",
+        "rules:rules_set",
+        details='FILE holds {"mode", "default", "rules"} ("-": standard input). Every rule is checked first: a wrong '
+        "field is named and nothing is saved.",
+    )
+    save.add_argument("file", metavar="FILE", help="the rule set (JSON), or - for standard input")
+    save.add_argument("--expected-version", type=int, help="the version FILE was written against (default: current)")
+    mode = _leaf(
+        actions,
+        "mode",
+        "enforce the rules, or only record what they would do",
+        "mcpbridge rules mode log_only",
+        "rules:rules_mode",
+    )
+    mode.add_argument("mode", choices=["enforce", "log_only"], help="enforce or log_only")
+    groups = _group(commands, "groups", "groups of users that rules name (callers, approvers)")
+    _leaf(groups, "list", "the workspace's groups", "mcpbridge groups list", "rules:groups_list")
+    for name, summary, run in (
+        ("show", "a group and its members", "rules:groups_show"),
+        ("create", "create a group", "rules:groups_create"),
+        ("set", "replace a group's members (and description)", "rules:groups_set"),
+        ("delete", "delete a group no rule names", "rules:groups_delete"),
+    ):
+        example = f"mcpbridge groups {name} finance" + (" --member usr_..." if name in ("create", "set") else "")
+        leaf = _leaf(groups, name, summary, example, run)
+        leaf.add_argument("name", metavar="NAME", help="the group's name")
+        if name in ("create", "set"):
+            leaf.add_argument("--member", action="append", metavar="USER", help="a member's user id (repeat)")
+            leaf.add_argument("--description", help="what the group is for")
 
 
 def _tool_arguments(leaf: argparse.ArgumentParser) -> None:

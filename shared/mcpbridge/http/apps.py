@@ -58,6 +58,7 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
         "oauth_grants",
         "quarantine",
         "webhooks",
+        "policy_rules",
         "console",
         "resource_links",
     ),
@@ -88,6 +89,7 @@ _SEGMENTS: dict[str, frozenset[str]] = {
     "calls_audit": frozenset({"calls"}),
     "quarantine": frozenset({"mcp-services", "tool-quarantine"}),
     "webhooks": frozenset({"webhooks"}),
+    "policy_rules": frozenset({"policy-rules", "groups"}),
     "console": frozenset({"/console", "/"}),  # the console's pages and session, and the root that leads there
     "resource_links": frozenset({"/r"}),  # time-limited links to images in knowledge (the token is the credential)
 }

@@ -26,7 +26,7 @@ caller says so; it never stops silently.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import re2
@@ -187,6 +187,26 @@ def line_pattern(query: str, regex: bool | None) -> LinePattern:
         if regex or not _literal_in_auto_mode(refused):
             raise
     return _literal(query)
+
+
+def value_pattern(pattern: str) -> Callable[[str], bool]:
+    """``pattern`` compiled for policy rules: a case-sensitive RE2 search over one argument's text (up to
+    SCAN_TEXT_MAX bytes); ``InvalidInput`` when RE2 refuses it."""
+    pattern = _within_bounds(pattern, "pattern")
+    options = re2.Options()
+    options.max_mem = PROGRAM_MAX_MEM
+    options.never_capture = True
+    options.log_errors = False
+    try:
+        compiled = re2._Regexp(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise _refusal(pattern, reason) from None
+
+    def search(text: str) -> bool:
+        return compiled.search(text[:SCAN_TEXT_MAX]) is not None
+
+    return search
 
 
 def _literal_in_auto_mode(refused: InvalidInput) -> bool:

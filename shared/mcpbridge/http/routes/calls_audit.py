@@ -39,16 +39,17 @@ async def list_calls(
     outcome: str | None = _filter("Calls in this status: completed, failed, rejected, cancelled, uncertain..."),
     endpoint_id: str | None = _filter("Calls made through this published endpoint."),
     agent_id: str | None = _filter("Calls made under this agent profile."),
+    rule_id: str | None = _filter("Calls decided by this rule of the workspace's rules (enforced or log-only)."),
     limit: int = limit_query(),
     cursor: str | None = cursor_query(),
 ) -> AuditEntries:
     """Every external tool call kept (agents' and published endpoints'), newest first: who called, through which
     endpoint or agent, the tool, a digest of the arguments (never their values), the approval, the outcome and its
-    timings. `since` (inclusive) and `until` (exclusive) are ISO 8601 times. Admin keys see the workspace's calls,
-    other keys their own."""
+    timings, and the decision of the workspace's rules (`policy`: rule and version). `since` (inclusive) and `until`
+    (exclusive) are ISO 8601 times. Admin keys see the workspace's calls, other keys their own."""
     if not principal.is_admin:
         require_agent_or_approver(principal)
-    filters = CallFilters(since, until, user_id, service_id, tool, outcome, endpoint_id, agent_id)
+    filters = CallFilters(since, until, user_id, service_id, tool, outcome, endpoint_id, agent_id, rule_id)
     audit = CallAudit(broker.records)
     entries = await to_thread.run_sync(audit.query, principal, filters)
     page, next_cursor = page_of(

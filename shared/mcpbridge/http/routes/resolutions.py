@@ -69,6 +69,22 @@ class CallOut(BaseModel):
     )
     authorization_url: str | None
     approval: ApprovalOut | None
+    approvals: list[ApprovalOut] = Field(
+        default_factory=list,
+        description="For a call an ask rule routed to named approvers: each approver's decision so far.",
+    )
+    approvers: list[str] | None = Field(
+        default=None, description="Who may decide a call an ask rule routed (the caller never among them)."
+    )
+    approvals_required: int | None = Field(default=None, description="How many of them must approve.")
+    policy: dict[str, Any] | None = Field(
+        default=None,
+        description="The workspace rules' decision: rule_id (null: the default), rule_set_version, outcome, "
+        "enforced (false: log-only), redacted_by, detected (kinds, never values).",
+    )
+    policy_result: dict[str, Any] | None = Field(
+        default=None, description="What the rules on results did: denied_by, redacted_by, detected (kinds)."
+    )
     result: dict[str, Any] | None = Field(description="The upstream result, marked untrusted, images redacted.")
     error: CallErrorOut | None
     outcome_uncertain: bool = Field(description="The request may have run and its answer was lost: not replayed.")
@@ -78,6 +94,7 @@ class CallOut(BaseModel):
 
 def call_out(call: ToolCall, principal: Principal, broker: ToolCallBroker) -> CallOut:
     waiting = call.status in ("awaiting_approval", "awaiting_oauth")
+    routing = call.item.get("approval_routing")
     return CallOut(
         pending_id=call.id,
         user_id=call.owner_user_id,
@@ -94,6 +111,11 @@ def call_out(call: ToolCall, principal: Principal, broker: ToolCallBroker) -> Ca
         expires_at=timestamp(call.deadline_at) if waiting and call.deadline_at is not None else None,
         authorization_url=broker.authorization_url(call, principal),
         approval=None if call.approval is None else ApprovalOut.model_validate(call.approval),
+        approvals=[ApprovalOut.model_validate(a) for a in call.item.get("approvals") or []],
+        approvers=routing.get("users") if routing else None,
+        approvals_required=routing.get("required") if routing else None,
+        policy=call.item.get("policy"),
+        policy_result=call.item.get("policy_result"),
         result=call.result,
         error=None if call.error is None else CallErrorOut.model_validate(call.error),
         outcome_uncertain=call.status == "uncertain",
