@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from mcpbridge.identity.users import Users
     from mcpbridge.identity.workspaces import Workspaces
     from mcpbridge.knowledge.answers import Answerer
+    from mcpbridge.knowledge.ask_sessions import AskSessions
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.document_recovery import IndexingRecovery
     from mcpbridge.knowledge.documents import Documents
@@ -624,6 +625,12 @@ class Container:
         from mcpbridge.knowledge.answers import Answerer
 
         return Answerer(self.store, self.clock, self.knowledge_search, self.llm)
+
+    @cached_property
+    def ask_sessions(self) -> AskSessions:
+        from mcpbridge.knowledge.ask_sessions import AskSessions
+
+        return AskSessions(self.store, self.clock)
 
     @cached_property
     def oauth(self) -> ServiceOAuth:

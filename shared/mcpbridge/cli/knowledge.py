@@ -1,5 +1,6 @@
 """``mcpbridge kb``: knowledge bases through ``/api/v1/knowledge-bases``, ``/api/v1/documents`` and
-``/api/v1/knowledge/search``.
+``/api/v1/knowledge/search``; ``mcpbridge kb ask`` and ``mcpbridge sessions`` through ``/api/v1/knowledge/ask`` and
+``/api/v1/knowledge/sessions``.
 
 ``kb add`` sends each file in one request (``.../documents/upload``), or, when the server answers that it is larger
 than a request may carry (413), through an upload (``.../documents/uploads``: the file posted to the form it
@@ -109,6 +110,60 @@ def _print_results(body: dict[str, Any]) -> None:
         print(f"   {hit['document_id']} in {hit['knowledge_base_id']}")
         for line in [line for line in hit["text"].splitlines() if line.strip()][:3]:
             print(f"   {shorten(line, 110)}")
+
+
+@command()
+def kb_ask(api: Api, args: argparse.Namespace) -> None:
+    request: dict[str, Any] = {"question": args.question}
+    if args.session:
+        request["session_id"] = args.session
+    if args.kb:
+        request["knowledge_base_ids"] = [kb_id(api, kb) for kb in args.kb]
+    emit(args, api.post("/api/v1/knowledge/ask", json=request), _print_answer)
+
+
+def _print_answer(body: dict[str, Any]) -> None:
+    for notice in body["notices"]:
+        print(f"note: {notice}")
+    print(body["answer"])
+    for ref in body["references"]:
+        print(f"[{ref['n']}] {ref['document_title']}, lines {ref['start_line']}-{ref['end_line']}")
+    print(f"session: {body['session_id']} (continue with --session {body['session_id']})")
+
+
+# ---------------------------------------------------------------------------------------------------- sessions
+
+SESSIONS = "/api/v1/knowledge/sessions"
+_SESSION_COLUMNS: list[Column] = [
+    ("ID", field("id")),
+    ("TURNS", field("turn_count")),
+    ("UPDATED", field("updated_at")),
+    ("TITLE", lambda row: shorten(row["title"], 60)),
+]
+
+
+@command()
+def sessions_list(api: Api, args: argparse.Namespace) -> None:
+    body = api.every(SESSIONS)
+    emit(args, body, lambda b: table(b["items"], _SESSION_COLUMNS, empty="No sessions."))
+
+
+def _print_session(body: dict[str, Any]) -> None:
+    print(f"{body['id']}  {body['title']}")
+    print(f"  turns: {body['turn_count']}, updated {body['updated_at']}")
+    for turn in body["turns"]:
+        print(f"\nQ: {turn['question']}\nA: {turn['answer']}")
+
+
+@command()
+def sessions_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.get(f"{SESSIONS}/{args.session}"), _print_session)
+
+
+@command()
+def sessions_delete(api: Api, args: argparse.Namespace) -> None:
+    api.delete(f"{SESSIONS}/{args.session}")
+    deleted(args, "session", args.session)
 
 
 # ---------------------------------------------------------------------------------------------------- kb add

@@ -97,6 +97,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_users(commands)
     _add_keys(commands)
     _add_kb(commands)
+    _add_sessions(commands)
     _add_endpoints(commands)
     _add_services(commands)
     _add_calls(commands)
@@ -358,6 +359,7 @@ def _add_kb(commands: Commands) -> None:
     search.add_argument("--kb", action="append", metavar="KB", help="search only these (repeat; default: every one)")
     search.add_argument("--mode", choices=("hybrid", "semantic", "keyword"), default="hybrid", help="default hybrid")
     search.add_argument("--limit", type=int, default=10, help="results, 1 to 30 (default 10)")
+    _add_kb_ask(actions)
     delete = _leaf(
         actions,
         "delete",
@@ -366,6 +368,38 @@ def _add_kb(commands: Commands) -> None:
         "knowledge:kb_delete",
     )
     delete.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
+
+
+def _add_kb_ask(actions: Commands) -> None:
+    ask = _leaf(
+        actions,
+        "ask",
+        "ask a question answered from the knowledge bases",
+        'mcpbridge kb ask "How do refunds work?"',
+        "knowledge:kb_ask",
+    )
+    ask.add_argument("question", help="the question")
+    ask.add_argument("--session", metavar="SESSION", help="continue this session (ses_..., from an earlier answer)")
+    ask.add_argument("--kb", action="append", metavar="KB", help="use only these (repeat; default: every one)")
+
+
+def _add_sessions(commands: Commands) -> None:
+    actions = _group(commands, "sessions", "the ask sessions this key started: list, read, delete")
+    _leaf(
+        actions, "list", "the sessions, most recently used first", "mcpbridge sessions list", "knowledge:sessions_list"
+    )
+    show = _leaf(
+        actions,
+        "show",
+        "one session with its questions and answers",
+        "mcpbridge sessions show ses_...",
+        "knowledge:sessions_show",
+    )
+    show.add_argument("session", metavar="SESSION", help="the session's id (ses_...)")
+    delete = _leaf(
+        actions, "delete", "delete a session", "mcpbridge sessions delete ses_...", "knowledge:sessions_delete"
+    )
+    delete.add_argument("session", metavar="SESSION", help="the session's id (ses_...)")
 
 
 # ---------------------------------------------------------------------------------------------------- endpoints

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from mcpbridge.identity.users import Users
     from mcpbridge.identity.workspaces import Workspaces
     from mcpbridge.knowledge.answers import Answerer
+    from mcpbridge.knowledge.ask_sessions import AskSessions
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.documents import Documents
     from mcpbridge.knowledge.reading import DocumentReader
@@ -75,6 +76,10 @@ async def _knowledge(request: Request) -> KnowledgeSearch:
 
 async def _answerer(request: Request) -> Answerer:
     return cast("Answerer", await service_of(request, "answers"))
+
+
+async def _ask_sessions(request: Request) -> AskSessions:
+    return cast("AskSessions", await service_of(request, "ask_sessions"))
 
 
 async def _wiki(request: Request) -> Wiki:
@@ -146,6 +151,7 @@ if TYPE_CHECKING:
     ReaderDep = Annotated[DocumentReader, Depends(_reader)]
     KnowledgeSearchDep = Annotated[KnowledgeSearch, Depends(_knowledge)]
     AnswererDep = Annotated[Answerer, Depends(_answerer)]
+    AskSessionsDep = Annotated[AskSessions, Depends(_ask_sessions)]
     WikiDep = Annotated[Wiki, Depends(_wiki)]
     SemanticDep = Annotated[bool, Depends(_semantic)]
     EndpointsDep = Annotated[EndpointService, Depends(_endpoints)]
@@ -171,6 +177,7 @@ else:
     ReaderDep = Annotated[Any, Depends(_reader)]
     KnowledgeSearchDep = Annotated[Any, Depends(_knowledge)]
     AnswererDep = Annotated[Any, Depends(_answerer)]
+    AskSessionsDep = Annotated[Any, Depends(_ask_sessions)]
     WikiDep = Annotated[Any, Depends(_wiki)]
     SemanticDep = Annotated[bool, Depends(_semantic)]
     EndpointsDep = Annotated[Any, Depends(_endpoints)]

@@ -14,7 +14,9 @@ knowledge-base scope at the time. A continuation that differs in any of them is 
 earlier turn (an answer drawn from knowledge bases the caller may not reach) never reaches a caller with a narrower
 scope.
 
-    WS#<ws> / SESSION#<id>     {owner, credential, kb_scope, turns: [{question, answer}], expires_at}
+    WS#<ws> / SESSION#<id>     {owner, credential, kb_scope, title, turns: [{question, answer}], created_at,
+                                updated_at, expires_at}
+        gsi1: ASKSESSIONS#<ws>#<owner>#<credential> / <updated_at>#<id>   (the sessions one caller may list)
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ PASSAGES = 6
 EXTRACTIVE_PASSAGES = 3
 EXCERPT_CHARS = 300
 TURNS_KEPT = 10
+SESSION_TITLE_CHARS = 100
 SESSION_TTL_SECONDS = 7 * 24 * 3600
 
 SYSTEM_PROMPT = """You answer questions using only the numbered passages from a knowledge base.
@@ -71,6 +74,11 @@ def session_key(workspace_id: str, session_id: str) -> Key:
     return Key(f"WS#{workspace_id}", f"SESSION#{session_id}")
 
 
+def sessions_partition(workspace_id: str, binding: SessionBinding) -> str:
+    """The index partition of the sessions one owner started through one credential."""
+    return f"ASKSESSIONS#{workspace_id}#{binding.owner}#{binding.credential}"
+
+
 def _excerpt(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
@@ -101,7 +109,7 @@ class Answerer:
             raise InvalidInput("question is required", code="invalid_question")
         if len(question) > QUESTION_MAX_CHARS:
             raise InvalidInput(f"question is longer than {QUESTION_MAX_CHARS} characters", code="invalid_question")
-        binding = _Binding(owner, credential, _kb_scope(access))
+        binding = SessionBinding.of(access, owner=owner, credential=credential)
         turns = self._turns(access, binding, session_id) if session_id else []
         scope = self._search.scope(access, knowledge_base_ids)
         # A follow-up ("and on Windows?") is searched together with the question it follows; a new question alone.
@@ -155,15 +163,15 @@ class Answerer:
         messages.append(ChatMessage("user", f"Passages:\n\n{passages or '(none found)'}\n\nQuestion: {question}"))
         return messages
 
-    def _turns(self, access: KnowledgeAccess, binding: _Binding, session_id: str) -> list[dict[str, str]]:
+    def _turns(self, access: KnowledgeAccess, binding: SessionBinding, session_id: str) -> list[dict[str, str]]:
         item = self._store.get(session_key(access.workspace_id, session_id))
         if item is None or not binding.holds_for(item) or int(item.get("expires_at", 0)) <= self._clock.now():
-            raise _session_not_found(session_id)
+            raise session_not_found(session_id)
         turns: list[dict[str, str]] = item.get("turns", [])
         return turns
 
     def _remember(
-        self, access: KnowledgeAccess, binding: _Binding, session_id: str | None, question: str, answer: str
+        self, access: KnowledgeAccess, binding: SessionBinding, session_id: str | None, question: str, answer: str
     ) -> str:
         now = self._clock.now()
         session_id = session_id or new_id("ses")
@@ -175,22 +183,30 @@ class Answerer:
             "turns": turns,
             "updated_at": timestamp(now),
             "expires_at": int(now) + SESSION_TTL_SECONDS,
+            "gsi1pk": sessions_partition(access.workspace_id, binding),
+            "gsi1sk": f"{timestamp(now)}#{session_id}",
         }
+        if current is None:
+            changes |= {"created_at": timestamp(now), "title": _excerpt(question)[:SESSION_TITLE_CHARS]}
         bound = Condition("session_bound", binding.condition() if current is not None else ItemAbsent())
         try:
             self._store.update(key, Update(set=changes), condition=bound)
         except ConditionFailed:
-            raise _session_not_found(session_id) from None
+            raise session_not_found(session_id) from None
         return session_id
 
 
 @dataclass(frozen=True)
-class _Binding:
+class SessionBinding:
     """What a session is bound to; a continuation must match every field."""
 
     owner: str
     credential: str
     kb_scope: str
+
+    @classmethod
+    def of(cls, access: KnowledgeAccess, *, owner: str, credential: str) -> SessionBinding:
+        return cls(owner, credential, _kb_scope(access))
 
     def as_item(self) -> dict[str, str]:
         return {"owner": self.owner, "credential": self.credential, "kb_scope": self.kb_scope}
@@ -207,7 +223,7 @@ def _kb_scope(access: KnowledgeAccess) -> str:
     return "*" if access.knowledge_base_ids is None else ",".join(sorted(access.knowledge_base_ids))
 
 
-def _session_not_found(session_id: str) -> NotFound:
+def session_not_found(session_id: str) -> NotFound:
     return NotFound(
         f"session {session_id[:100]!r} was not found (a session continues only through the API key or endpoint, "
         "and within the knowledge-base scope, that started it)",

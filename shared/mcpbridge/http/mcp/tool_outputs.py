@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from mcpbridge.http.mcp import session_tools
 from mcpbridge.http.views import AskOut, ChunkOut, DocumentOut, PageOut
 from mcpbridge.publishing.offered_tools import BY_NAME
 
@@ -144,6 +145,7 @@ def output_schemas() -> dict[str, dict[str, Any]]:
             }
         ),
         "ask": _view(AskOut),
+        **session_tools.OUTPUTS,
         **_wiki_and_write_schemas(),
     }
 
@@ -226,6 +228,9 @@ _ICON_OF_TOOL: Final = {
     "list_documents": "document",
     "read_document": "document",
     "ask": "answer",
+    "list_sessions": "answer",
+    "get_session": "answer",
+    "delete_session": "answer",
     "wiki_search": "wiki",
     "wiki_read_page": "wiki",
     "wiki_index": "wiki",
