@@ -112,10 +112,14 @@ class ReferenceOut(BaseModel):
 
 class AskOut(BaseModel):
     answer: str
-    mode: Literal["llm", "extractive"]
+    mode: Literal["agent", "llm", "extractive"] = Field(
+        description="agent: the endpoint's default agent answered; llm: the built-in answer through the language "
+        "model; extractive: the best passages, cited (no model, or the model failed)."
+    )
     session_id: str
     references: list[ReferenceOut]
     notices: list[str]
+    agent_id: str | None = Field(default=None, description="The agent that answered (mode agent), else null.")
 
     @classmethod
     def of(cls, answer: Answer) -> AskOut:
@@ -125,6 +129,7 @@ class AskOut(BaseModel):
             session_id=answer.session_id,
             references=[ReferenceOut(**vars(r)) for r in answer.references],
             notices=answer.notices,
+            agent_id=answer.agent_id,
         )
 
 

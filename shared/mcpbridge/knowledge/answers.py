@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import new_id
@@ -61,13 +61,33 @@ class Reference:
     excerpt: str
 
 
+AnswerMode = Literal["agent", "llm", "extractive"]
+
+
+@dataclass(frozen=True)
+class AnsweringAgent:
+    """The agent an endpoint answers ``ask`` with (its default agent): its name and what it is told to be."""
+
+    id: str
+    name: str
+    instructions: str
+
+
 @dataclass(frozen=True)
 class Answer:
     answer: str
     references: list[Reference]
     session_id: str
-    mode: Literal["llm", "extractive"]
+    mode: AnswerMode
     notices: list[str]
+    agent_id: str | None = None
+
+
+def agent_prompt(agent: AnsweringAgent) -> str:
+    """The system prompt of an agent's answer: who it is and what it was told, then the rules every answer keeps."""
+    told = f"\nWhat you were set up to do: {agent.instructions}" if agent.instructions.strip() else ""
+    who = f"You are {agent.name}, an agent answering questions for the people using this endpoint."
+    return f"{who}{told}\n\n{SYSTEM_PROMPT}"
 
 
 def session_key(workspace_id: str, session_id: str) -> Key:
@@ -100,10 +120,13 @@ class Answerer:
         credential: str,
         session_id: str | None = None,
         knowledge_base_ids: list[str] | None = None,
+        agent: AnsweringAgent | None = None,
     ) -> Answer:
         """``owner``: who the session belongs to (``user:...``, ``endpoint:...``); ``credential``: the API key or
         endpoint the question came through. ``session_id`` continues a session only for the same owner, credential
-        and knowledge-base scope (404 ``session_not_found`` otherwise)."""
+        and knowledge-base scope (404 ``session_not_found`` otherwise). ``agent``: answer as that agent (its
+        instructions lead the model's), which needs a language model: without one the answer is extractive and
+        says why."""
         question = question.strip()
         if not question:
             raise InvalidInput("question is required", code="invalid_question")
@@ -121,11 +144,13 @@ class Answerer:
         notices = list(outcome.notices)
         if turns and not earlier:
             notices.append("this question does not follow on from the earlier ones: it was answered on its own")
-        text, mode, notice = self._compose(earlier, question, hits, references, searched=bool(outcome.hits))
+        text, mode, notice = self._compose(
+            earlier, question, hits, references, searched=bool(outcome.hits), agent=agent
+        )
         if notice:
             notices.append(notice)
         session_id = self._remember(access, binding, session_id, question, text)
-        return Answer(text, references, session_id, mode, notices)
+        return Answer(text, references, session_id, mode, notices, agent.id if mode == "agent" and agent else None)
 
     def _compose(
         self,
@@ -135,16 +160,24 @@ class Answerer:
         references: list[Reference],
         *,
         searched: bool,
-    ) -> tuple[str, Literal["llm", "extractive"], str | None]:
-        """The model's answer; an extractive one (the best passages, cited) without a model, or when the model
-        failed or took longer than the request may wait (the answer says so: never a gateway timeout)."""
+        agent: AnsweringAgent | None,
+    ) -> tuple[str, AnswerMode, str | None]:
+        """The model's answer (as ``agent`` when there is one); an extractive one (the best passages, cited)
+        without a model, or when the model failed or took longer than the request may wait (the answer says so:
+        never a gateway timeout)."""
         if self._llm is None:
             notice = "no language model configured: this is an extractive answer (the best passages, cited)"
+            if agent is not None:
+                notice = (
+                    f"the endpoint's default agent {agent.name!r} needs a language model and none is configured: "
+                    "this is an extractive answer (the best passages, cited)"
+                )
             return _extractive(references, searched=searched), "extractive", notice
+        system, mode = (SYSTEM_PROMPT, "llm") if agent is None else (agent_prompt(agent), "agent")
         try:
             return (
-                self._llm.complete(SYSTEM_PROMPT, self._messages(earlier, question, hits), max_tokens=1024),
-                "llm",
+                self._llm.complete(system, self._messages(earlier, question, hits), max_tokens=1024),
+                cast(AnswerMode, mode),
                 None,
             )
         except (UpstreamError, Unavailable, RateLimited) as failed:

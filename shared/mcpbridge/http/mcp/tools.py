@@ -20,6 +20,7 @@ from mcpbridge.domain.knowledge import Document, KnowledgeAccess
 from mcpbridge.errors import InvalidInput
 from mcpbridge.http.mcp import session_tools
 from mcpbridge.http.views import AskOut, ChunkOut, DocumentOut, PageOut, capabilities
+from mcpbridge.knowledge.answers import AnsweringAgent
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 from mcpbridge.knowledge.search import SearchMode
 from mcpbridge.publishing.offered_tools import BY_NAME
@@ -44,6 +45,8 @@ class ToolContext:
     endpoint_id: str
     user_id: str | None = None
     """The user an OAuth call runs as (None: the endpoint's static token)."""
+    default_agent_id: str | None = None
+    """The endpoint's default agent, which answers ask (None: the built-in answer)."""
 
     @property
     def owner(self) -> str:
@@ -261,15 +264,29 @@ def read_document(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def ask(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    question = _required(args, "question")
+    agent, notices = _answering_agent(ctx)
     answer = ctx.container.answers.ask(
         ctx.access,
-        _required(args, "question"),
+        question,
         owner=ctx.owner,
         credential=ctx.owner,
         session_id=_text(args, "session_id", required=False, max_chars=100),
         knowledge_base_ids=_strings(args, "knowledge_base_ids"),
+        agent=agent,
     )
-    return AskOut.of(answer).model_dump()
+    out = AskOut.of(answer)
+    return out.model_copy(update={"notices": [*notices, *out.notices]}).model_dump()
+
+
+def _answering_agent(ctx: ToolContext) -> tuple[AnsweringAgent | None, list[str]]:
+    """The endpoint's default agent; a default agent deleted since leaves the built-in answer, and says so."""
+    if ctx.default_agent_id is None:
+        return None, []
+    profile = ctx.container.agent_profiles.find(ctx.access.workspace_id, ctx.default_agent_id)
+    if profile is None or profile.id is None:
+        return None, ["this endpoint's default agent no longer exists: the built-in answer replied instead"]
+    return AnsweringAgent(profile.id, profile.name, profile.description), []
 
 
 # ---------------------------------------------------------------------------------------------------- wiki
@@ -455,8 +472,9 @@ SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "ask",
-        "Ask a question answered from the knowledge bases, with references. Pass session_id from an earlier answer "
-        "to continue the conversation. Does not search the web.",
+        "Ask a question answered from the knowledge bases, with references, by the endpoint's default agent when it "
+        "has one (else the built-in answer). Pass session_id from an earlier answer to continue the conversation. "
+        "Does not search the web.",
         _schema(
             {
                 "question": {"type": "string"},

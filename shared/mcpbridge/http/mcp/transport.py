@@ -305,7 +305,7 @@ class McpEndpointApp:
             return refused
         if authority.user_id is not None:
             log.info("tool %s on endpoint %s, as user %s (OAuth)", name, endpoint.id, authority.user_id)
-        context = ToolContext(container, authority.access, endpoint.id, authority.user_id)
+        context = ToolContext(container, authority.access, endpoint.id, authority.user_id, endpoint.default_agent_id)
         try:
             data = SPECS_BY_NAME[name].handler(context, arguments)
         except MCPBridgeError as exc:
