@@ -139,7 +139,8 @@ class IndexAnalysis:
         return self.reanalysing != language and not (self.language == language and self.up_to_date)
 
 
-ParseStatus = Literal["pending", "processing", "completed", "failed"]
+ParseStatus = Literal["pending", "processing", "completed", "failed", "draft"]
+"""``draft``: a draft document, kept out of the index until it is published."""
 
 
 @dataclass(frozen=True)
@@ -164,3 +165,7 @@ class Document:
     indexed_at: str | None
     indexed_version: int | None = None
     """The version whose chunks are in the index (it may lag ``version`` while a change is being indexed)."""
+    status: str = "published"
+    """``published`` or ``draft`` (``domain.document_filing``)."""
+    tags: tuple[str, ...] = ()
+    folder: str = ""

@@ -152,11 +152,17 @@ class DocumentOut(BaseModel):
     created_at: Timestamp
     updated_at: Timestamp
     indexed_at: Timestamp | None
+    status: Literal["published", "draft"] = Field(
+        default="published", description="published: searchable; draft: kept out of search and endpoints."
+    )
+    tags: list[str] = Field(default_factory=list)
+    folder: str = Field(default="", description="A path like docs/spec; empty: the root.")
     content: str | None = Field(default=None, description="The indexed text, with include_content=true.")
 
     @classmethod
     def of(cls, document: Document, content: str | None = None) -> DocumentOut:
         fields = {name: getattr(document, name) for name in cls.model_fields if name != "content"}
+        fields["tags"] = list(document.tags)
         if document.url is not None:
             fields["url"] = masked_url(document.url)
         return cls(**fields, content=content)

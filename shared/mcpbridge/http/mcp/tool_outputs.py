@@ -142,7 +142,9 @@ def output_schemas() -> dict[str, dict[str, Any]]:
                 "query": _MAYBE_STRING,
                 "matches": _INTEGER,
                 "note": _MAYBE_STRING,
-            }
+                "metadata_only": _BOOLEAN,
+            },
+            ["document"],  # metadata_only=true answers the document alone
         ),
         "ask": _view(AskOut),
         **session_tools.OUTPUTS,

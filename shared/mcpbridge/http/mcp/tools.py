@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any, cast, get_args
 
 from mcpbridge.bootstrap import Container
+from mcpbridge.domain.document_filing import Filing, Shelf
 from mcpbridge.domain.knowledge import Document, KnowledgeAccess
-from mcpbridge.errors import InvalidInput
+from mcpbridge.errors import InvalidInput, NotFound
 from mcpbridge.http.mcp import session_tools
 from mcpbridge.http.views import AskOut, ChunkOut, DocumentOut, PageOut, capabilities
 from mcpbridge.knowledge.answers import AnsweringAgent
@@ -230,6 +231,12 @@ def list_documents(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         keyword=_text(args, "keyword", required=False, max_chars=255),
         page=_int(args, "page", 1, 1, 1_000_000),
         page_size=_int(args, "page_size", 20, 1, 100),
+        # An endpoint sees published documents only.
+        shelf=Shelf.of(
+            tag=_text(args, "tag", required=False, max_chars=200),
+            folder=_folder(args),
+            subfolders=_bool(args, "subfolders") or False,
+        ),
     )
     return {
         "knowledge_base_id": kb_id,
@@ -241,11 +248,30 @@ def list_documents(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _folder(args: dict[str, Any]) -> str | None:
+    value = args.get("folder")
+    if value is not None and not isinstance(value, str):
+        raise InvalidInput("folder must be a string", code="invalid_argument")
+    return value
+
+
+def _published(ctx: ToolContext, document_id: str) -> Document:
+    """A document the endpoint may see: a draft is not found, as if it did not exist."""
+    document = ctx.container.documents.get(ctx.access, document_id)
+    if document.status != "published":
+        raise NotFound(f"document {document_id!r} was not found", code="document_not_found")
+    return document
+
+
 def read_document(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     line = args.get("line")
+    document_id = _document_id(args)
+    document = _published(ctx, document_id)
+    if _bool(args, "metadata_only"):
+        return {"document": _document(document), "metadata_only": True}
     result = ctx.container.reader.read(
         ctx.access,
-        _document_id(args),
+        document_id,
         offset=_int(args, "offset", 0, 0, 1_000_000),
         limit=_int(args, "limit", 20, 1, 100),
         query=_text(args, "query", required=False, max_chars=500),
@@ -342,11 +368,16 @@ def add_document(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     documents = ctx.container.documents
     if (content is None) == (url is None):
         raise InvalidInput("give either content or url", code="missing_argument")
+    filing = Filing.of(
+        status=_text(args, "status", required=False, max_chars=40) or "published",
+        tags=_strings(args, "tags"),
+        folder=_folder(args),
+    )
     if url is not None:
-        document = documents.create_from_url(ctx.access, kb_id, title=title, url=url)
+        document = documents.create_from_url(ctx.access, kb_id, title=title, url=url, filing=filing)
     else:
         assert content is not None
-        document = documents.create_from_text(ctx.access, kb_id, title=title, content=content)
+        document = documents.create_from_text(ctx.access, kb_id, title=title, content=content, filing=filing)
     return {
         "knowledge_base_id": kb_id,
         "document": _document(document),
@@ -359,7 +390,10 @@ def update_document(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         ctx.access,
         _document_id(args),
         title=_text(args, "title", required=False, max_chars=255),
-        content=_text(args, "content", max_chars=50_000_000),
+        content=_text(args, "content", required=False, max_chars=50_000_000),
+        status=_text(args, "status", required=False, max_chars=40),
+        tags=_strings(args, "tags"),
+        folder=_folder(args),
     )
     return {"document": _document(document), "note": "Re-indexing runs asynchronously."}
 
@@ -389,6 +423,17 @@ _FORMER_DOCUMENT_IDS = {
 }
 _DOCUMENT_ID = {"type": "string", "description": "The document's id: document_id in search and list results."}
 _FORMER_DOCUMENT_ID = {"type": "string", "description": "The former name of document_id, still accepted."}
+
+
+_FILING: dict[str, Any] = {
+    "status": {
+        "type": "string",
+        "enum": ["published", "draft"],
+        "description": "published (default for a new document): searchable; draft: kept out of search.",
+    },
+    "tags": {"type": "array", "items": {"type": "string"}, "description": "At most 20, 1 to 50 characters each."},
+    "folder": {"type": "string", "description": "A path like docs/spec; '' is the root."},
+}
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -445,6 +490,12 @@ SPECS: tuple[ToolSpec, ...] = (
             {
                 "knowledge_base_id": {"type": "string", "description": "Id or name of the knowledge base."},
                 "keyword": {"type": "string", "description": "Only titles containing this (case-insensitive)."},
+                "tag": {"type": "string", "description": "Only documents with this tag (case-insensitive)."},
+                "folder": {
+                    "type": "string",
+                    "description": "Only documents in this folder (e.g. docs/spec; '' = root).",
+                },
+                "subfolders": {"type": "boolean", "description": "With folder: its subfolders' documents too."},
                 "page": {"type": "integer", "minimum": 1, "default": 1},
                 "page_size": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
             },
@@ -465,6 +516,10 @@ SPECS: tuple[ToolSpec, ...] = (
                 "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
                 "query": {"type": "string", "description": "Space-separated terms that must all appear."},
                 "line": {"type": "integer", "minimum": 1, "description": "Open at this line of the document."},
+                "metadata_only": {
+                    "type": "boolean",
+                    "description": "Only the document's fields (title, status, tags, folder, size...), no text.",
+                },
             },
             ["document_id"],
         ),
@@ -537,6 +592,7 @@ SPECS: tuple[ToolSpec, ...] = (
                 "title": {"type": "string"},
                 "content": {"type": "string", "description": "Markdown. Required unless url is given."},
                 "url": {"type": "string", "description": "http(s) URL to import instead of content."},
+                **_FILING,
             },
             ["knowledge_base_id", "title"],
         ),
@@ -544,15 +600,17 @@ SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "update_document",
-        "Replace a document's content (Markdown) and optionally its title; it is re-indexed asynchronously.",
+        "Change a document: its content (Markdown), title, status (draft takes it out of search, published puts it "
+        "back), tags or folder. A new content, title or status re-indexes it asynchronously.",
         _schema(
             {
                 "document_id": _DOCUMENT_ID,
                 "knowledge_id": _FORMER_DOCUMENT_ID,
                 "content": {"type": "string"},
                 "title": {"type": "string"},
+                **_FILING,
             },
-            ["document_id", "content"],
+            ["document_id"],
         ),
         update_document,
     ),

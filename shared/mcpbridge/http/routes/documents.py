@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from anyio import to_thread
-from fastapi import APIRouter, File, Form, Query, Request, Response, UploadFile
+from fastapi import APIRouter, File, Form, Path, Query, Request, Response, UploadFile
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcpbridge.domain.document_filing import Filing, Shelf
 from mcpbridge.errors import InvalidInput, PayloadTooLarge
 from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
 from mcpbridge.http.deps import DocumentsDep, ReaderDep, UploadsDep
@@ -21,6 +22,10 @@ from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, 
 from mcpbridge.http.views import ChunkOut, DocumentOut, Timestamp
 
 router = APIRouter(prefix="/api/v1", tags=["documents"])
+
+
+_TAGS_HELP = "At most 20, each 1 to 50 characters; duplicates (case-insensitively) are dropped."
+_FOLDER_HELP = "A path like docs/spec (parts of 1 to 100 characters, neither . nor ..); empty: the root."
 
 
 class DocumentIn(BaseModel):
@@ -40,6 +45,14 @@ class DocumentIn(BaseModel):
     content: str | None = None
     url: str | None = Field(default=None, max_length=2048)
     format: Literal["markdown", "text"] = "markdown"
+    status: Literal["published", "draft"] = Field(
+        default="published", description="published (default): indexed and searchable; draft: kept, not indexed."
+    )
+    tags: list[str] = Field(default_factory=list, description=_TAGS_HELP)
+    folder: str = Field(default="", max_length=1000, description=_FOLDER_HELP)
+
+    def filing(self) -> Filing:
+        return Filing.of(status=self.status, tags=self.tags, folder=self.folder)
 
     @model_validator(mode="after")
     def _one_source(self) -> DocumentIn:
@@ -55,6 +68,11 @@ class DocumentPatch(BaseModel):
 
     title: str | None = Field(default=None, min_length=1, max_length=255)
     content: str | None = None
+    status: Literal["published", "draft"] | None = Field(
+        default=None, description="published indexes the document (search sees it); draft takes it out of the index."
+    )
+    tags: list[str] | None = Field(default=None, description=f"Replaces the tags. {_TAGS_HELP}")
+    folder: str | None = Field(default=None, max_length=1000, description=_FOLDER_HELP)
 
 
 class DocumentList(BaseModel):
@@ -75,16 +93,26 @@ def list_documents(
     keyword: str | None = Query(
         default=None, max_length=255, description="Only the documents whose title contains this (case-insensitive)."
     ),
+    status: Literal["published", "draft", "all"] = Query(
+        default="published", description="published (default), draft, or all."
+    ),
+    tag: str | None = Query(
+        default=None, max_length=50, description="Only documents with this tag (case-insensitive)."
+    ),
+    folder: str | None = Query(default=None, max_length=1000, description="Only documents in this folder (`` = root)."),
+    subfolders: bool = Query(default=False, description="With folder: its subfolders' documents too."),
     limit: int = limit_query(),
     cursor: str | None = cursor_query(),
 ) -> DocumentList:
-    """The documents of a knowledge base, newest first, optionally those whose title contains a keyword."""
+    """The documents of a knowledge base, newest first: the published ones unless `status` asks for drafts, optionally
+    those whose title contains a keyword, with a tag, or in a folder."""
+    shelf = Shelf.of(status=status, tag=tag, folder=folder, subfolders=subfolders)
     found, next_cursor = page_of(
-        documents.matching(knowledge_access(principal, "read"), kb_id, keyword=keyword),
+        documents.matching(knowledge_access(principal, "read"), kb_id, keyword=keyword, shelf=shelf),
         key=lambda d: (d.id,),
         limit=limit,
         cursor=cursor,
-        listing=f"knowledge-bases/{kb_id}/documents?keyword={(keyword or '').strip().casefold()}",
+        listing=f"knowledge-bases/{kb_id}/documents?keyword={(keyword or '').strip().casefold()}&{shelf}",
         descending=True,
     )
     return DocumentList(items=[DocumentOut.of(d) for d in found], next_cursor=next_cursor)
@@ -103,11 +131,14 @@ def create_document(
     """From Markdown or plain text (`content`), or from a URL (`url`, fetched now through the SSRF guard). Answers at
     once with `parse_status: pending`; the document is searchable once it is `completed`."""
     access = knowledge_write_access(principal, "write")
+    filing = body.filing()
     if body.url is not None:
-        document = documents.create_from_url(access, kb_id, title=body.title, url=body.url)
+        document = documents.create_from_url(access, kb_id, title=body.title, url=body.url, filing=filing)
     else:
         assert body.content is not None
-        document = documents.create_from_text(access, kb_id, title=body.title, content=body.content, format=body.format)
+        document = documents.create_from_text(
+            access, kb_id, title=body.title, content=body.content, format=body.format, filing=filing
+        )
     return DocumentOut.of(document)
 
 
@@ -278,9 +309,39 @@ def get_document(
 def update_document(
     document_id: DocumentId, body: DocumentPatch, principal: CurrentPrincipal, documents: DocumentsDep
 ) -> DocumentOut:
-    """A new title and/or new content (text documents); either change re-indexes the document."""
+    """A new title and/or new content (text documents), status, tags or folder. A new title, content or status
+    re-indexes the document (a draft leaves the index, a published one enters it); tags and folder only refile it."""
     access = knowledge_write_access(principal, "write")
-    return DocumentOut.of(documents.update(access, document_id, title=body.title, content=body.content))
+    return DocumentOut.of(
+        documents.update(
+            access,
+            document_id,
+            title=body.title,
+            content=body.content,
+            status=body.status,
+            tags=body.tags,
+            folder=body.folder,
+        )
+    )
+
+
+@router.delete(
+    "/documents/{document_id}/chunks/{chunk_id}",
+    operation_id="deleteDocumentChunk",
+    summary="Delete one chunk of a document",
+    responses=problems(400, 404, 409),
+)
+def delete_chunk(
+    document_id: DocumentId,
+    chunk_id: Annotated[
+        str, Path(max_length=200, description="The chunk's id (`doc_...#00003`, `#` as `%23`) or its number.")
+    ],
+    principal: CurrentPrincipal,
+    documents: DocumentsDep,
+) -> DocumentOut:
+    """Removes one chunk of an indexed document from search: its text, keyword terms and vector. Indexing the
+    document again (a new version) brings it back. Answers the document with its new `chunk_count`."""
+    return DocumentOut.of(documents.delete_chunk(knowledge_write_access(principal, "write"), document_id, chunk_id))
 
 
 @router.delete(
