@@ -5,6 +5,8 @@ files) and on the Lance engine, with a deterministic embedder so semantic search
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mcpbridge.bootstrap import Container
+from mcpbridge.cli import main
 from mcpbridge.http.apps import create_combined_app
 from tests.support.containers import container_on
 from tests.support.embedder import HashingEmbedder
+from tests.support.live_server import live_server
 
 SEARCH = "/api/v1/knowledge/search"
 
@@ -225,6 +229,7 @@ def test_metadata_only_reads(client: TestClient, kb: str) -> None:
 
 # ---------------------------------------------------------------------------------------------------- one chunk
 
+
 def _section(name: str, sentence: str) -> str:
     return f"# {name}\n\n" + " ".join([sentence] * 8)
 
@@ -282,3 +287,73 @@ def test_a_bad_chunk_is_refused_and_nothing_changes(client: TestClient, kb: str)
     refused = client.delete(f"/api/v1/documents/{draft['id']}/chunks/0")
     assert refused.status_code == 409, refused.text
     assert refused.json()["code"] == "document_not_indexed"
+
+
+def test_an_upload_files_its_document(client: TestClient, kb: str) -> None:
+    uploaded = client.post(
+        f"/api/v1/knowledge-bases/{kb}/documents/upload",
+        data={"status": "draft", "tags": ["notes", "fauna"], "folder": "field/2026"},
+        files={"file": ("notes.md", b"Wombats dig burrows.", "text/markdown")},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    body = uploaded.json()
+    assert (body["status"], body["tags"], body["folder"]) == ("draft", ["notes", "fauna"], "field/2026")
+    assert titles(client, "wombats") == []
+    refused = client.post(
+        f"/api/v1/knowledge-bases/{kb}/documents/upload",
+        data={"folder": "../up"},
+        files={"file": ("bad.md", b"Wombats again.", "text/markdown")},
+    )
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["code"] == "invalid_folder"
+    assert listed(client, kb, status="all") == ["notes.md"]
+
+
+# ---------------------------------------------------------------------------------------------------- CLI
+
+
+def run_cli(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, env: dict[str, str], *args: str
+) -> Any:
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith("MCPBRIDGE_"):
+                patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        code = main([*args, "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out
+    return json.loads(out.out)
+
+
+def test_the_cli_files_documents_and_deletes_a_chunk(
+    client: TestClient,
+    container: Container,
+    kb: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    document = add(client, kb, "Animals", LONG)
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+    with live_server(create_combined_app(container)) as url:
+        env = {"MCPBRIDGE_URL": url, "MCPBRIDGE_API_KEY": key, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+        filed = run_cli(capsys, monkeypatch, env, "kb", "file", document["id"], "--tag", "zoo", "--folder", "docs")
+        assert (filed["tags"], filed["folder"]) == (["zoo"], "docs")
+        found = run_cli(capsys, monkeypatch, env, "kb", "documents", kb, "--tag", "ZOO", "--folder", "docs")
+        assert [d["id"] for d in found["items"]] == [document["id"]]
+        seq = next(
+            c["chunk_id"].rpartition("#")[2]
+            for c in client.get(f"/api/v1/documents/{document['id']}/read").json()["chunks"]
+            if "Bonobos share" in c["text"]
+        )
+        after = run_cli(capsys, monkeypatch, env, "kb", "delete-chunk", document["id"], str(int(seq)))
+        assert after["chunk_count"] == document["chunk_count"] - 1
+        assert titles(client, "bonobos") == []
+        run_cli(capsys, monkeypatch, env, "kb", "file", document["id"], "--status", "draft")
+        assert run_cli(capsys, monkeypatch, env, "kb", "documents", kb)["items"] == []
+        drafts = run_cli(capsys, monkeypatch, env, "kb", "documents", kb, "--status", "draft")
+        assert [d["id"] for d in drafts["items"]] == [document["id"]]
+        assert titles(client, "capybaras") == []

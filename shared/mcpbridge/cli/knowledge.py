@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from mcpbridge.cli.api import Api, Problem, command
 from mcpbridge.cli.output import Column, Progress, deleted, emit, field, shorten, table
@@ -84,10 +84,34 @@ def kb_delete(api: Api, args: argparse.Namespace) -> None:
 
 @command()
 def kb_documents(api: Api, args: argparse.Namespace) -> None:
-    params = {"keyword": args.keyword} if args.keyword else {}
+    params: dict[str, Any] = {"keyword": args.keyword} if args.keyword else {}
+    params |= {"status": args.status} if args.status else {}
+    params |= {"tag": args.tag} if args.tag else {}
+    if args.folder is not None:
+        params |= {"folder": args.folder, "subfolders": "true" if args.subfolders else "false"}
     body = api.every(f"{KNOWLEDGE_BASES}/{kb_id(api, args.kb)}/documents", params)
     listed = "items" if "items" in body else "documents"
     emit(args, body, lambda b: table(b[listed], _DOCUMENT_COLUMNS, empty="No documents."))
+
+
+@command()
+def kb_file(api: Api, args: argparse.Namespace) -> None:
+    request: dict[str, Any] = {}
+    if args.status:
+        request["status"] = args.status
+    if args.tag is not None:
+        request["tags"] = [] if args.tag == [""] else args.tag
+    if args.folder is not None:
+        request["folder"] = args.folder
+    body = api.put(f"{DOCUMENTS}/{args.document}", json=request)
+    tags = ", ".join(body["tags"]) or "no tags"
+    emit(args, body, lambda b: print(f"{b['id']} ({b['title']}): {b['status']}, {tags}, folder /{b['folder']}"))
+
+
+@command()
+def kb_delete_chunk(api: Api, args: argparse.Namespace) -> None:
+    body = api.delete(f"{DOCUMENTS}/{args.document}/chunks/{quote(args.chunk, safe='')}")
+    emit(args, body, lambda b: print(f"Deleted chunk {args.chunk}; {b['id']} now has {b['chunk_count']} chunks."))
 
 
 @command()

@@ -348,6 +348,7 @@ def _add_kb(commands: Commands) -> None:
     )
     documents.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
     documents.add_argument("--keyword", help="only documents whose title has this word")
+    _add_document_filters(documents)
     search = _leaf(
         actions,
         "search",
@@ -360,6 +361,7 @@ def _add_kb(commands: Commands) -> None:
     search.add_argument("--mode", choices=("hybrid", "semantic", "keyword"), default="hybrid", help="default hybrid")
     search.add_argument("--limit", type=int, default=10, help="results, 1 to 30 (default 10)")
     _add_kb_ask(actions)
+    _add_kb_filing(actions)
     delete = _leaf(
         actions,
         "delete",
@@ -368,6 +370,38 @@ def _add_kb(commands: Commands) -> None:
         "knowledge:kb_delete",
     )
     delete.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
+
+
+def _add_document_filters(documents: argparse.ArgumentParser) -> None:
+    documents.add_argument("--status", choices=("published", "draft", "all"), help="default: published")
+    documents.add_argument("--tag", help="only documents with this tag")
+    documents.add_argument("--folder", help="only documents in this folder (docs/spec; '' is the root)")
+    documents.add_argument("--subfolders", action="store_true", help="with --folder: its subfolders too")
+
+
+def _add_kb_filing(actions: Commands) -> None:
+    filing = _leaf(
+        actions,
+        "file",
+        "publish, draft, tag or move a document",
+        "mcpbridge kb file doc_... --status draft --tag design --folder docs/spec",
+        "knowledge:kb_file",
+        details="A draft is kept out of search (and endpoints) until it is published again; tags and folder change "
+        "how it is filed only. --tag replaces the tags (repeat it; --tag '' clears them).",
+    )
+    filing.add_argument("document", metavar="DOCUMENT", help="the document's id (doc_...)")
+    filing.add_argument("--status", choices=("published", "draft"))
+    filing.add_argument("--tag", action="append", metavar="TAG", help="the document's tags (repeat)")
+    filing.add_argument("--folder", help="a path like docs/spec ('' is the root)")
+    chunk = _leaf(
+        actions,
+        "delete-chunk",
+        "remove one chunk of a document from search",
+        "mcpbridge kb delete-chunk doc_... 3",
+        "knowledge:kb_delete_chunk",
+    )
+    chunk.add_argument("document", metavar="DOCUMENT", help="the document's id (doc_...)")
+    chunk.add_argument("chunk", metavar="CHUNK", help="the chunk's id (doc_...#00003) or its number")
 
 
 def _add_kb_ask(actions: Commands) -> None:

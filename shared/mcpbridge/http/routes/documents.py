@@ -155,10 +155,16 @@ async def upload_document(
     documents: DocumentsDep,
     file: Annotated[UploadFile, File(description="Markdown, text, HTML or PDF")],
     title: Annotated[str | None, Form(max_length=255, description="The title; default: the file's name.")] = None,
+    status: Annotated[
+        Literal["published", "draft"], Form(description="published (default): indexed; draft: kept, not indexed.")
+    ] = "published",
+    tags: Annotated[list[str] | None, Form(description=f"Repeat the field for each tag. {_TAGS_HELP}")] = None,
+    folder: Annotated[str, Form(max_length=1000, description=_FOLDER_HELP)] = "",
 ) -> DocumentOut:
     """A Markdown, text, HTML or PDF file in the request itself (`multipart/form-data`), up to the per-request limit;
     larger files go through `POST /api/v1/knowledge-bases/{kb_id}/documents/uploads`."""
     access = knowledge_write_access(principal, "write")
+    filing = Filing.of(status=status, tags=tags or [], folder=folder)
     limit = documents.max_request_bytes
     data = await file.read(limit + 1)
     if len(data) > limit:
@@ -178,6 +184,7 @@ async def upload_document(
             filename=file.filename or "",
             content_type=file.content_type or "application/octet-stream",
             data=data,
+            filing=filing,
         )
     )
     return DocumentOut.of(document)
