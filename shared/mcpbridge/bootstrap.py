@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.document_recovery import IndexingRecovery
     from mcpbridge.knowledge.documents import Documents
+    from mcpbridge.knowledge.line_windows import FileTools
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
     from mcpbridge.knowledge.uploads import DocumentUploads
@@ -625,6 +626,12 @@ class Container:
         from mcpbridge.knowledge.answers import Answerer
 
         return Answerer(self.store, self.clock, self.knowledge_search, self.llm)
+
+    @cached_property
+    def file_tools(self) -> FileTools:
+        from mcpbridge.knowledge.line_windows import FileTools
+
+        return FileTools(self.documents, self.knowledge_bases)
 
     @cached_property
     def ask_sessions(self) -> AskSessions:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.ask_sessions import AskSessions
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.documents import Documents
+    from mcpbridge.knowledge.line_windows import FileTools
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
     from mcpbridge.knowledge.uploads import DocumentUploads
@@ -80,6 +81,10 @@ async def _answerer(request: Request) -> Answerer:
 
 async def _ask_sessions(request: Request) -> AskSessions:
     return cast("AskSessions", await service_of(request, "ask_sessions"))
+
+
+async def _file_tools(request: Request) -> FileTools:
+    return cast("FileTools", await service_of(request, "file_tools"))
 
 
 async def _wiki(request: Request) -> Wiki:
@@ -152,6 +157,7 @@ if TYPE_CHECKING:
     KnowledgeSearchDep = Annotated[KnowledgeSearch, Depends(_knowledge)]
     AnswererDep = Annotated[Answerer, Depends(_answerer)]
     AskSessionsDep = Annotated[AskSessions, Depends(_ask_sessions)]
+    FileToolsDep = Annotated[FileTools, Depends(_file_tools)]
     WikiDep = Annotated[Wiki, Depends(_wiki)]
     SemanticDep = Annotated[bool, Depends(_semantic)]
     EndpointsDep = Annotated[EndpointService, Depends(_endpoints)]
@@ -178,6 +184,7 @@ else:
     KnowledgeSearchDep = Annotated[Any, Depends(_knowledge)]
     AnswererDep = Annotated[Any, Depends(_answerer)]
     AskSessionsDep = Annotated[Any, Depends(_ask_sessions)]
+    FileToolsDep = Annotated[Any, Depends(_file_tools)]
     WikiDep = Annotated[Any, Depends(_wiki)]
     SemanticDep = Annotated[bool, Depends(_semantic)]
     EndpointsDep = Annotated[Any, Depends(_endpoints)]

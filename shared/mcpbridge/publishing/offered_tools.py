@@ -42,6 +42,7 @@ CATALOG: tuple[CatalogTool, ...] = (
     CatalogTool("grep_chunks", "read", "Grep chunks by regex", True),
     CatalogTool("list_documents", "read", "List documents", True),
     CatalogTool("read_document", "read", "Read a document", True),
+    CatalogTool("find_documents", "read", "Find documents by file name", True),
     CatalogTool("ask", "ask", "Ask a question", True),
     CatalogTool("list_sessions", "ask", "List ask sessions", True),
     CatalogTool("get_session", "ask", "Read an ask session", True),

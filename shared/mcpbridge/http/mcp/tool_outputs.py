@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from mcpbridge.http.mcp import session_tools
+from mcpbridge.http.mcp import file_tools, session_tools
 from mcpbridge.http.views import AskOut, ChunkOut, DocumentOut, PageOut
 from mcpbridge.publishing.offered_tools import BY_NAME
 
@@ -143,8 +143,23 @@ def output_schemas() -> dict[str, dict[str, Any]]:
                 "matches": _INTEGER,
                 "note": _MAYBE_STRING,
                 "metadata_only": _BOOLEAN,
+                **file_tools.WINDOW_OUTPUTS,
             },
-            ["document"],  # metadata_only=true answers the document alone
+            ["document"],  # metadata_only=true answers the document alone; patterns answer windows
+        ),
+        "find_documents": _object(
+            {
+                "name": _STRING,
+                "documents": _array(
+                    _with(
+                        _document(),
+                        knowledge_base_name=_STRING,
+                        match={"type": "string", "enum": ["exact", "prefix", "contains"]},
+                    )
+                ),
+                "total": _INTEGER,
+                "has_more": _BOOLEAN,
+            }
         ),
         "ask": _view(AskOut),
         **session_tools.OUTPUTS,
@@ -229,6 +244,7 @@ _ICON_OF_TOOL: Final = {
     "grep_chunks": "search",
     "list_documents": "document",
     "read_document": "document",
+    "find_documents": "search",
     "ask": "answer",
     "list_sessions": "answer",
     "get_session": "answer",

@@ -19,7 +19,7 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.domain.document_filing import Filing, Shelf
 from mcpbridge.domain.knowledge import Document, KnowledgeAccess
 from mcpbridge.errors import InvalidInput, NotFound
-from mcpbridge.http.mcp import session_tools
+from mcpbridge.http.mcp import file_tools, session_tools
 from mcpbridge.http.views import AskOut, ChunkOut, DocumentOut, PageOut, capabilities
 from mcpbridge.knowledge.answers import AnsweringAgent
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
@@ -269,6 +269,8 @@ def read_document(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     document = _published(ctx, document_id)
     if _bool(args, "metadata_only"):
         return {"document": _document(document), "metadata_only": True}
+    if args.get("patterns") is not None:
+        return file_tools.read_windows(ctx, document, args)
     result = ctx.container.reader.read(
         ctx.access,
         document_id,
@@ -506,8 +508,9 @@ SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "read_document",
         "Read a document in reading order: a page of chunks from offset (use next_offset to continue until it is "
-        "null), only the chunks containing every term of query (with one chunk of context each side), or from a "
-        "line number. truncated=true means the page was cut to fit: continue at next_offset.",
+        "null), only the chunks containing every term of query (with one chunk of context each side), from a "
+        "line number, or windows of lines around several literal patterns (patterns; continue with "
+        "from_line=next_line). truncated=true means the answer was cut to fit: continue where it says.",
         _schema(
             {
                 "document_id": _DOCUMENT_ID,
@@ -520,11 +523,13 @@ SPECS: tuple[ToolSpec, ...] = (
                     "type": "boolean",
                     "description": "Only the document's fields (title, status, tags, folder, size...), no text.",
                 },
+                **file_tools.WINDOW_INPUTS,
             },
             ["document_id"],
         ),
         read_document,
     ),
+    ToolSpec("find_documents", file_tools.FIND_DESCRIPTION, file_tools.FIND_INPUT, file_tools.find_documents),
     ToolSpec(
         "ask",
         "Ask a question answered from the knowledge bases, with references, by the endpoint's default agent when it "

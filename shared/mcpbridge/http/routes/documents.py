@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from mcpbridge.domain.document_filing import Filing, Shelf
 from mcpbridge.errors import InvalidInput, PayloadTooLarge
 from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
-from mcpbridge.http.deps import DocumentsDep, ReaderDep, UploadsDep
+from mcpbridge.http.deps import DocumentsDep, FileToolsDep, ReaderDep, UploadsDep
 from mcpbridge.http.fields import DocumentId, KnowledgeBaseId, UploadId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
@@ -413,5 +413,71 @@ def read_document(
         truncated=result.truncated,
         query=result.query,
         matches=result.matches,
+        note=result.note,
+    )
+
+
+class WindowLineOut(BaseModel):
+    line: int
+    text: str
+    matched: bool
+
+
+class WindowOut(BaseModel):
+    start_line: int
+    end_line: int
+    patterns: list[str] = Field(description="The patterns found in this window's matching lines.")
+    lines: list[WindowLineOut]
+
+
+class WindowsOut(BaseModel):
+    document: DocumentOut
+    patterns: list[str]
+    context_lines: int
+    windows: list[WindowOut]
+    matches: int = Field(description="Matching lines from from_line on, all of them (not only those returned).")
+    truncated: bool
+    next_line: int | None = Field(description="Where to continue (as from_line) when truncated.")
+    note: str | None
+
+
+@router.get(
+    "/documents/{document_id}/windows",
+    operation_id="readDocumentWindows",
+    summary="Read a document around literal patterns",
+    responses=problems(400, 404),
+)
+def read_windows(
+    document_id: DocumentId,
+    principal: CurrentPrincipal,
+    documents: DocumentsDep,
+    file_tools: FileToolsDep,
+    pattern: Annotated[
+        list[str],
+        Query(description="A literal text, case-insensitive (repeat for several, 1 to 10); not a regex."),
+    ],
+    context_lines: int = Query(default=3, ge=0, le=50, description="Lines before and after each matching line."),
+    from_line: int = Query(default=1, ge=1, description="Look from this line on (a previous answer's next_line)."),
+) -> WindowsOut:
+    """Windows of lines around every line holding any of the patterns, merged so that no line repeats, within an
+    output budget (`truncated`, then continue with `from_line=next_line`)."""
+    document = documents.get(knowledge_access(principal, "read"), document_id)
+    result = file_tools.read_windows(document, pattern, context_lines=context_lines, from_line=from_line)
+    return WindowsOut(
+        document=DocumentOut.of(result.document),
+        patterns=result.patterns,
+        context_lines=result.context_lines,
+        windows=[
+            WindowOut(
+                start_line=w.start_line,
+                end_line=w.end_line,
+                patterns=w.patterns,
+                lines=[WindowLineOut(line=x.line, text=x.text, matched=x.matched) for x in w.lines],
+            )
+            for w in result.windows
+        ],
+        matches=result.matches,
+        truncated=result.truncated,
+        next_line=result.next_line,
         note=result.note,
     )

@@ -5,18 +5,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.names import fold
 from mcpbridge.errors import Forbidden
 from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
-from mcpbridge.http.deps import AnswererDep, AskSessionsDep, KnowledgeBasesDep, KnowledgeSearchDep, SemanticDep
+from mcpbridge.http.deps import (
+    AnswererDep,
+    AskSessionsDep,
+    FileToolsDep,
+    KnowledgeBasesDep,
+    KnowledgeSearchDep,
+    SemanticDep,
+)
 from mcpbridge.http.fields import KnowledgeBaseId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
-from mcpbridge.http.views import LANGUAGE_HELP, AskOut, ChunkOut, KnowledgeBaseOut, Timestamp
+from mcpbridge.http.views import LANGUAGE_HELP, AskOut, ChunkOut, DocumentOut, KnowledgeBaseOut, Timestamp
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 
 if TYPE_CHECKING:
@@ -342,3 +349,52 @@ def delete_session(session_id: SessionId, principal: CurrentPrincipal, sessions:
     """Delete a session this key started; continuing it afterwards is refused (404 `session_not_found`)."""
     sessions.delete(knowledge_access(principal, "ask"), session_id, **_session_caller(principal))
     return Response(status_code=204)
+
+
+# ---------------------------------------------------------------------------------------------------- by file name
+
+
+class NamedDocumentOut(DocumentOut):
+    knowledge_base_name: str
+    match: Literal["exact", "prefix", "contains"]
+
+
+class NamedDocumentList(BaseModel):
+    items: list[NamedDocumentOut]
+    total: int
+    has_more: bool
+
+
+@router.get(
+    "/knowledge/documents",
+    operation_id="findDocumentsByName",
+    summary="Find documents by file name",
+    responses=problems(400, 404),
+)
+def find_documents(
+    principal: CurrentPrincipal,
+    file_tools: FileToolsDep,
+    name: str = Query(min_length=1, max_length=255, description="A file name or part of one (case-insensitive)."),
+    knowledge_base_ids: Annotated[
+        list[str] | None,
+        Query(description="Knowledge bases to look in, by id or name (repeat); default: every one in reach."),
+    ] = None,
+    limit: int = Query(default=20, ge=1, le=100, description="At most this many, best first (default 20)."),
+) -> NamedDocumentList:
+    """Published documents whose file name (or title) holds `name`, across the knowledge bases in reach: exact names
+    first, then names that start with it, then names that contain it."""
+    found, total = file_tools.find_by_name(
+        knowledge_access(principal, "read"), name, knowledge_base_ids=knowledge_base_ids, limit=limit
+    )
+    return NamedDocumentList(
+        items=[
+            NamedDocumentOut(
+                **DocumentOut.of(n.document).model_dump(),
+                knowledge_base_name=n.knowledge_base_name,
+                match=("exact", "prefix", "contains")[n.rank],
+            )
+            for n in found
+        ],
+        total=total,
+        has_more=total > len(found),
+    )
