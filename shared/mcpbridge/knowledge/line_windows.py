@@ -9,7 +9,9 @@ linear in the document's size whatever the patterns hold.
 
 The answer is bounded: at most ``MAX_WINDOWS`` windows and ``BYTE_BUDGET`` bytes of line text. A window that does
 not fit is not cut: the answer stops before it, ``truncated`` is set and ``next_line`` says where to continue (pass
-it as ``from_line``). A single line longer than the whole budget is refused with an error rather than dropped.
+it as ``from_line``). A window too large on its own starts at its first matching line and stops at the last line
+that fits (again ``truncated``, continuing after it), so every answer moves on. A single matching line longer than
+the whole budget is refused with an error rather than dropped.
 
 Finding by name matches a case-insensitive text against each published document's file name (and its title, for
 documents made from text or a URL): an exact name first, then names that start with it, then names that contain it.
@@ -109,23 +111,32 @@ def windows_of(
             spans.append((start, end, {number: found}))
     windows: list[Window] = []
     used = 0
+
+    def size_of(first: int, last: int) -> int:
+        return sum(len(lines[n - 1].encode()) for n in range(first, last + 1))
+
     for start, end, matched in spans:
         if len(windows) == max_windows:
             return windows, len(hits), True, start
-        size = sum(len(lines[n - 1].encode()) for n in range(start, end + 1))
+        size = size_of(start, end)
         if windows and used + size > byte_budget:
             return windows, len(hits), True, start
-        if size > byte_budget:
-            longest = max(range(start, end + 1), key=lambda n: len(lines[n - 1].encode()))
-            if len(lines[longest - 1].encode()) > byte_budget:
+        cut = size > byte_budget
+        if cut:
+            # Too large alone: from its first matching line, as many lines as fit (the rest comes next).
+            start = min(matched)
+            if len(lines[start - 1].encode()) > byte_budget:
                 raise InvalidInput(
-                    f"line {longest} is longer than the {byte_budget}-byte output budget: read it with read_document "
+                    f"line {start} is longer than the {byte_budget}-byte output budget: read it with read_document "
                     "from that line instead",
                     code="line_too_long",
                 )
-            return windows, len(hits), True, start  # a window too large alone: ask for fewer context lines
+            last = start
+            while last < end and size_of(start, last + 1) <= byte_budget:
+                last += 1
+            cut, end, size = last < end, last, size_of(start, last)
         used += size
-        found_here = sorted({p for names in matched.values() for p in names}, key=patterns.index)
+        found_here = sorted({p for n, names in matched.items() if start <= n <= end for p in names}, key=patterns.index)
         windows.append(
             Window(
                 start,
@@ -134,6 +145,8 @@ def windows_of(
                 found_here,
             )
         )
+        if cut:
+            return windows, len(hits), True, end + 1
     return windows, len(hits), False, None
 
 
