@@ -398,13 +398,7 @@ class Documents:
         current = self.get(access, document_id)
         if all(given is None for given in (title, content, status, tags, folder)):
             raise InvalidInput("give a new title, content, status, tags or folder", code="nothing_to_update")
-        changes: dict[str, object] = {}
-        if tags is not None:
-            changes["tags"] = list(clean_tags(tags))
-        if folder is not None:
-            changes["folder"] = clean_folder(folder)
-        if status is not None:
-            changes["status"] = clean_status(status)
+        changes = _filing_changes(status, tags, folder)
         if title is not None:
             changes["title"] = clean_title(title)
         if content is None and title is None and changes.get("status", current.status) == current.status:
@@ -729,6 +723,17 @@ class Documents:
         for item in list(every_item(self._store, f"KB#{kb_id}", sk_prefix="WIKI#")):
             self._store.delete(Key(item["pk"], item["sk"]))
         self._index.delete_knowledge_base(kb_id)
+
+
+def _filing_changes(status: str | None, tags: Sequence[str] | None, folder: str | None) -> dict[str, object]:
+    changes: dict[str, object] = {}
+    if tags is not None:
+        changes["tags"] = list(clean_tags(tags))
+    if folder is not None:
+        changes["folder"] = clean_folder(folder)
+    if status is not None:
+        changes["status"] = clean_status(status)
+    return changes
 
 
 def _chunk_seq(document_id: str, chunk_id: str) -> int:

@@ -82,17 +82,10 @@ def clean_patterns(patterns: list[str] | None) -> list[str]:
     return list(kept.values())
 
 
-def windows_of(
-    lines: list[str],
-    patterns: list[str],
-    *,
-    context_lines: int,
-    from_line: int = 1,
-    max_windows: int = MAX_WINDOWS,
-    byte_budget: int = BYTE_BUDGET,
-) -> tuple[list[Window], int, bool, int | None]:
-    """The windows around the lines (numbered from 1) holding any pattern, from ``from_line`` on: (windows, matched
-    lines counted, truncated, the line to continue from)."""
+def _spans(
+    lines: list[str], patterns: list[str], *, context_lines: int, from_line: int
+) -> tuple[list[tuple[int, list[str]]], list[tuple[int, int, dict[int, list[str]]]]]:
+    """The matching lines (with the patterns each holds) and the merged spans around them."""
     folded = [(p, p.casefold()) for p in patterns]
     hits: list[tuple[int, list[str]]] = []
     for number in range(max(from_line, 1), len(lines) + 1):
@@ -109,6 +102,21 @@ def windows_of(
             spans[-1] = (first, end, matched)
         else:
             spans.append((start, end, {number: found}))
+    return hits, spans
+
+
+def windows_of(
+    lines: list[str],
+    patterns: list[str],
+    *,
+    context_lines: int,
+    from_line: int = 1,
+    max_windows: int = MAX_WINDOWS,
+    byte_budget: int = BYTE_BUDGET,
+) -> tuple[list[Window], int, bool, int | None]:
+    """The windows around the lines (numbered from 1) holding any pattern, from ``from_line`` on: (windows, matched
+    lines counted, truncated, the line to continue from)."""
+    hits, spans = _spans(lines, patterns, context_lines=context_lines, from_line=from_line)
     windows: list[Window] = []
     used = 0
 

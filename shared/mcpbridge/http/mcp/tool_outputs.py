@@ -132,21 +132,7 @@ def output_schemas() -> dict[str, dict[str, Any]]:
                 "documents": _array(_document()),
             }
         ),
-        "read_document": _object(
-            {
-                "document": _document(),
-                "chunks": _array(_with(_chunk(), matched=_BOOLEAN)),
-                "total_chunks": _INTEGER,
-                "next_offset": {"type": ["integer", "null"]},
-                "truncated": _BOOLEAN,
-                "query": _MAYBE_STRING,
-                "matches": _INTEGER,
-                "note": _MAYBE_STRING,
-                "metadata_only": _BOOLEAN,
-                **file_tools.WINDOW_OUTPUTS,
-            },
-            ["document"],  # metadata_only=true answers the document alone; patterns answer windows
-        ),
+        "read_document": _read_document(),
         "find_documents": _object(
             {
                 "name": _STRING,
@@ -165,6 +151,24 @@ def output_schemas() -> dict[str, dict[str, Any]]:
         **session_tools.OUTPUTS,
         **_wiki_and_write_schemas(),
     }
+
+
+def _read_document() -> dict[str, Any]:
+    return _object(
+        {
+            "document": _document(),
+            "chunks": _array(_with(_chunk(), matched=_BOOLEAN)),
+            "total_chunks": _INTEGER,
+            "next_offset": {"type": ["integer", "null"]},
+            "truncated": _BOOLEAN,
+            "query": _MAYBE_STRING,
+            "matches": _INTEGER,
+            "note": _MAYBE_STRING,
+            "metadata_only": _BOOLEAN,
+            **file_tools.WINDOW_OUTPUTS,
+        },
+        ["document"],  # metadata_only=true answers the document alone; patterns answer windows
+    )
 
 
 def _wiki_and_write_schemas() -> dict[str, dict[str, Any]]:

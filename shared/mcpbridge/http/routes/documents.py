@@ -1,7 +1,11 @@
 """Documents: ``/api/v1/knowledge-bases/{kb_id}/documents`` (list, create from text or URL, upload a file in the
 request), ``/api/v1/knowledge-bases/{kb_id}/documents/uploads`` and ``/api/v1/document-uploads/{id}/...`` (a large
 file straight to the blob store, then ``complete``) and ``/api/v1/documents/{id}`` (get, read, update, delete).
-Creating returns at once with ``parse_status: pending``; deleting removes the chunks in the background."""
+Creating returns at once with ``parse_status: pending``; deleting removes the chunks in the background.
+``/api/v1/documents/{id}/chunks/{chunk}`` deletes one chunk; ``/api/v1/documents/{id}/windows`` reads around
+literal patterns."""
+
+# Over 400 lines: every route of one resource, a document (its listing, creation, uploads, reads and changes).
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """Knowledge bases (``/api/v1/knowledge-bases``) and the retrieval calls the MCP tools also make
 (``/api/v1/knowledge/search``, ``/grep``, ``/ask``), and the sessions ``ask`` keeps (``/api/v1/knowledge/sessions``)."""
 
+# Over 400 lines: the retrieval calls the MCP tools also make, and what they keep (sessions), side by side.
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
