@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from mcpbridge.outbound.policy import EgressPolicy
     from mcpbridge.publishing.endpoints import Endpoint, EndpointService
     from mcpbridge.publishing.rate_limit import RateLimiter
+    from mcpbridge.publishing.usage_instructions import UsageWriter
     from mcpbridge.tenancy.user_removal import UserRemoval
     from mcpbridge.tenancy.workspace_purge import WorkspacePurge
 
@@ -626,6 +627,12 @@ class Container:
         from mcpbridge.knowledge.answers import Answerer
 
         return Answerer(self.store, self.clock, self.knowledge_search, self.llm)
+
+    @cached_property
+    def usage_writer(self) -> UsageWriter:
+        from mcpbridge.publishing.usage_instructions import UsageWriter
+
+        return UsageWriter(self.endpoints, self.knowledge_bases, self.llm)
 
     @cached_property
     def file_tools(self) -> FileTools:

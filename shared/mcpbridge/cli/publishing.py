@@ -1,6 +1,6 @@
 """``mcpbridge endpoints``: MCP endpoints through ``/api/v1/mcp-endpoints``. ``create`` and ``rotate`` print the
-token once with the client configs the API answers (Claude Code, Cursor, VS Code, and ``mcp-remote`` for stdio-only
-clients)."""
+token once with the client configs the API answers (Claude Code, Cursor, VS Code, OpenCode, and ``mcp-remote`` for
+stdio-only clients)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,7 @@ def print_issued(body: dict[str, Any], what: str) -> None:
     for title, name in (
         ("Cursor (~/.cursor/mcp.json)", "cursor"),
         ("VS Code (.vscode/mcp.json)", "vscode"),
+        ("OpenCode (opencode.json)", "opencode"),
         ("Other clients, over stdio through mcp-remote (Claude Desktop...)", "mcp_remote"),
     ):
         print(f"\n{title}:")

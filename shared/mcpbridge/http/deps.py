@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from mcpbridge.outbound.policy import EgressPolicy
     from mcpbridge.ports import SecretBox, Store
     from mcpbridge.publishing.endpoints import EndpointService
+    from mcpbridge.publishing.usage_instructions import UsageWriter
     from mcpbridge.settings import Settings
     from mcpbridge.tenancy.user_removal import UserRemoval
 
@@ -85,6 +86,10 @@ async def _ask_sessions(request: Request) -> AskSessions:
 
 async def _file_tools(request: Request) -> FileTools:
     return cast("FileTools", await service_of(request, "file_tools"))
+
+
+async def _usage_writer(request: Request) -> UsageWriter:
+    return cast("UsageWriter", await service_of(request, "usage_writer"))
 
 
 async def _wiki(request: Request) -> Wiki:
@@ -158,6 +163,7 @@ if TYPE_CHECKING:
     AnswererDep = Annotated[Answerer, Depends(_answerer)]
     AskSessionsDep = Annotated[AskSessions, Depends(_ask_sessions)]
     FileToolsDep = Annotated[FileTools, Depends(_file_tools)]
+    UsageWriterDep = Annotated[UsageWriter, Depends(_usage_writer)]
     WikiDep = Annotated[Wiki, Depends(_wiki)]
     SemanticDep = Annotated[bool, Depends(_semantic)]
     EndpointsDep = Annotated[EndpointService, Depends(_endpoints)]
@@ -185,6 +191,7 @@ else:
     AnswererDep = Annotated[Any, Depends(_answerer)]
     AskSessionsDep = Annotated[Any, Depends(_ask_sessions)]
     FileToolsDep = Annotated[Any, Depends(_file_tools)]
+    UsageWriterDep = Annotated[Any, Depends(_usage_writer)]
     WikiDep = Annotated[Any, Depends(_wiki)]
     SemanticDep = Annotated[bool, Depends(_semantic)]
     EndpointsDep = Annotated[Any, Depends(_endpoints)]
