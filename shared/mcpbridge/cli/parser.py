@@ -484,6 +484,15 @@ def _add_endpoints(commands: Commands) -> None:
     ):
         action = _leaf(actions, name, summary, f"mcpbridge endpoints {name} ep_...", f"publishing:endpoint_{name}")
         action.add_argument("endpoint", metavar="ENDPOINT", help="the endpoint's id or name")
+    instructions = _leaf(
+        actions,
+        "instructions",
+        "usage instructions written from the endpoint's tools (by the configured model, else a template)",
+        "mcpbridge endpoints instructions Claude",
+        "publishing:endpoint_instructions",
+    )
+    instructions.add_argument("endpoint", metavar="ENDPOINT", help="the endpoint's id or name")
+    instructions.add_argument("--template", action="store_true", help="the template only, even with a model")
 
 
 # ---------------------------------------------------------------------------------------------------- services

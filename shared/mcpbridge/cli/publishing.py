@@ -105,6 +105,15 @@ def endpoint_show(api: Api, args: argparse.Namespace) -> None:
 
 
 @command()
+def endpoint_instructions(api: Api, args: argparse.Namespace) -> None:
+    target = _endpoint_id(api, args.endpoint)
+    body = api.post(
+        f"{ENDPOINTS}/{target}/usage-instructions", params={"template": "true" if args.template else "false"}
+    )
+    emit(args, body, lambda b: print("\n".join([*(f"note: {n}" for n in b["notices"]), b["instructions"]])))
+
+
+@command()
 def endpoint_rotate(api: Api, args: argparse.Namespace) -> None:
     body = api.post(f"{ENDPOINTS}/{_endpoint_id(api, args.endpoint)}/rotate-token")
     refused = "the old one is refused from now on"
