@@ -182,13 +182,21 @@ def test_documents_are_found_by_file_name_across_the_bases_in_scope(client: Test
     # Prefix matches by name (design-review.md sorts before design.md), then those containing it; no draft.
     assert [d["id"] for d in broad["items"]] == [prefix, exact, contains]
     assert [d["match"] for d in broad["items"]] == ["prefix", "prefix", "contains"]
-    one = client.get("/api/v1/knowledge/documents", params={"name": "design", "limit": 1}).json()
-    assert (len(one["items"]), one["total"], one["has_more"]) == (1, 3, True)
+    one = client.get("/api/v1/knowledge/documents", params={"name": "design", "limit": 2}).json()
+    assert [d["id"] for d in one["items"]] == [prefix, exact]
+    rest = client.get(
+        "/api/v1/knowledge/documents", params={"name": "design", "limit": 2, "cursor": one["next_cursor"]}
+    )
+    assert [d["id"] for d in rest.json()["items"]] == [contains]
+    assert rest.json()["next_cursor"] is None
     only = client.get("/api/v1/knowledge/documents", params={"name": "design", "knowledge_base_ids": "archive"}).json()
     assert [d["id"] for d in only["items"]] == [contains]
 
     scoped = endpoint(client, knowledge_base_ids=[specs])
     names = call(client, scoped, "find_documents", name="design")["structuredContent"]
+    assert (names["total"], names["has_more"]) == (2, False)
+    first = call(client, scoped, "find_documents", name="design", limit=1)["structuredContent"]
+    assert (len(first["documents"]), first["total"], first["has_more"]) == (1, 2, True)
     assert [d["id"] for d in names["documents"]] == [prefix, exact]
     refused = call(client, scoped, "find_documents", name="design", knowledge_base_ids=["Archive"])
     assert refused["isError"] is True

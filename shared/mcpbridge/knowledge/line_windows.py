@@ -165,6 +165,11 @@ class NamedDocument:
     rank: int
     """0: the exact name; 1: a name starting with the text; 2: a name containing it."""
 
+    @property
+    def order(self) -> tuple[str, str, str]:
+        """Best first: by rank, then name, then id (unique: a listing's key)."""
+        return (str(self.rank), (self.document.filename or self.document.title).casefold(), self.document.id)
+
 
 NAME_MAX_CHARS = 255
 FIND_LIMIT_DEFAULT = 20
@@ -179,26 +184,20 @@ class FileTools:
         self._bases = bases
 
     def find_by_name(
-        self,
-        access: KnowledgeAccess,
-        name: str,
-        *,
-        knowledge_base_ids: list[str] | None = None,
-        limit: int = FIND_LIMIT_DEFAULT,
-    ) -> tuple[list[NamedDocument], int]:
-        """The published documents whose file name (or title) holds ``name``, best first; and how many there were."""
+        self, access: KnowledgeAccess, name: str, *, knowledge_base_ids: list[str] | None = None
+    ) -> list[NamedDocument]:
+        """The published documents whose file name (or title) holds ``name``, best first."""
         wanted = name.strip().casefold()
         if not wanted or len(wanted) > NAME_MAX_CHARS:
             raise InvalidInput(f"name must be 1 to {NAME_MAX_CHARS} characters", code="invalid_name")
-        limit = FIND_LIMIT_DEFAULT if limit < 1 else min(limit, FIND_LIMIT_MAX)
         found: list[NamedDocument] = []
         for kb in self._bases.select(access, knowledge_base_ids):
             for document in self._documents.matching(access, kb.id):
                 rank = _name_rank(document, wanted)
                 if rank is not None:
                     found.append(NamedDocument(document, kb.name, rank))
-        found.sort(key=lambda n: (n.rank, (n.document.filename or n.document.title).casefold(), n.document.id))
-        return found[:limit], len(found)
+        found.sort(key=lambda n: n.order)
+        return found
 
     def read_windows(
         self,

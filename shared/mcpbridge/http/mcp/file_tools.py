@@ -74,12 +74,8 @@ def find_documents(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     selectors = args.get("knowledge_base_ids")
     if selectors is not None and (not isinstance(selectors, list) or not all(isinstance(s, str) for s in selectors)):
         raise InvalidInput("knowledge_base_ids must be a list of strings", code="invalid_argument")
-    found, total = ctx.container.file_tools.find_by_name(
-        ctx.access,
-        name,
-        knowledge_base_ids=selectors,
-        limit=_whole(args, "limit", FIND_LIMIT_DEFAULT, 1, FIND_LIMIT_MAX),
-    )
+    every = ctx.container.file_tools.find_by_name(ctx.access, name, knowledge_base_ids=selectors)
+    found, total = every[: _whole(args, "limit", FIND_LIMIT_DEFAULT, 1, FIND_LIMIT_MAX)], len(every)
     return {
         "name": name.strip(),
         "documents": [

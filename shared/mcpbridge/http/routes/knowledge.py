@@ -363,8 +363,7 @@ class NamedDocumentOut(DocumentOut):
 
 class NamedDocumentList(BaseModel):
     items: list[NamedDocumentOut]
-    total: int
-    has_more: bool
+    next_cursor: str | None = next_cursor_field()
 
 
 @router.get(
@@ -381,13 +380,14 @@ def find_documents(
         list[str] | None,
         Query(description="Knowledge bases to look in, by id or name (repeat); default: every one in reach."),
     ] = None,
-    limit: int = Query(default=20, ge=1, le=100, description="At most this many, best first (default 20)."),
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
 ) -> NamedDocumentList:
     """Published documents whose file name (or title) holds `name`, across the knowledge bases in reach: exact names
     first, then names that start with it, then names that contain it."""
-    found, total = file_tools.find_by_name(
-        knowledge_access(principal, "read"), name, knowledge_base_ids=knowledge_base_ids, limit=limit
-    )
+    found = file_tools.find_by_name(knowledge_access(principal, "read"), name, knowledge_base_ids=knowledge_base_ids)
+    listing = f"knowledge/documents?name={name.strip().casefold()}&kb={','.join(knowledge_base_ids or [])}"
+    page, next_cursor = page_of(found, key=lambda n: n.order, limit=limit, cursor=cursor, listing=listing)
     return NamedDocumentList(
         items=[
             NamedDocumentOut(
@@ -395,8 +395,7 @@ def find_documents(
                 knowledge_base_name=n.knowledge_base_name,
                 match=("exact", "prefix", "contains")[n.rank],
             )
-            for n in found
+            for n in page
         ],
-        total=total,
-        has_more=total > len(found),
+        next_cursor=next_cursor,
     )
