@@ -357,3 +357,33 @@ def test_the_cli_files_documents_and_deletes_a_chunk(
         drafts = run_cli(capsys, monkeypatch, env, "kb", "documents", kb, "--status", "draft")
         assert [d["id"] for d in drafts["items"]] == [document["id"]]
         assert titles(client, "capybaras") == []
+
+
+def rpc(client: TestClient, target: dict[str, Any], method: str, params: dict[str, Any]) -> dict[str, Any]:
+    response = client.post(
+        f"/mcp/{target['id']}",
+        headers={
+            "Authorization": f"Bearer {target['token']}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18",
+        },
+        json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_a_document_made_draft_again_is_no_resource_of_an_endpoint(client: TestClient, kb: str) -> None:
+    document = add(client, kb, "Plan", "The zeppelin hangar opens next spring.")
+    mcp = endpoint(client)
+    uri = f"mcpbridge://kb/{kb}/documents/{document['id']}"
+    assert "zeppelin" in rpc(client, mcp, "resources/read", {"uri": uri})["result"]["contents"][0]["text"]
+    assert client.put(f"/api/v1/documents/{document['id']}", json={"status": "draft"}).status_code == 200
+    listed_uris = [r["uri"] for r in rpc(client, mcp, "resources/list", {})["result"]["resources"]]
+    assert uri not in listed_uris
+    assert "error" in rpc(client, mcp, "resources/read", {"uri": uri}), "its text, still stored, is not served"
+    prompt = rpc(
+        client, mcp, "prompts/get", {"name": "summarise_document", "arguments": {"document_id": document["id"]}}
+    )
+    assert "error" in prompt
