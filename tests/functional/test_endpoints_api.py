@@ -23,7 +23,14 @@ from tests.support.clock import FakeClock
 from tests.support.containers import container_on
 
 BASE = "/api/v1/mcp-endpoints"
-READ_TOOLS = ["list_knowledge_bases", "search_knowledge", "grep_chunks", "list_documents", "read_document"]
+READ_TOOLS = [
+    "list_knowledge_bases",
+    "search_knowledge",
+    "grep_chunks",
+    "list_documents",
+    "read_document",
+    "find_documents",
+]
 
 
 @pytest.fixture(params=["local", "aws"])
