@@ -387,3 +387,32 @@ def test_a_document_made_draft_again_is_no_resource_of_an_endpoint(client: TestC
         client, mcp, "prompts/get", {"name": "summarise_document", "arguments": {"document_id": document["id"]}}
     )
     assert "error" in prompt
+
+
+def test_a_large_upload_files_its_document_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through ``/documents/uploads`` (the form, then ``complete``), on the embedded backend where the file comes to
+    mcpbridge itself (the S3 form is the same record: see test_document_uploads)."""
+    with container_on("local", tmp_path, monkeypatch, settings={"jobs": "inline"}) as container:
+        app = create_combined_app(container)
+        with TestClient(app, raise_server_exceptions=False) as client:
+            client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+            kb_id = client.post("/api/v1/knowledge-bases", json={"name": "Handbook"}).json()["id"]
+            data = b"Narwhals have one long tusk."
+            body = {"filename": "narwhals.md", "content_type": "text/markdown", "size_bytes": len(data)}
+            refused = client.post(
+                f"/api/v1/knowledge-bases/{kb_id}/documents/uploads", json={**body, "tags": ["x" * 51]}
+            )
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["code"] == "invalid_tags"
+            started = client.post(
+                f"/api/v1/knowledge-bases/{kb_id}/documents/uploads",
+                json={**body, "status": "draft", "tags": ["sea"], "folder": "fauna"},
+            )
+            assert started.status_code == 201, started.text
+            form = started.json()
+            posted = client.post(form["url"], data=form["fields"], files={"file": ("upload", data, "text/markdown")})
+            assert posted.status_code in (200, 201, 204), posted.text
+            document = client.post(form["complete_url"].removeprefix("http://testserver")).json()
+            assert (document["status"], document["tags"], document["folder"]) == ("draft", ["sea"], "fauna")
+            found = client.post(SEARCH, json={"query": "narwhals", "mode": "keyword"}).json()
+            assert found["results"] == []

@@ -214,6 +214,11 @@ class UploadIn(BaseModel):
     content_type: str = Field(min_length=3, max_length=255, pattern=r"^[\w.+-]+/[\w.+-]+$")
     size_bytes: int = Field(ge=1, description="The file's size; at most the per-document limit.")
     title: str | None = Field(default=None, min_length=1, max_length=255)
+    status: Literal["published", "draft"] = Field(
+        default="published", description="published (default): indexed and searchable; draft: kept, not indexed."
+    )
+    tags: list[str] = Field(default_factory=list, description=_TAGS_HELP)
+    folder: str = Field(default="", max_length=1000, description=_FOLDER_HELP)
 
 
 class UploadOut(BaseModel):
@@ -251,6 +256,7 @@ def start_upload(
         content_type=body.content_type,
         size_bytes=body.size_bytes,
         title=body.title,
+        filing=Filing.of(status=body.status, tags=body.tags, folder=body.folder),
     )
     target = uploads.target(upload)
     if target is None:  # the embedded backend: the file comes to this server, authenticated by the token
