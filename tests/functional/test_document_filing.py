@@ -357,6 +357,32 @@ def test_the_cli_files_documents_and_deletes_a_chunk(
         drafts = run_cli(capsys, monkeypatch, env, "kb", "documents", kb, "--status", "draft")
         assert [d["id"] for d in drafts["items"]] == [document["id"]]
         assert titles(client, "capybaras") == []
+        source = tmp_path / "okapis.md"
+        source.write_text("Okapis are related to giraffes.")
+        added = run_cli(
+            capsys,
+            monkeypatch,
+            env,
+            "kb",
+            "add",
+            kb,
+            str(source),
+            "--draft",
+            "--tag",
+            "zoo",
+            "--tag",
+            "forest",
+            "--folder",
+            "docs/zoo",
+        )
+        (item,) = added["items"]
+        assert (item["status"], item["parse_status"], item["tags"], item["folder"]) == (
+            "draft",
+            "draft",
+            ["zoo", "forest"],
+            "docs/zoo",
+        )
+        assert titles(client, "okapis") == []
 
 
 def rpc(client: TestClient, target: dict[str, Any], method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,8 @@ from mcpbridge.errors import InvalidInput
 
 KNOWLEDGE_BASES = "/api/v1/knowledge-bases"
 DOCUMENTS = "/api/v1/documents"
-_FINAL = frozenset({"completed", "failed"})
+_FINAL = frozenset({"completed", "failed", "draft"})
+_ADDED = frozenset({"completed", "draft"})  # a draft is kept, never indexed
 _UPLOAD_SECONDS = 900.0
 _URL = re.compile(r"^https?://", re.IGNORECASE)
 
@@ -261,7 +262,7 @@ def kb_add(api: Api, args: argparse.Namespace) -> int:
     for done, source in enumerate(sources, 1):
         progress.update(done - 1, source.label)
         try:
-            created.append((source, _send(api, target, source)))
+            created.append((source, _send(api, target, source, _filing(args))))
         except Problem as problem:
             errors.append({"source": source.label, **problem.body})
             progress.note(f"not added  {source.label}: {problem.message}")
@@ -271,39 +272,51 @@ def kb_add(api: Api, args: argparse.Namespace) -> int:
     progress.close()
     documents = _indexed(api, created, errors, args)
     emit(args, {"items": documents, "errors": errors}, lambda _: _summary(args.kb, documents, errors))
-    missing = len(sources) - sum(1 for d in documents if d["parse_status"] == "completed")
+    missing = len(sources) - sum(1 for d in documents if d["parse_status"] in _ADDED)
     if missing:
         print(f"mcpbridge: {missing} of {len(sources)} document(s) were not added or not indexed", file=sys.stderr)
         return 1
     return 0
 
 
-def _send(api: Api, kb: str, source: Source) -> dict[str, Any]:
+def _filing(args: argparse.Namespace) -> dict[str, Any]:
+    """``--draft``, ``--tag`` and ``--folder`` as the API's fields."""
+    filing: dict[str, Any] = {"status": "draft"} if args.draft else {}
+    if args.tag:
+        filing["tags"] = list(args.tag)
+    if args.folder is not None:
+        filing["folder"] = args.folder
+    return filing
+
+
+def _send(api: Api, kb: str, source: Source, filing: dict[str, Any]) -> dict[str, Any]:
     if source.url is not None:
         body: dict[str, Any] = api.post(
-            f"{KNOWLEDGE_BASES}/{kb}/documents", json={"title": source.title, "url": source.url}
+            f"{KNOWLEDGE_BASES}/{kb}/documents", json={"title": source.title, "url": source.url, **filing}
         )
         return body
     assert source.path is not None
     data = source.path.read_bytes()  # nothing else runs meanwhile
-    form = {"title": source.title} if source.title else {}
+    form: dict[str, Any] = {"title": source.title} if source.title else {}
+    form |= filing
     files = {"file": (source.path.name, data, "application/octet-stream")}
     try:
         body = api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/upload", files=files, data=form)
     except Problem as problem:
         if problem.status != 413:
             raise
-        return _upload(api, kb, source, data)
+        return _upload(api, kb, source, data, filing)
     return body
 
 
-def _upload(api: Api, kb: str, source: Source, data: bytes) -> dict[str, Any]:
+def _upload(api: Api, kb: str, source: Source, data: bytes, filing: dict[str, Any]) -> dict[str, Any]:
     """A file larger than a request may carry: posted to the form an upload answers, then completed."""
     assert source.path is not None
     request: dict[str, Any] = {
         "filename": source.path.name[:255],
         "content_type": "application/octet-stream",
         "size_bytes": len(data),
+        **filing,
     }
     if source.title:
         request["title"] = source.title
@@ -369,11 +382,15 @@ def same_origin(url: str, base_url: str) -> bool:
 def _outcome(label: str, body: dict[str, Any]) -> str:
     if body["parse_status"] == "completed":
         return f"indexed    {label} ({body['chunk_count']} chunks)"
+    if body["parse_status"] == "draft":
+        return f"draft      {label} (kept, not indexed until published)"
     return f"failed     {label}: {body.get('parse_error') or 'indexing failed'}"
 
 
 def _summary(kb: str, documents: list[dict[str, Any]], errors: list[dict[str, Any]]) -> None:
     indexed = sum(1 for d in documents if d["parse_status"] == "completed")
-    print(f"Added {len(documents)} document(s) to {kb}: {indexed} indexed, {len(documents) - indexed} not.")
+    drafts = sum(1 for d in documents if d["parse_status"] == "draft")
+    added = f"{indexed} indexed" + (f", {drafts} draft(s)" if drafts else "")
+    print(f"Added {len(documents)} document(s) to {kb}: {added}, {len(documents) - indexed - drafts} not.")
     for error in errors:
         print(f"  {error['source']}: {error.get('detail') or error.get('code')}")

@@ -339,6 +339,9 @@ def _add_kb(commands: Commands) -> None:
     add.add_argument("sources", nargs="+", metavar="SOURCE", help="a file, a folder or an http(s) URL")
     add.add_argument("--title", help="the document's title (one source only; default: its file name or URL)")
     add.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for indexing (default 900)")
+    add.add_argument("--draft", action="store_true", help="add as drafts: kept out of search until published")
+    add.add_argument("--tag", action="append", metavar="TAG", help="tag the documents (repeat)")
+    add.add_argument("--folder", help="file them in this folder (docs/spec)")
     documents = _leaf(
         actions,
         "documents",
