@@ -62,10 +62,12 @@ if TYPE_CHECKING:
     from mcpbridge.identity.users import Users
     from mcpbridge.identity.workspaces import Workspaces
     from mcpbridge.knowledge.answers import Answerer
+    from mcpbridge.knowledge.ask_sessions import AskSessions
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.document_recovery import IndexingRecovery
     from mcpbridge.knowledge.documents import Documents
     from mcpbridge.knowledge.images import DocumentImages
+    from mcpbridge.knowledge.line_windows import FileTools
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
     from mcpbridge.knowledge.uploads import DocumentUploads
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
     from mcpbridge.publishing.image_links import ImageLinks
     from mcpbridge.publishing.rate_limit import RateLimiter
     from mcpbridge.rules.rule_sets import RuleSets
+    from mcpbridge.publishing.usage_instructions import UsageWriter
     from mcpbridge.tenancy.user_removal import UserRemoval
     from mcpbridge.tenancy.workspace_purge import WorkspacePurge
 
@@ -704,6 +707,24 @@ class Container:
         from mcpbridge.knowledge.answers import Answerer
 
         return Answerer(self.store, self.clock, self.knowledge_search, self.llm, images=self.document_images)
+
+    @cached_property
+    def usage_writer(self) -> UsageWriter:
+        from mcpbridge.publishing.usage_instructions import UsageWriter
+
+        return UsageWriter(self.endpoints, self.knowledge_bases, self.llm)
+
+    @cached_property
+    def file_tools(self) -> FileTools:
+        from mcpbridge.knowledge.line_windows import FileTools
+
+        return FileTools(self.documents, self.knowledge_bases)
+
+    @cached_property
+    def ask_sessions(self) -> AskSessions:
+        from mcpbridge.knowledge.ask_sessions import AskSessions
+
+        return AskSessions(self.store, self.clock)
 
     @cached_property
     def oauth(self) -> ServiceOAuth:

@@ -23,7 +23,14 @@ from tests.support.clock import FakeClock
 from tests.support.containers import container_on
 
 BASE = "/api/v1/mcp-endpoints"
-READ_TOOLS = ["list_knowledge_bases", "search_knowledge", "grep_chunks", "list_documents", "read_document"]
+READ_TOOLS = [
+    "list_knowledge_bases",
+    "search_knowledge",
+    "grep_chunks",
+    "list_documents",
+    "read_document",
+    "find_documents",
+]
 
 
 @pytest.fixture(params=["local", "aws"])
@@ -145,7 +152,7 @@ def test_create_returns_the_token_once_with_url_and_client_configs(client: TestC
     )
     remote = configs["mcp_remote"]["mcpServers"]["product-docs"]
     assert remote["command"] == "npx"
-    assert remote["args"][:5] == ["-y", "mcp-remote", url, "--header", "Authorization:${MCPBRIDGE_TOKEN}"]
+    assert remote["args"][:5] == ["-y", "mcp-remote@0.15.1", url, "--header", "Authorization:${MCPBRIDGE_TOKEN}"]
     assert remote["args"][5:] == ["--allow-http"], "mcp-remote refuses plain http beyond localhost without it"
     assert remote["env"] == {"MCPBRIDGE_TOKEN": f"Bearer {token}"}
     assert not any(token in arg for arg in remote["args"]), "the token must never be in the process arguments"
@@ -157,7 +164,7 @@ def test_urls_use_the_public_base_url(client: TestClient) -> None:
     url = f"https://mcp.example.com/mcp/{body['id']}"
     assert body["url"] == url
     remote = body["client_configs"]["mcp_remote"]["mcpServers"]["equipe-produit"]
-    assert remote["args"] == ["-y", "mcp-remote", url, "--header", "Authorization:${MCPBRIDGE_TOKEN}"]
+    assert remote["args"] == ["-y", "mcp-remote@0.15.1", url, "--header", "Authorization:${MCPBRIDGE_TOKEN}"]
     assert list(body["client_configs"]["cursor"]["mcpServers"]) == ["equipe-produit"]
 
 

@@ -137,6 +137,12 @@ class AgentProfiles:
         require_reader(principal)
         return _profile_of(self._item(principal.workspace_id, agent_id))
 
+    def find(self, workspace_id: str, agent_id: str) -> AgentProfile | None:
+        """A stored profile by id, for what its workspace already configured to use it (an endpoint's default
+        agent); None when it is gone."""
+        item = self._store.get(agent_key(workspace_id, agent_id))
+        return None if item is None else _profile_of(item)
+
     def resolve(self, principal: Principal, agent_id: str | None) -> AgentProfile:
         """The profile an agent call runs under: the stored one (404 ``agent_not_found``), or the default profile
         when ``agent_id`` is None or blank."""

@@ -1,5 +1,6 @@
 """``mcpbridge kb``: knowledge bases through ``/api/v1/knowledge-bases``, ``/api/v1/documents`` and
-``/api/v1/knowledge/search``.
+``/api/v1/knowledge/search``; ``mcpbridge kb ask`` and ``mcpbridge sessions`` through ``/api/v1/knowledge/ask`` and
+``/api/v1/knowledge/sessions``.
 
 ``kb add`` sends each file in one request (``.../documents/upload``), or, when the server answers that it is larger
 than a request may carry (413), through an upload (``.../documents/uploads``: the file posted to the form it
@@ -16,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from mcpbridge.cli.api import Api, Problem, command
 from mcpbridge.cli.output import Column, Progress, deleted, emit, field, shorten, table
@@ -24,7 +25,8 @@ from mcpbridge.errors import InvalidInput
 
 KNOWLEDGE_BASES = "/api/v1/knowledge-bases"
 DOCUMENTS = "/api/v1/documents"
-_FINAL = frozenset({"completed", "failed"})
+_FINAL = frozenset({"completed", "failed", "draft"})
+_ADDED = frozenset({"completed", "draft"})  # a draft is kept, never indexed
 _UPLOAD_SECONDS = 900.0
 _URL = re.compile(r"^https?://", re.IGNORECASE)
 
@@ -83,10 +85,34 @@ def kb_delete(api: Api, args: argparse.Namespace) -> None:
 
 @command()
 def kb_documents(api: Api, args: argparse.Namespace) -> None:
-    params = {"keyword": args.keyword} if args.keyword else {}
+    params: dict[str, Any] = {"keyword": args.keyword} if args.keyword else {}
+    params |= {"status": args.status} if args.status else {}
+    params |= {"tag": args.tag} if args.tag else {}
+    if args.folder is not None:
+        params |= {"folder": args.folder, "subfolders": "true" if args.subfolders else "false"}
     body = api.every(f"{KNOWLEDGE_BASES}/{kb_id(api, args.kb)}/documents", params)
     listed = "items" if "items" in body else "documents"
     emit(args, body, lambda b: table(b[listed], _DOCUMENT_COLUMNS, empty="No documents."))
+
+
+@command()
+def kb_file(api: Api, args: argparse.Namespace) -> None:
+    request: dict[str, Any] = {}
+    if args.status:
+        request["status"] = args.status
+    if args.tag is not None:
+        request["tags"] = [] if args.tag == [""] else args.tag
+    if args.folder is not None:
+        request["folder"] = args.folder
+    body = api.put(f"{DOCUMENTS}/{args.document}", json=request)
+    tags = ", ".join(body["tags"]) or "no tags"
+    emit(args, body, lambda b: print(f"{b['id']} ({b['title']}): {b['status']}, {tags}, folder /{b['folder']}"))
+
+
+@command()
+def kb_delete_chunk(api: Api, args: argparse.Namespace) -> None:
+    body = api.delete(f"{DOCUMENTS}/{args.document}/chunks/{quote(args.chunk, safe='')}")
+    emit(args, body, lambda b: print(f"Deleted chunk {args.chunk}; {b['id']} now has {b['chunk_count']} chunks."))
 
 
 @command()
@@ -109,6 +135,60 @@ def _print_results(body: dict[str, Any]) -> None:
         print(f"   {hit['document_id']} in {hit['knowledge_base_id']}")
         for line in [line for line in hit["text"].splitlines() if line.strip()][:3]:
             print(f"   {shorten(line, 110)}")
+
+
+@command()
+def kb_ask(api: Api, args: argparse.Namespace) -> None:
+    request: dict[str, Any] = {"question": args.question}
+    if args.session:
+        request["session_id"] = args.session
+    if args.kb:
+        request["knowledge_base_ids"] = [kb_id(api, kb) for kb in args.kb]
+    emit(args, api.post("/api/v1/knowledge/ask", json=request), _print_answer)
+
+
+def _print_answer(body: dict[str, Any]) -> None:
+    for notice in body["notices"]:
+        print(f"note: {notice}")
+    print(body["answer"])
+    for ref in body["references"]:
+        print(f"[{ref['n']}] {ref['document_title']}, lines {ref['start_line']}-{ref['end_line']}")
+    print(f"session: {body['session_id']} (continue with --session {body['session_id']})")
+
+
+# ---------------------------------------------------------------------------------------------------- sessions
+
+SESSIONS = "/api/v1/knowledge/sessions"
+_SESSION_COLUMNS: list[Column] = [
+    ("ID", field("id")),
+    ("TURNS", field("turn_count")),
+    ("UPDATED", field("updated_at")),
+    ("TITLE", lambda row: shorten(row["title"], 60)),
+]
+
+
+@command()
+def sessions_list(api: Api, args: argparse.Namespace) -> None:
+    body = api.every(SESSIONS)
+    emit(args, body, lambda b: table(b["items"], _SESSION_COLUMNS, empty="No sessions."))
+
+
+def _print_session(body: dict[str, Any]) -> None:
+    print(f"{body['id']}  {body['title']}")
+    print(f"  turns: {body['turn_count']}, updated {body['updated_at']}")
+    for turn in body["turns"]:
+        print(f"\nQ: {turn['question']}\nA: {turn['answer']}")
+
+
+@command()
+def sessions_show(api: Api, args: argparse.Namespace) -> None:
+    emit(args, api.get(f"{SESSIONS}/{args.session}"), _print_session)
+
+
+@command()
+def sessions_delete(api: Api, args: argparse.Namespace) -> None:
+    api.delete(f"{SESSIONS}/{args.session}")
+    deleted(args, "session", args.session)
 
 
 # ---------------------------------------------------------------------------------------------------- kb add
@@ -182,7 +262,7 @@ def kb_add(api: Api, args: argparse.Namespace) -> int:
     for done, source in enumerate(sources, 1):
         progress.update(done - 1, source.label)
         try:
-            created.append((source, _send(api, target, source)))
+            created.append((source, _send(api, target, source, _filing(args))))
         except Problem as problem:
             errors.append({"source": source.label, **problem.body})
             progress.note(f"not added  {source.label}: {problem.message}")
@@ -192,39 +272,51 @@ def kb_add(api: Api, args: argparse.Namespace) -> int:
     progress.close()
     documents = _indexed(api, created, errors, args)
     emit(args, {"items": documents, "errors": errors}, lambda _: _summary(args.kb, documents, errors))
-    missing = len(sources) - sum(1 for d in documents if d["parse_status"] == "completed")
+    missing = len(sources) - sum(1 for d in documents if d["parse_status"] in _ADDED)
     if missing:
         print(f"mcpbridge: {missing} of {len(sources)} document(s) were not added or not indexed", file=sys.stderr)
         return 1
     return 0
 
 
-def _send(api: Api, kb: str, source: Source) -> dict[str, Any]:
+def _filing(args: argparse.Namespace) -> dict[str, Any]:
+    """``--draft``, ``--tag`` and ``--folder`` as the API's fields."""
+    filing: dict[str, Any] = {"status": "draft"} if args.draft else {}
+    if args.tag:
+        filing["tags"] = list(args.tag)
+    if args.folder is not None:
+        filing["folder"] = args.folder
+    return filing
+
+
+def _send(api: Api, kb: str, source: Source, filing: dict[str, Any]) -> dict[str, Any]:
     if source.url is not None:
         body: dict[str, Any] = api.post(
-            f"{KNOWLEDGE_BASES}/{kb}/documents", json={"title": source.title, "url": source.url}
+            f"{KNOWLEDGE_BASES}/{kb}/documents", json={"title": source.title, "url": source.url, **filing}
         )
         return body
     assert source.path is not None
     data = source.path.read_bytes()  # nothing else runs meanwhile
-    form = {"title": source.title} if source.title else {}
+    form: dict[str, Any] = {"title": source.title} if source.title else {}
+    form |= filing
     files = {"file": (source.path.name, data, "application/octet-stream")}
     try:
         body = api.post(f"{KNOWLEDGE_BASES}/{kb}/documents/upload", files=files, data=form)
     except Problem as problem:
         if problem.status != 413:
             raise
-        return _upload(api, kb, source, data)
+        return _upload(api, kb, source, data, filing)
     return body
 
 
-def _upload(api: Api, kb: str, source: Source, data: bytes) -> dict[str, Any]:
+def _upload(api: Api, kb: str, source: Source, data: bytes, filing: dict[str, Any]) -> dict[str, Any]:
     """A file larger than a request may carry: posted to the form an upload answers, then completed."""
     assert source.path is not None
     request: dict[str, Any] = {
         "filename": source.path.name[:255],
         "content_type": "application/octet-stream",
         "size_bytes": len(data),
+        **filing,
     }
     if source.title:
         request["title"] = source.title
@@ -290,11 +382,15 @@ def same_origin(url: str, base_url: str) -> bool:
 def _outcome(label: str, body: dict[str, Any]) -> str:
     if body["parse_status"] == "completed":
         return f"indexed    {label} ({body['chunk_count']} chunks)"
+    if body["parse_status"] == "draft":
+        return f"draft      {label} (kept, not indexed until published)"
     return f"failed     {label}: {body.get('parse_error') or 'indexing failed'}"
 
 
 def _summary(kb: str, documents: list[dict[str, Any]], errors: list[dict[str, Any]]) -> None:
     indexed = sum(1 for d in documents if d["parse_status"] == "completed")
-    print(f"Added {len(documents)} document(s) to {kb}: {indexed} indexed, {len(documents) - indexed} not.")
+    drafts = sum(1 for d in documents if d["parse_status"] == "draft")
+    added = f"{indexed} indexed" + (f", {drafts} draft(s)" if drafts else "")
+    print(f"Added {len(documents)} document(s) to {kb}: {added}, {len(documents) - indexed - drafts} not.")
     for error in errors:
         print(f"  {error['source']}: {error.get('detail') or error.get('code')}")

@@ -97,6 +97,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_users(commands)
     _add_keys(commands)
     _add_kb(commands)
+    _add_sessions(commands)
     _add_endpoints(commands)
     _add_services(commands)
     _add_calls(commands)
@@ -340,6 +341,9 @@ def _add_kb(commands: Commands) -> None:
     add.add_argument("sources", nargs="+", metavar="SOURCE", help="a file, a folder or an http(s) URL")
     add.add_argument("--title", help="the document's title (one source only; default: its file name or URL)")
     add.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for indexing (default 900)")
+    add.add_argument("--draft", action="store_true", help="add as drafts: kept out of search until published")
+    add.add_argument("--tag", action="append", metavar="TAG", help="tag the documents (repeat)")
+    add.add_argument("--folder", help="file them in this folder (docs/spec)")
     documents = _leaf(
         actions,
         "documents",
@@ -349,6 +353,7 @@ def _add_kb(commands: Commands) -> None:
     )
     documents.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
     documents.add_argument("--keyword", help="only documents whose title has this word")
+    _add_document_filters(documents)
     search = _leaf(
         actions,
         "search",
@@ -360,6 +365,8 @@ def _add_kb(commands: Commands) -> None:
     search.add_argument("--kb", action="append", metavar="KB", help="search only these (repeat; default: every one)")
     search.add_argument("--mode", choices=("hybrid", "semantic", "keyword"), default="hybrid", help="default hybrid")
     search.add_argument("--limit", type=int, default=10, help="results, 1 to 30 (default 10)")
+    _add_kb_ask(actions)
+    _add_kb_filing(actions)
     delete = _leaf(
         actions,
         "delete",
@@ -368,6 +375,70 @@ def _add_kb(commands: Commands) -> None:
         "knowledge:kb_delete",
     )
     delete.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
+
+
+def _add_document_filters(documents: argparse.ArgumentParser) -> None:
+    documents.add_argument("--status", choices=("published", "draft", "all"), help="default: published")
+    documents.add_argument("--tag", help="only documents with this tag")
+    documents.add_argument("--folder", help="only documents in this folder (docs/spec; '' is the root)")
+    documents.add_argument("--subfolders", action="store_true", help="with --folder: its subfolders too")
+
+
+def _add_kb_filing(actions: Commands) -> None:
+    filing = _leaf(
+        actions,
+        "file",
+        "publish, draft, tag or move a document",
+        "mcpbridge kb file doc_... --status draft --tag design --folder docs/spec",
+        "knowledge:kb_file",
+        details="A draft is kept out of search (and endpoints) until it is published again; tags and folder change "
+        "how it is filed only. --tag replaces the tags (repeat it; --tag '' clears them).",
+    )
+    filing.add_argument("document", metavar="DOCUMENT", help="the document's id (doc_...)")
+    filing.add_argument("--status", choices=("published", "draft"))
+    filing.add_argument("--tag", action="append", metavar="TAG", help="the document's tags (repeat)")
+    filing.add_argument("--folder", help="a path like docs/spec ('' is the root)")
+    chunk = _leaf(
+        actions,
+        "delete-chunk",
+        "remove one chunk of a document from search",
+        "mcpbridge kb delete-chunk doc_... 3",
+        "knowledge:kb_delete_chunk",
+    )
+    chunk.add_argument("document", metavar="DOCUMENT", help="the document's id (doc_...)")
+    chunk.add_argument("chunk", metavar="CHUNK", help="the chunk's id (doc_...#00003) or its number")
+
+
+def _add_kb_ask(actions: Commands) -> None:
+    ask = _leaf(
+        actions,
+        "ask",
+        "ask a question answered from the knowledge bases",
+        'mcpbridge kb ask "How do refunds work?"',
+        "knowledge:kb_ask",
+    )
+    ask.add_argument("question", help="the question")
+    ask.add_argument("--session", metavar="SESSION", help="continue this session (ses_..., from an earlier answer)")
+    ask.add_argument("--kb", action="append", metavar="KB", help="use only these (repeat; default: every one)")
+
+
+def _add_sessions(commands: Commands) -> None:
+    actions = _group(commands, "sessions", "the ask sessions this key started: list, read, delete")
+    _leaf(
+        actions, "list", "the sessions, most recently used first", "mcpbridge sessions list", "knowledge:sessions_list"
+    )
+    show = _leaf(
+        actions,
+        "show",
+        "one session with its questions and answers",
+        "mcpbridge sessions show ses_...",
+        "knowledge:sessions_show",
+    )
+    show.add_argument("session", metavar="SESSION", help="the session's id (ses_...)")
+    delete = _leaf(
+        actions, "delete", "delete a session", "mcpbridge sessions delete ses_...", "knowledge:sessions_delete"
+    )
+    delete.add_argument("session", metavar="SESSION", help="the session's id (ses_...)")
 
 
 # ---------------------------------------------------------------------------------------------------- endpoints
@@ -418,6 +489,15 @@ def _add_endpoints(commands: Commands) -> None:
     ):
         action = _leaf(actions, name, summary, f"mcpbridge endpoints {name} ep_...", f"publishing:endpoint_{name}")
         action.add_argument("endpoint", metavar="ENDPOINT", help="the endpoint's id or name")
+    instructions = _leaf(
+        actions,
+        "instructions",
+        "usage instructions written from the endpoint's tools (by the configured model, else a template)",
+        "mcpbridge endpoints instructions Claude",
+        "publishing:endpoint_instructions",
+    )
+    instructions.add_argument("endpoint", metavar="ENDPOINT", help="the endpoint's id or name")
+    instructions.add_argument("--template", action="store_true", help="the template only, even with a model")
 
 
 # ---------------------------------------------------------------------------------------------------- services

@@ -1,6 +1,6 @@
 """``mcpbridge endpoints``: MCP endpoints through ``/api/v1/mcp-endpoints``. ``create`` and ``rotate`` print the
-token once with the client configs the API answers (Claude Code, Cursor, VS Code, and ``mcp-remote`` for stdio-only
-clients)."""
+token once with the client configs the API answers (Claude Code, Cursor, VS Code, OpenCode, and ``mcp-remote`` for
+stdio-only clients)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,7 @@ def print_issued(body: dict[str, Any], what: str) -> None:
     for title, name in (
         ("Cursor (~/.cursor/mcp.json)", "cursor"),
         ("VS Code (.vscode/mcp.json)", "vscode"),
+        ("OpenCode (opencode.json)", "opencode"),
         ("Other clients, over stdio through mcp-remote (Claude Desktop...)", "mcp_remote"),
     ):
         print(f"\n{title}:")
@@ -101,6 +102,15 @@ def endpoint_update(api: Api, args: argparse.Namespace) -> None:
 @command()
 def endpoint_show(api: Api, args: argparse.Namespace) -> None:
     emit(args, api.get(f"{ENDPOINTS}/{_endpoint_id(api, args.endpoint)}"), _print_endpoint)
+
+
+@command()
+def endpoint_instructions(api: Api, args: argparse.Namespace) -> None:
+    target = _endpoint_id(api, args.endpoint)
+    body = api.post(
+        f"{ENDPOINTS}/{target}/usage-instructions", params={"template": "true" if args.template else "false"}
+    )
+    emit(args, body, lambda b: print("\n".join([*(f"note: {n}" for n in b["notices"]), b["instructions"]])))
 
 
 @command()

@@ -153,7 +153,8 @@ class IndexAnalysis:
         return self.reanalysing != language and not (self.language == language and self.up_to_date)
 
 
-ParseStatus = Literal["pending", "processing", "completed", "failed"]
+ParseStatus = Literal["pending", "processing", "completed", "failed", "draft"]
+"""``draft``: a draft document, kept out of the index until it is published."""
 
 
 @dataclass(frozen=True)
@@ -180,3 +181,7 @@ class Document:
     """The version whose chunks are in the index (it may lag ``version`` while a change is being indexed)."""
     notices: tuple[str, ...] = ()
     """What its last indexing could not do although it completed (images left without text recognition...)."""
+    status: str = "published"
+    """``published`` or ``draft`` (``domain.document_filing``)."""
+    tags: tuple[str, ...] = ()
+    folder: str = ""

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from mcpbridge.identity.users import Users
     from mcpbridge.identity.workspaces import Workspaces
     from mcpbridge.knowledge.answers import Answerer
+    from mcpbridge.knowledge.ask_sessions import AskSessions
     from mcpbridge.knowledge.bases import KnowledgeBases
     from mcpbridge.knowledge.documents import Documents
+    from mcpbridge.knowledge.line_windows import FileTools
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
     from mcpbridge.knowledge.uploads import DocumentUploads
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from mcpbridge.outbound.policy import EgressPolicy
     from mcpbridge.ports import SecretBox, Store
     from mcpbridge.publishing.endpoints import EndpointService
+    from mcpbridge.publishing.usage_instructions import UsageWriter
     from mcpbridge.settings import Settings
     from mcpbridge.tenancy.user_removal import UserRemoval
 
@@ -75,6 +78,18 @@ async def _knowledge(request: Request) -> KnowledgeSearch:
 
 async def _answerer(request: Request) -> Answerer:
     return cast("Answerer", await service_of(request, "answers"))
+
+
+async def _ask_sessions(request: Request) -> AskSessions:
+    return cast("AskSessions", await service_of(request, "ask_sessions"))
+
+
+async def _file_tools(request: Request) -> FileTools:
+    return cast("FileTools", await service_of(request, "file_tools"))
+
+
+async def _usage_writer(request: Request) -> UsageWriter:
+    return cast("UsageWriter", await service_of(request, "usage_writer"))
 
 
 async def _wiki(request: Request) -> Wiki:
@@ -146,6 +161,9 @@ if TYPE_CHECKING:
     ReaderDep = Annotated[DocumentReader, Depends(_reader)]
     KnowledgeSearchDep = Annotated[KnowledgeSearch, Depends(_knowledge)]
     AnswererDep = Annotated[Answerer, Depends(_answerer)]
+    AskSessionsDep = Annotated[AskSessions, Depends(_ask_sessions)]
+    FileToolsDep = Annotated[FileTools, Depends(_file_tools)]
+    UsageWriterDep = Annotated[UsageWriter, Depends(_usage_writer)]
     WikiDep = Annotated[Wiki, Depends(_wiki)]
     SemanticDep = Annotated[bool, Depends(_semantic)]
     EndpointsDep = Annotated[EndpointService, Depends(_endpoints)]
@@ -171,6 +189,9 @@ else:
     ReaderDep = Annotated[Any, Depends(_reader)]
     KnowledgeSearchDep = Annotated[Any, Depends(_knowledge)]
     AnswererDep = Annotated[Any, Depends(_answerer)]
+    AskSessionsDep = Annotated[Any, Depends(_ask_sessions)]
+    FileToolsDep = Annotated[Any, Depends(_file_tools)]
+    UsageWriterDep = Annotated[Any, Depends(_usage_writer)]
     WikiDep = Annotated[Any, Depends(_wiki)]
     SemanticDep = Annotated[bool, Depends(_semantic)]
     EndpointsDep = Annotated[Any, Depends(_endpoints)]

@@ -123,10 +123,14 @@ class ReferenceOut(BaseModel):
 
 class AskOut(BaseModel):
     answer: str
-    mode: Literal["llm", "extractive"]
+    mode: Literal["agent", "llm", "extractive"] = Field(
+        description="agent: the endpoint's default agent answered; llm: the built-in answer through the language "
+        "model; extractive: the best passages, cited (no model, or the model failed)."
+    )
     session_id: str
     references: list[ReferenceOut]
     notices: list[str]
+    agent_id: str | None = Field(default=None, description="The agent that answered (mode agent), else null.")
 
     @classmethod
     def of(cls, answer: Answer) -> AskOut:
@@ -145,6 +149,7 @@ class AskOut(BaseModel):
                 for r in answer.references
             ],
             notices=answer.notices,
+            agent_id=answer.agent_id,
         )
 
 
@@ -170,12 +175,18 @@ class DocumentOut(BaseModel):
     notices: list[str] = Field(
         default=[], description="What the last indexing could not do (images left without text recognition...)."
     )
+    status: Literal["published", "draft"] = Field(
+        default="published", description="published: searchable; draft: kept out of search and endpoints."
+    )
+    tags: list[str] = Field(default_factory=list)
+    folder: str = Field(default="", description="A path like docs/spec; empty: the root.")
     content: str | None = Field(default=None, description="The indexed text, with include_content=true.")
 
     @classmethod
     def of(cls, document: Document, content: str | None = None) -> DocumentOut:
         fields = {name: getattr(document, name) for name in cls.model_fields if name != "content"}
         fields["notices"] = list(document.notices)
+        fields["tags"] = list(document.tags)
         if document.url is not None:
             fields["url"] = masked_url(document.url)
         return cls(**fields, content=content)

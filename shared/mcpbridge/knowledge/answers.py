@@ -14,14 +14,16 @@ knowledge-base scope at the time. A continuation that differs in any of them is 
 earlier turn (an answer drawn from knowledge bases the caller may not reach) never reaches a caller with a narrower
 scope.
 
-    WS#<ws> / SESSION#<id>     {owner, credential, kb_scope, turns: [{question, answer}], expires_at}
+    WS#<ws> / SESSION#<id>     {owner, credential, kb_scope, title, turns: [{question, answer}], created_at,
+                                updated_at, expires_at}
+        gsi1: ASKSESSIONS#<ws>#<owner>#<credential> / <updated_at>#<id>   (the sessions one caller may list)
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import new_id
@@ -40,6 +42,7 @@ PASSAGES = 6
 EXTRACTIVE_PASSAGES = 3
 EXCERPT_CHARS = 300
 TURNS_KEPT = 10
+SESSION_TITLE_CHARS = 100
 SESSION_TTL_SECONDS = 7 * 24 * 3600
 
 SYSTEM_PROMPT = """You answer questions using only the numbered passages from a knowledge base.
@@ -61,17 +64,42 @@ class Reference:
     """The image an image chunk was read from (its stored ``resource://`` URL, caption and recognised text)."""
 
 
+AnswerMode = Literal["agent", "llm", "extractive"]
+
+
+@dataclass(frozen=True)
+class AnsweringAgent:
+    """The agent an endpoint answers ``ask`` with (its default agent): its name and what it is told to be."""
+
+    id: str
+    name: str
+    instructions: str
+
+
 @dataclass(frozen=True)
 class Answer:
     answer: str
     references: list[Reference]
     session_id: str
-    mode: Literal["llm", "extractive"]
+    mode: AnswerMode
     notices: list[str]
+    agent_id: str | None = None
+
+
+def agent_prompt(agent: AnsweringAgent) -> str:
+    """The system prompt of an agent's answer: who it is and what it was told, then the rules every answer keeps."""
+    told = f"\nWhat you were set up to do: {agent.instructions}" if agent.instructions.strip() else ""
+    who = f"You are {agent.name}, an agent answering questions for the people using this endpoint."
+    return f"{who}{told}\n\n{SYSTEM_PROMPT}"
 
 
 def session_key(workspace_id: str, session_id: str) -> Key:
     return Key(f"WS#{workspace_id}", f"SESSION#{session_id}")
+
+
+def sessions_partition(workspace_id: str, binding: SessionBinding) -> str:
+    """The index partition of the sessions one owner started through one credential."""
+    return f"ASKSESSIONS#{workspace_id}#{binding.owner}#{binding.credential}"
 
 
 def _excerpt(text: str) -> str:
@@ -104,16 +132,19 @@ class Answerer:
         credential: str,
         session_id: str | None = None,
         knowledge_base_ids: list[str] | None = None,
+        agent: AnsweringAgent | None = None,
     ) -> Answer:
         """``owner``: who the session belongs to (``user:...``, ``endpoint:...``); ``credential``: the API key or
         endpoint the question came through. ``session_id`` continues a session only for the same owner, credential
-        and knowledge-base scope (404 ``session_not_found`` otherwise)."""
+        and knowledge-base scope (404 ``session_not_found`` otherwise). ``agent``: answer as that agent (its
+        instructions lead the model's), which needs a language model: without one the answer is extractive and
+        says why."""
         question = question.strip()
         if not question:
             raise InvalidInput("question is required", code="invalid_question")
         if len(question) > QUESTION_MAX_CHARS:
             raise InvalidInput(f"question is longer than {QUESTION_MAX_CHARS} characters", code="invalid_question")
-        binding = _Binding(owner, credential, _kb_scope(access))
+        binding = SessionBinding.of(access, owner=owner, credential=credential)
         turns = self._turns(access, binding, session_id) if session_id else []
         scope = self._search.scope(access, knowledge_base_ids)
         # A follow-up ("and on Windows?") is searched together with the question it follows; a new question alone.
@@ -125,11 +156,13 @@ class Answerer:
         notices = list(outcome.notices)
         if turns and not earlier:
             notices.append("this question does not follow on from the earlier ones: it was answered on its own")
-        text, mode, notice = self._compose(earlier, question, hits, references, searched=bool(outcome.hits))
+        text, mode, notice = self._compose(
+            earlier, question, hits, references, searched=bool(outcome.hits), agent=agent
+        )
         if notice:
             notices.append(notice)
         session_id = self._remember(access, binding, session_id, question, text)
-        return Answer(text, references, session_id, mode, notices)
+        return Answer(text, references, session_id, mode, notices, agent.id if mode == "agent" and agent else None)
 
     def _images_of(self, access: KnowledgeAccess, hit: Hit) -> tuple[ImageRef, ...]:
         return () if self._images is None else tuple(self._images.images_of(access.workspace_id, hit.chunk))
@@ -142,16 +175,24 @@ class Answerer:
         references: list[Reference],
         *,
         searched: bool,
-    ) -> tuple[str, Literal["llm", "extractive"], str | None]:
-        """The model's answer; an extractive one (the best passages, cited) without a model, or when the model
-        failed or took longer than the request may wait (the answer says so: never a gateway timeout)."""
+        agent: AnsweringAgent | None,
+    ) -> tuple[str, AnswerMode, str | None]:
+        """The model's answer (as ``agent`` when there is one); an extractive one (the best passages, cited)
+        without a model, or when the model failed or took longer than the request may wait (the answer says so:
+        never a gateway timeout)."""
         if self._llm is None:
             notice = "no language model configured: this is an extractive answer (the best passages, cited)"
+            if agent is not None:
+                notice = (
+                    f"the endpoint's default agent {agent.name!r} needs a language model and none is configured: "
+                    "this is an extractive answer (the best passages, cited)"
+                )
             return _extractive(references, searched=searched), "extractive", notice
+        system, mode = (SYSTEM_PROMPT, "llm") if agent is None else (agent_prompt(agent), "agent")
         try:
             return (
-                self._llm.complete(SYSTEM_PROMPT, self._messages(earlier, question, hits), max_tokens=1024),
-                "llm",
+                self._llm.complete(system, self._messages(earlier, question, hits), max_tokens=1024),
+                cast(AnswerMode, mode),
                 None,
             )
         except (UpstreamError, Unavailable, RateLimited) as failed:
@@ -170,15 +211,15 @@ class Answerer:
         messages.append(ChatMessage("user", f"Passages:\n\n{passages or '(none found)'}\n\nQuestion: {question}"))
         return messages
 
-    def _turns(self, access: KnowledgeAccess, binding: _Binding, session_id: str) -> list[dict[str, str]]:
+    def _turns(self, access: KnowledgeAccess, binding: SessionBinding, session_id: str) -> list[dict[str, str]]:
         item = self._store.get(session_key(access.workspace_id, session_id))
         if item is None or not binding.holds_for(item) or int(item.get("expires_at", 0)) <= self._clock.now():
-            raise _session_not_found(session_id)
+            raise session_not_found(session_id)
         turns: list[dict[str, str]] = item.get("turns", [])
         return turns
 
     def _remember(
-        self, access: KnowledgeAccess, binding: _Binding, session_id: str | None, question: str, answer: str
+        self, access: KnowledgeAccess, binding: SessionBinding, session_id: str | None, question: str, answer: str
     ) -> str:
         now = self._clock.now()
         session_id = session_id or new_id("ses")
@@ -190,22 +231,30 @@ class Answerer:
             "turns": turns,
             "updated_at": timestamp(now),
             "expires_at": int(now) + SESSION_TTL_SECONDS,
+            "gsi1pk": sessions_partition(access.workspace_id, binding),
+            "gsi1sk": f"{timestamp(now)}#{session_id}",
         }
+        if current is None:
+            changes |= {"created_at": timestamp(now), "title": _excerpt(question)[:SESSION_TITLE_CHARS]}
         bound = Condition("session_bound", binding.condition() if current is not None else ItemAbsent())
         try:
             self._store.update(key, Update(set=changes), condition=bound)
         except ConditionFailed:
-            raise _session_not_found(session_id) from None
+            raise session_not_found(session_id) from None
         return session_id
 
 
 @dataclass(frozen=True)
-class _Binding:
+class SessionBinding:
     """What a session is bound to; a continuation must match every field."""
 
     owner: str
     credential: str
     kb_scope: str
+
+    @classmethod
+    def of(cls, access: KnowledgeAccess, *, owner: str, credential: str) -> SessionBinding:
+        return cls(owner, credential, _kb_scope(access))
 
     def as_item(self) -> dict[str, str]:
         return {"owner": self.owner, "credential": self.credential, "kb_scope": self.kb_scope}
@@ -222,7 +271,7 @@ def _kb_scope(access: KnowledgeAccess) -> str:
     return "*" if access.knowledge_base_ids is None else ",".join(sorted(access.knowledge_base_ids))
 
 
-def _session_not_found(session_id: str) -> NotFound:
+def session_not_found(session_id: str) -> NotFound:
     return NotFound(
         f"session {session_id[:100]!r} was not found (a session continues only through the API key or endpoint, "
         "and within the knowledge-base scope, that started it)",

@@ -25,13 +25,23 @@ import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Final
 
+from mcpbridge.domain.document_filing import PUBLISHED, Filing, Shelf, clean_folder, clean_status, clean_tags
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Update, WriteOp
 from mcpbridge.domain.knowledge import Chunk, Document, DocumentFormat, KnowledgeAccess
 from mcpbridge.domain.shards import list_partitions, shard_partition
-from mcpbridge.errors import ConditionFailed, InvalidInput, MCPBridgeError, NotFound, PayloadTooLarge, Unavailable
+from mcpbridge.errors import (
+    ConditionFailed,
+    Conflict,
+    InvalidInput,
+    MCPBridgeError,
+    NotFound,
+    PayloadTooLarge,
+    Unavailable,
+)
 from mcpbridge.knowledge.bases import KnowledgeBases, kb_key
 from mcpbridge.knowledge.chunking import chunk_document
 from mcpbridge.knowledge.images import DocumentImages
@@ -73,6 +83,9 @@ def clean_title(title: str | None) -> str:
     if len(title.encode()) > TITLE_MAX_BYTES:
         raise InvalidInput(f"title is longer than {TITLE_MAX_BYTES} bytes", code="invalid_title")
     return title
+
+
+UNFILED: Final = Filing()
 
 
 @dataclass(frozen=True)
@@ -130,16 +143,27 @@ class Documents:
     # ------------------------------------------------------------------------------------------ create
 
     def create_from_text(
-        self, access: KnowledgeAccess, kb_id: str, *, title: str, content: str, format: DocumentFormat = "markdown"
+        self,
+        access: KnowledgeAccess,
+        kb_id: str,
+        *,
+        title: str,
+        content: str,
+        format: DocumentFormat = "markdown",
+        filing: Filing = UNFILED,
     ) -> Document:
         title = clean_title(title)
         data = content.encode()
         if not content.strip():
             raise InvalidInput("content is empty", code="document_empty")
         self._check_request_size(len(data), kb_id)
-        return self._create(access, kb_id, title=title, data=data, content_type=_CONTENT_TYPES[format], source="text")
+        return self._create(
+            access, kb_id, title=title, data=data, content_type=_CONTENT_TYPES[format], source="text", filing=filing
+        )
 
-    def create_from_url(self, access: KnowledgeAccess, kb_id: str, *, title: str, url: str) -> Document:
+    def create_from_url(
+        self, access: KnowledgeAccess, kb_id: str, *, title: str, url: str, filing: Filing = UNFILED
+    ) -> Document:
         title = clean_title(title)
         self._bases.get(access, kb_id)
         # Fetched now, through the SSRF guard (every redirect and resolved address checked), so a refusal is
@@ -158,17 +182,33 @@ class Documents:
             source="url",
             # Kept as shown: a document is never fetched again, so a key in its query has no reason to be stored.
             url=masked_url(url),
+            filing=filing,
         )
 
     def create_from_file(
-        self, access: KnowledgeAccess, kb_id: str, *, title: str | None, filename: str, content_type: str, data: bytes
+        self,
+        access: KnowledgeAccess,
+        kb_id: str,
+        *,
+        title: str | None,
+        filename: str,
+        content_type: str,
+        data: bytes,
+        filing: Filing = UNFILED,
     ) -> Document:
         title = clean_title(title or filename)
         if not data:
             raise InvalidInput("the file is empty", code="document_empty")
         self._check_request_size(len(data), kb_id)
         return self._create(
-            access, kb_id, title=title, data=data, content_type=content_type, source="file", filename=filename
+            access,
+            kb_id,
+            title=title,
+            data=data,
+            content_type=content_type,
+            source="file",
+            filename=filename,
+            filing=filing,
         )
 
     def _create(
@@ -182,6 +222,7 @@ class Documents:
         source: str,
         url: str | None = None,
         filename: str | None = None,
+        filing: Filing = UNFILED,
     ) -> Document:
         self._bases.get(access, kb_id)
         document_id = new_id("doc")
@@ -196,6 +237,7 @@ class Documents:
             source=source,
             url=url,
             filename=filename,
+            filing=filing,
         )
 
     def register(
@@ -211,6 +253,7 @@ class Documents:
         url: str | None = None,
         filename: str | None = None,
         also: Sequence[WriteOp] = (),
+        filing: Filing = UNFILED,
     ) -> Document:
         """Store a new document whose first source blob is already in place (with ``also`` in the same
         transaction), and submit its indexing. A lost condition of ``also`` propagates as ``ConditionFailed``."""
@@ -239,6 +282,9 @@ class Documents:
             "updated_at": now,
             "indexed_at": None,
             "queued_at": self._clock.now(),
+            "status": filing.status,
+            "tags": list(filing.tags),
+            "folder": filing.folder,
         }
         kb_count = Patch(
             kb_key(access.workspace_id, kb_id), Update(add={"document_count": 1}), Condition.exists("kb_exists")
@@ -301,10 +347,11 @@ class Documents:
         keyword: str | None = None,
         page: int = 1,
         page_size: int = PAGE_SIZE_DEFAULT,
+        shelf: Shelf = PUBLISHED,
     ) -> DocumentPage:
         page = max(page, 1)
         page_size = PAGE_SIZE_DEFAULT if page_size < 1 else min(page_size, PAGE_SIZE_MAX)
-        found = self.matching(access, kb_id, keyword=keyword)
+        found = self.matching(access, kb_id, keyword=keyword, shelf=shelf)
         start = (page - 1) * page_size
         return DocumentPage(
             items=found[start : start + page_size],
@@ -314,11 +361,19 @@ class Documents:
             has_more=start + page_size < len(found),
         )
 
-    def matching(self, access: KnowledgeAccess, kb_id: str, *, keyword: str | None = None) -> list[Document]:
-        """Every document of the knowledge base whose title contains ``keyword`` (case-insensitive), newest first."""
+    def matching(
+        self,
+        access: KnowledgeAccess,
+        kb_id: str,
+        *,
+        keyword: str | None = None,
+        shelf: Shelf = PUBLISHED,
+    ) -> list[Document]:
+        """Every document of the knowledge base whose title contains ``keyword`` (case-insensitive) and that
+        ``shelf`` selects (published ones by default), newest first."""
         self._bases.get(access, kb_id)
         wanted = (keyword or "").strip().casefold()
-        found = [d for d in self._all_of_kb(kb_id) if d.workspace_id == access.workspace_id]
+        found = [d for d in self._all_of_kb(kb_id) if d.workspace_id == access.workspace_id and shelf.holds(d)]
         if wanted:
             found = [d for d in found if wanted in d.title.casefold()]
         found.sort(key=lambda d: d.id, reverse=True)  # ids are time-ordered
@@ -330,15 +385,27 @@ class Documents:
     # ------------------------------------------------------------------------------------------ change
 
     def update(
-        self, access: KnowledgeAccess, document_id: str, *, title: str | None = None, content: str | None = None
+        self,
+        access: KnowledgeAccess,
+        document_id: str,
+        *,
+        title: str | None = None,
+        content: str | None = None,
+        status: str | None = None,
+        tags: Sequence[str] | None = None,
+        folder: str | None = None,
     ) -> Document:
-        """Change the title and/or the content (text documents); either change re-indexes the document."""
+        """Change the title and/or the content (text documents), the status, tags or folder. A new title, content
+        or status re-indexes the document (a draft leaves the index, a published one enters it); tags and folder
+        alone change only how it is filed."""
         current = self.get(access, document_id)
-        if title is None and content is None:
-            raise InvalidInput("give a new title or new content", code="nothing_to_update")
-        changes: dict[str, object] = {}
+        if all(given is None for given in (title, content, status, tags, folder)):
+            raise InvalidInput("give a new title, content, status, tags or folder", code="nothing_to_update")
+        changes = _filing_changes(status, tags, folder)
         if title is not None:
             changes["title"] = clean_title(title)
+        if content is None and title is None and changes.get("status", current.status) == current.status:
+            return self._refile(access, current, changes)
         version = current.version + 1
         if content is not None:
             if not content.strip():
@@ -380,6 +447,21 @@ class Documents:
         self.submit_indexing(access.workspace_id, document_id, version)
         return _document_of(item)
 
+    def _refile(self, access: KnowledgeAccess, current: Document, changes: dict[str, object]) -> Document:
+        """Tags and folder: the item only, nothing re-indexed."""
+        changes["updated_at"] = timestamp(self._clock.now())
+        try:
+            item = self._store.update(
+                doc_key(access.workspace_id, current.id),
+                Update(set=changes),
+                condition=Condition.equals("document_version", "version", current.version),
+            )
+        except ConditionFailed:
+            raise NotFound(
+                f"document {current.id!r} changed or was deleted meanwhile; retry", code="document_conflict"
+            ) from None
+        return _document_of(item)
+
     def delete(self, access: KnowledgeAccess, document_id: str) -> Document:
         """Remove the document now; its chunks (a rewrite of the index) and blobs go in a ``delete_document`` job,
         which a marker item (in the same transaction) lets the sweep re-drive if the job is lost."""
@@ -411,6 +493,45 @@ class Documents:
             return current  # the knowledge base is being deleted: its purge removes the rest
         self.submit_deletion(marker)
         return current
+
+    def delete_chunk(self, access: KnowledgeAccess, document_id: str, chunk_id: str) -> Document:
+        """Remove one chunk of an indexed document from the index: its text, its terms in the keyword index and its
+        vector (the document's other chunks are indexed again, their vectors made anew, so every engine does it the
+        same way). ``chunk_id``: the chunk's id (``<document>#00003``) or its number. Indexing the document again
+        (a new version) brings it back."""
+        current = self.get(access, document_id)
+        seq = _chunk_seq(document_id, chunk_id)
+        if current.parse_status != "completed" or current.indexed_version != current.version:
+            raise Conflict(
+                f"document {document_id!r} is {current.parse_status}: a chunk can be deleted once it is indexed",
+                code="document_not_indexed",
+            )
+        kb_id = current.knowledge_base_id
+        chunks = self._index.chunks(kb_id, document_id)
+        if not any(chunk.seq == seq for chunk in chunks):
+            raise NotFound(
+                f"chunk {chunk_id[:120]!r} of document {document_id!r} was not found", code="chunk_not_found"
+            )
+        remaining = [chunk for chunk in chunks if chunk.seq != seq]
+        vectors = None
+        if self._embedder is not None and remaining and self._index.has_vectors(kb_id):
+            vectors = self._embed([chunk.text for chunk in remaining])
+        embedder_name = self._embedder.name if vectors is not None and self._embedder is not None else None
+        language = self._bases.language_of(access.workspace_id, kb_id)
+        self._index.replace_document(kb_id, document_id, remaining, vectors, embedder_name, language=language)
+        try:
+            item = self._store.update(
+                doc_key(access.workspace_id, document_id),
+                Update(set={"chunk_count": len(remaining), "updated_at": timestamp(self._clock.now())}),
+                condition=Condition.equals("document_version", "version", current.version),
+            )
+        except ConditionFailed:
+            raise Conflict(
+                f"document {document_id!r} changed meanwhile (it is indexed again in full); retry",
+                code="document_conflict",
+            ) from None
+        log.info("deleted chunk %s of document %s", seq, document_id)
+        return _document_of(item)
 
     def submit_deletion(self, marker: Item) -> None:
         """Submit the ``delete_document`` job of a deletion marker."""
@@ -448,6 +569,9 @@ class Documents:
         except ConditionFailed:
             return  # deleted, or superseded by a newer version with its own job
         document = _document_of(item)
+        if document.status == "draft":
+            self._keep_out_of_index(key, document, version)
+            return
         try:
             chunks, vectors, line_count, text, notices = self._prepare(document)
             self._blobs.put(
@@ -485,6 +609,24 @@ class Documents:
         if not finished and not self._store.get(key):
             # Deleted while it was indexed: its deletion job may have run before these chunks went in.
             self._index.delete_document(document.knowledge_base_id, document_id)
+
+    def _keep_out_of_index(self, key: Key, document: Document, version: int) -> None:
+        """A draft: none of its chunks in the index (those of a version published before go)."""
+        self._index.delete_document(document.knowledge_base_id, document.id)
+        with contextlib.suppress(ConditionFailed):
+            self._store.update(
+                key,
+                Update(
+                    set={
+                        "parse_status": "draft",
+                        "parse_error": None,
+                        "chunk_count": 0,
+                        "updated_at": timestamp(self._clock.now()),
+                    },
+                    remove=["gsi2pk", "gsi2sk", "queued_at"],
+                ),
+                condition=Condition.equals("document_version", "version", version),
+            )
 
     def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[float]] | None, int, str, list[str]]:
         data = self._blobs.get(blob_key(document.workspace_id, document.id, document.version, "source"))
@@ -606,6 +748,32 @@ class Documents:
         self._index.delete_knowledge_base(kb_id)
 
 
+def _filing_changes(status: str | None, tags: Sequence[str] | None, folder: str | None) -> dict[str, object]:
+    changes: dict[str, object] = {}
+    if tags is not None:
+        changes["tags"] = list(clean_tags(tags))
+    if folder is not None:
+        changes["folder"] = clean_folder(folder)
+    if status is not None:
+        changes["status"] = clean_status(status)
+    return changes
+
+
+def _chunk_seq(document_id: str, chunk_id: str) -> int:
+    """A chunk's number from its id (``<document>#00003``) or the number itself."""
+    text = chunk_id.strip()
+    owner, hash_sign, number = text.rpartition("#")
+    if hash_sign and owner != document_id:
+        raise InvalidInput(f"chunk {text[:120]!r} is not a chunk of document {document_id!r}", code="invalid_chunk_id")
+    digits = number if hash_sign else text
+    if not digits.isascii() or not digits.isdigit() or len(digits) > 9:
+        raise InvalidInput(
+            f"chunk_id must be a chunk's id (<document id>#00003) or its number, not {text[:120]!r}",
+            code="invalid_chunk_id",
+        )
+    return int(digits)
+
+
 def _document_of(item: Item) -> Document:
     return Document(
         id=item["id"],
@@ -627,4 +795,7 @@ def _document_of(item: Item) -> Document:
         indexed_at=item.get("indexed_at"),
         indexed_version=item.get("indexed_version"),
         notices=tuple(item.get("notices") or ()),
+        status=str(item.get("status") or "published"),
+        tags=tuple(item.get("tags") or ()),
+        folder=str(item.get("folder") or ""),
     )

@@ -22,12 +22,13 @@ import secrets
 from dataclasses import dataclass
 from typing import Final
 
+from mcpbridge.domain.document_filing import Filing
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import Condition, Key, Remove
 from mcpbridge.domain.knowledge import Document, KnowledgeAccess
 from mcpbridge.errors import ConditionFailed, Conflict, InvalidInput, NotFound, PayloadTooLarge
 from mcpbridge.knowledge.bases import KnowledgeBases
-from mcpbridge.knowledge.documents import Documents, blob_key, clean_title
+from mcpbridge.knowledge.documents import UNFILED, Documents, blob_key, clean_title
 from mcpbridge.ports import Blobs, Clock, Store, UploadTarget
 
 UPLOAD_SECONDS: Final = 3600
@@ -77,6 +78,7 @@ class DocumentUploads:
         content_type: str,
         size_bytes: int,
         title: str | None = None,
+        filing: Filing = UNFILED,
     ) -> Upload:
         filename = filename.strip()
         if not filename or len(filename.encode()) > FILENAME_MAX or "/" in filename or "\\" in filename:
@@ -114,6 +116,9 @@ class DocumentUploads:
             "filename": filename,
             "content_type": content_type,
             "declared_bytes": size_bytes,
+            "status": filing.status,
+            "tags": list(filing.tags),
+            "folder": filing.folder,
             "token_sha256": _sha256(token),
             "expires_at": int(upload.expires_at),
         }
@@ -171,6 +176,11 @@ class DocumentUploads:
                 source="file",
                 filename=str(record["filename"]),
                 also=[Remove(key, Condition.exists("upload_open"))],
+                filing=Filing(
+                    status="draft" if record.get("status") == "draft" else "published",
+                    tags=tuple(record.get("tags") or ()),
+                    folder=str(record.get("folder") or ""),
+                ),
             )
         except ConditionFailed:  # completed meanwhile by another request, which made the document
             raise NotFound("this upload was already completed", code="upload_not_found") from None

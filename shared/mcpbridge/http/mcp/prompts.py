@@ -107,9 +107,12 @@ class Prompts:
 
     def _document(self, document_id: str) -> Document:
         try:
-            return self._container.documents.get(self._access, document_id.strip())
+            document = self._container.documents.get(self._access, document_id.strip())
         except MCPBridgeError:
+            document = None
+        if document is None or document.status != "published":  # a draft is not there for an endpoint
             raise JsonRpcError(INVALID_PARAMS, f"document {document_id[:100]!r} was not found in scope") from None
+        return document
 
     def _embedded(self, document_id: str) -> dict[str, Any]:
         document = self._document(document_id)

@@ -213,8 +213,8 @@ class Resources:
             document = self._container.documents.get(self._access, document_id)
         except NotFound:
             return None
-        if document.knowledge_base_id != kb_id or document.indexed_version is None:
-            return None
+        if document.knowledge_base_id != kb_id or document.indexed_version is None or document.status != "published":
+            return None  # a draft is not there for an endpoint
         return document
 
     def read(self, uri: str, *, modern: bool) -> dict[str, Any]:

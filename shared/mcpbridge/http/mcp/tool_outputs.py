@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from mcpbridge.http.mcp import file_tools, session_tools
 from mcpbridge.http.views import AskOut, ChunkOut, DocumentOut, PageOut
 from mcpbridge.publishing.offered_tools import BY_NAME
 
@@ -131,21 +132,43 @@ def output_schemas() -> dict[str, dict[str, Any]]:
                 "documents": _array(_document()),
             }
         ),
-        "read_document": _object(
+        "read_document": _read_document(),
+        "find_documents": _object(
             {
-                "document": _document(),
-                "chunks": _array(_with(_chunk(), matched=_BOOLEAN)),
-                "total_chunks": _INTEGER,
-                "next_offset": {"type": ["integer", "null"]},
-                "truncated": _BOOLEAN,
-                "query": _MAYBE_STRING,
-                "matches": _INTEGER,
-                "note": _MAYBE_STRING,
+                "name": _STRING,
+                "documents": _array(
+                    _with(
+                        _document(),
+                        knowledge_base_name=_STRING,
+                        match={"type": "string", "enum": ["exact", "prefix", "contains"]},
+                    )
+                ),
+                "total": _INTEGER,
+                "has_more": _BOOLEAN,
             }
         ),
         "ask": _view(AskOut),
+        **session_tools.OUTPUTS,
         **_wiki_and_write_schemas(),
     }
+
+
+def _read_document() -> dict[str, Any]:
+    return _object(
+        {
+            "document": _document(),
+            "chunks": _array(_with(_chunk(), matched=_BOOLEAN)),
+            "total_chunks": _INTEGER,
+            "next_offset": {"type": ["integer", "null"]},
+            "truncated": _BOOLEAN,
+            "query": _MAYBE_STRING,
+            "matches": _INTEGER,
+            "note": _MAYBE_STRING,
+            "metadata_only": _BOOLEAN,
+            **file_tools.WINDOW_OUTPUTS,
+        },
+        ["document"],  # metadata_only=true answers the document alone; patterns answer windows
+    )
 
 
 def _wiki_and_write_schemas() -> dict[str, dict[str, Any]]:
@@ -225,7 +248,11 @@ _ICON_OF_TOOL: Final = {
     "grep_chunks": "search",
     "list_documents": "document",
     "read_document": "document",
+    "find_documents": "search",
     "ask": "answer",
+    "list_sessions": "answer",
+    "get_session": "answer",
+    "delete_session": "answer",
     "wiki_search": "wiki",
     "wiki_read_page": "wiki",
     "wiki_index": "wiki",

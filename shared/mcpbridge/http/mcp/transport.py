@@ -308,7 +308,9 @@ class McpEndpointApp:
         if authority.user_id is not None:
             log.info("tool %s on endpoint %s, as user %s (OAuth)", name, endpoint.id, authority.user_id)
         base_url = container.settings.public_base_url or base_url
-        context = ToolContext(container, authority.access, endpoint.id, authority.user_id, base_url)
+        context = ToolContext(
+            container, authority.access, endpoint.id, authority.user_id, base_url, endpoint.default_agent_id
+        )
         try:
             data = SPECS_BY_NAME[name].handler(context, arguments)
         except MCPBridgeError as exc:

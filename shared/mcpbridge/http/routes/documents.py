@@ -1,7 +1,11 @@
 """Documents: ``/api/v1/knowledge-bases/{kb_id}/documents`` (list, create from text or URL, upload a file in the
 request), ``/api/v1/knowledge-bases/{kb_id}/documents/uploads`` and ``/api/v1/document-uploads/{id}/...`` (a large
 file straight to the blob store, then ``complete``) and ``/api/v1/documents/{id}`` (get, read, update, delete).
-Creating returns at once with ``parse_status: pending``; deleting removes the chunks in the background."""
+Creating returns at once with ``parse_status: pending``; deleting removes the chunks in the background.
+``/api/v1/documents/{id}/chunks/{chunk}`` deletes one chunk; ``/api/v1/documents/{id}/windows`` reads around
+literal patterns."""
+
+# Over 400 lines: every route of one resource, a document (its listing, creation, uploads, reads and changes).
 
 from __future__ import annotations
 
@@ -9,18 +13,23 @@ from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from anyio import to_thread
-from fastapi import APIRouter, File, Form, Query, Request, Response, UploadFile
+from fastapi import APIRouter, File, Form, Path, Query, Request, Response, UploadFile
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcpbridge.domain.document_filing import Filing, Shelf
 from mcpbridge.errors import InvalidInput, PayloadTooLarge
 from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
-from mcpbridge.http.deps import DocumentsDep, ReaderDep, UploadsDep
+from mcpbridge.http.deps import DocumentsDep, FileToolsDep, ReaderDep, UploadsDep
 from mcpbridge.http.fields import DocumentId, KnowledgeBaseId, UploadId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.http.views import ChunkOut, DocumentOut, Timestamp
 
 router = APIRouter(prefix="/api/v1", tags=["documents"])
+
+
+_TAGS_HELP = "At most 20, each 1 to 50 characters; duplicates (case-insensitively) are dropped."
+_FOLDER_HELP = "A path like docs/spec (parts of 1 to 100 characters, neither . nor ..); empty: the root."
 
 
 class DocumentIn(BaseModel):
@@ -40,6 +49,14 @@ class DocumentIn(BaseModel):
     content: str | None = None
     url: str | None = Field(default=None, max_length=2048)
     format: Literal["markdown", "text"] = "markdown"
+    status: Literal["published", "draft"] = Field(
+        default="published", description="published (default): indexed and searchable; draft: kept, not indexed."
+    )
+    tags: list[str] = Field(default_factory=list, description=_TAGS_HELP)
+    folder: str = Field(default="", max_length=1000, description=_FOLDER_HELP)
+
+    def filing(self) -> Filing:
+        return Filing.of(status=self.status, tags=self.tags, folder=self.folder)
 
     @model_validator(mode="after")
     def _one_source(self) -> DocumentIn:
@@ -55,6 +72,11 @@ class DocumentPatch(BaseModel):
 
     title: str | None = Field(default=None, min_length=1, max_length=255)
     content: str | None = None
+    status: Literal["published", "draft"] | None = Field(
+        default=None, description="published indexes the document (search sees it); draft takes it out of the index."
+    )
+    tags: list[str] | None = Field(default=None, description=f"Replaces the tags. {_TAGS_HELP}")
+    folder: str | None = Field(default=None, max_length=1000, description=_FOLDER_HELP)
 
 
 class DocumentList(BaseModel):
@@ -75,16 +97,26 @@ def list_documents(
     keyword: str | None = Query(
         default=None, max_length=255, description="Only the documents whose title contains this (case-insensitive)."
     ),
+    status: Literal["published", "draft", "all"] = Query(
+        default="published", description="published (default), draft, or all."
+    ),
+    tag: str | None = Query(
+        default=None, max_length=50, description="Only documents with this tag (case-insensitive)."
+    ),
+    folder: str | None = Query(default=None, max_length=1000, description="Only documents in this folder (`` = root)."),
+    subfolders: bool = Query(default=False, description="With folder: its subfolders' documents too."),
     limit: int = limit_query(),
     cursor: str | None = cursor_query(),
 ) -> DocumentList:
-    """The documents of a knowledge base, newest first, optionally those whose title contains a keyword."""
+    """The documents of a knowledge base, newest first: the published ones unless `status` asks for drafts, optionally
+    those whose title contains a keyword, with a tag, or in a folder."""
+    shelf = Shelf.of(status=status, tag=tag, folder=folder, subfolders=subfolders)
     found, next_cursor = page_of(
-        documents.matching(knowledge_access(principal, "read"), kb_id, keyword=keyword),
+        documents.matching(knowledge_access(principal, "read"), kb_id, keyword=keyword, shelf=shelf),
         key=lambda d: (d.id,),
         limit=limit,
         cursor=cursor,
-        listing=f"knowledge-bases/{kb_id}/documents?keyword={(keyword or '').strip().casefold()}",
+        listing=f"knowledge-bases/{kb_id}/documents?keyword={(keyword or '').strip().casefold()}&{shelf}",
         descending=True,
     )
     return DocumentList(items=[DocumentOut.of(d) for d in found], next_cursor=next_cursor)
@@ -103,11 +135,14 @@ def create_document(
     """From Markdown or plain text (`content`), or from a URL (`url`, fetched now through the SSRF guard). Answers at
     once with `parse_status: pending`; the document is searchable once it is `completed`."""
     access = knowledge_write_access(principal, "write")
+    filing = body.filing()
     if body.url is not None:
-        document = documents.create_from_url(access, kb_id, title=body.title, url=body.url)
+        document = documents.create_from_url(access, kb_id, title=body.title, url=body.url, filing=filing)
     else:
         assert body.content is not None
-        document = documents.create_from_text(access, kb_id, title=body.title, content=body.content, format=body.format)
+        document = documents.create_from_text(
+            access, kb_id, title=body.title, content=body.content, format=body.format, filing=filing
+        )
     return DocumentOut.of(document)
 
 
@@ -124,11 +159,17 @@ async def upload_document(
     documents: DocumentsDep,
     file: Annotated[UploadFile, File(description="Markdown, text, HTML, PDF or an image (PNG, JPEG, GIF, WebP)")],
     title: Annotated[str | None, Form(max_length=255, description="The title; default: the file's name.")] = None,
+    status: Annotated[
+        Literal["published", "draft"], Form(description="published (default): indexed; draft: kept, not indexed.")
+    ] = "published",
+    tags: Annotated[list[str] | None, Form(description=f"Repeat the field for each tag. {_TAGS_HELP}")] = None,
+    folder: Annotated[str, Form(max_length=1000, description=_FOLDER_HELP)] = "",
 ) -> DocumentOut:
     """A Markdown, text, HTML, PDF or image (PNG, JPEG, GIF, WebP) file in the request itself
     (`multipart/form-data`), up to the per-request limit; larger files go through
     `POST /api/v1/knowledge-bases/{kb_id}/documents/uploads`."""
     access = knowledge_write_access(principal, "write")
+    filing = Filing.of(status=status, tags=tags or [], folder=folder)
     limit = documents.max_request_bytes
     data = await file.read(limit + 1)
     if len(data) > limit:
@@ -148,6 +189,7 @@ async def upload_document(
             filename=file.filename or "",
             content_type=file.content_type or "application/octet-stream",
             data=data,
+            filing=filing,
         )
     )
     return DocumentOut.of(document)
@@ -173,6 +215,11 @@ class UploadIn(BaseModel):
     content_type: str = Field(min_length=3, max_length=255, pattern=r"^[\w.+-]+/[\w.+-]+$")
     size_bytes: int = Field(ge=1, description="The file's size; at most the per-document limit.")
     title: str | None = Field(default=None, min_length=1, max_length=255)
+    status: Literal["published", "draft"] = Field(
+        default="published", description="published (default): indexed and searchable; draft: kept, not indexed."
+    )
+    tags: list[str] = Field(default_factory=list, description=_TAGS_HELP)
+    folder: str = Field(default="", max_length=1000, description=_FOLDER_HELP)
 
 
 class UploadOut(BaseModel):
@@ -210,6 +257,7 @@ def start_upload(
         content_type=body.content_type,
         size_bytes=body.size_bytes,
         title=body.title,
+        filing=Filing.of(status=body.status, tags=body.tags, folder=body.folder),
     )
     target = uploads.target(upload)
     if target is None:  # the embedded backend: the file comes to this server, authenticated by the token
@@ -279,9 +327,39 @@ def get_document(
 def update_document(
     document_id: DocumentId, body: DocumentPatch, principal: CurrentPrincipal, documents: DocumentsDep
 ) -> DocumentOut:
-    """A new title and/or new content (text documents); either change re-indexes the document."""
+    """A new title and/or new content (text documents), status, tags or folder. A new title, content or status
+    re-indexes the document (a draft leaves the index, a published one enters it); tags and folder only refile it."""
     access = knowledge_write_access(principal, "write")
-    return DocumentOut.of(documents.update(access, document_id, title=body.title, content=body.content))
+    return DocumentOut.of(
+        documents.update(
+            access,
+            document_id,
+            title=body.title,
+            content=body.content,
+            status=body.status,
+            tags=body.tags,
+            folder=body.folder,
+        )
+    )
+
+
+@router.delete(
+    "/documents/{document_id}/chunks/{chunk_id}",
+    operation_id="deleteDocumentChunk",
+    summary="Delete one chunk of a document",
+    responses=problems(400, 404, 409),
+)
+def delete_chunk(
+    document_id: DocumentId,
+    chunk_id: Annotated[
+        str, Path(max_length=200, description="The chunk's id (`doc_...#00003`, `#` as `%23`) or its number.")
+    ],
+    principal: CurrentPrincipal,
+    documents: DocumentsDep,
+) -> DocumentOut:
+    """Removes one chunk of an indexed document from search: its text, keyword terms and vector. Indexing the
+    document again (a new version) brings it back. Answers the document with its new `chunk_count`."""
+    return DocumentOut.of(documents.delete_chunk(knowledge_write_access(principal, "write"), document_id, chunk_id))
 
 
 @router.delete(
@@ -346,5 +424,71 @@ def read_document(
         truncated=result.truncated,
         query=result.query,
         matches=result.matches,
+        note=result.note,
+    )
+
+
+class WindowLineOut(BaseModel):
+    line: int
+    text: str
+    matched: bool
+
+
+class WindowOut(BaseModel):
+    start_line: int
+    end_line: int
+    patterns: list[str] = Field(description="The patterns found in this window's matching lines.")
+    lines: list[WindowLineOut]
+
+
+class WindowsOut(BaseModel):
+    document: DocumentOut
+    patterns: list[str]
+    context_lines: int
+    windows: list[WindowOut]
+    matches: int = Field(description="Matching lines from from_line on, all of them (not only those returned).")
+    truncated: bool
+    next_line: int | None = Field(description="Where to continue (as from_line) when truncated.")
+    note: str | None
+
+
+@router.get(
+    "/documents/{document_id}/windows",
+    operation_id="readDocumentWindows",
+    summary="Read a document around literal patterns",
+    responses=problems(400, 404),
+)
+def read_windows(
+    document_id: DocumentId,
+    principal: CurrentPrincipal,
+    documents: DocumentsDep,
+    file_tools: FileToolsDep,
+    pattern: Annotated[
+        list[str],
+        Query(description="A literal text, case-insensitive (repeat for several, 1 to 10); not a regex."),
+    ],
+    context_lines: int = Query(default=3, ge=0, le=50, description="Lines before and after each matching line."),
+    from_line: int = Query(default=1, ge=1, description="Look from this line on (a previous answer's next_line)."),
+) -> WindowsOut:
+    """Windows of lines around every line holding any of the patterns, merged so that no line repeats, within an
+    output budget (`truncated`, then continue with `from_line=next_line`)."""
+    document = documents.get(knowledge_access(principal, "read"), document_id)
+    result = file_tools.read_windows(document, pattern, context_lines=context_lines, from_line=from_line)
+    return WindowsOut(
+        document=DocumentOut.of(result.document),
+        patterns=result.patterns,
+        context_lines=result.context_lines,
+        windows=[
+            WindowOut(
+                start_line=w.start_line,
+                end_line=w.end_line,
+                patterns=w.patterns,
+                lines=[WindowLineOut(line=x.line, text=x.text, matched=x.matched) for x in w.lines],
+            )
+            for w in result.windows
+        ],
+        matches=result.matches,
+        truncated=result.truncated,
+        next_line=result.next_line,
         note=result.note,
     )

@@ -8,11 +8,11 @@ import unicodedata
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.http.auth import CurrentPrincipal
-from mcpbridge.http.deps import EndpointsDep, SettingsDep
+from mcpbridge.http.deps import EndpointsDep, SettingsDep, UsageWriterDep
 from mcpbridge.http.fields import EndpointId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
@@ -152,12 +152,20 @@ class EndpointOut(BaseModel):
         )
 
 
+MCP_REMOTE = "mcp-remote@0.15.1"
+"""The stdio bridge the fallback config runs, pinned: ``npx`` would otherwise fetch whatever is newest."""
+
+
 class ClientConfigs(BaseModel):
     cursor: dict[str, Any] = Field(description="Cursor `~/.cursor/mcp.json` (`mcpServers`).")
     vscode: dict[str, Any] = Field(description="VS Code `.vscode/mcp.json` (`servers`, `type: http`).")
     claude_code: str = Field(description="A `claude mcp add --transport http ...` command.")
     mcp_remote: dict[str, Any] = Field(
-        description="stdio fallback through `mcp-remote` (Claude Desktop and others); the token is in `env` only."
+        description=f"stdio fallback through `mcp-remote` (pinned: `{MCP_REMOTE}`; Claude Desktop and others); the "
+        "token is in `env` only."
+    )
+    opencode: dict[str, Any] = Field(
+        description="OpenCode `opencode.json` (`mcp.servers`, `type: remote`, its own OAuth off: the token is sent)."
     )
 
 
@@ -259,6 +267,31 @@ def get_endpoint(endpoint_id: EndpointId, principal: CurrentPrincipal, endpoints
     return EndpointOut.of(endpoints.get(principal, endpoint_id))
 
 
+class UsageInstructionsOut(BaseModel):
+    instructions: str = Field(description="Plain text to give an assistant or a client before it uses the endpoint.")
+    source: Literal["template", "model"] = Field(description="Written by the template or by the language model.")
+    notices: list[str]
+
+
+@router.post(
+    "/{endpoint_id}/usage-instructions",
+    operation_id="writeEndpointUsageInstructions",
+    summary="Write usage instructions for an MCP endpoint",
+    responses=problems(404),
+)
+def usage_instructions(
+    endpoint_id: EndpointId,
+    principal: CurrentPrincipal,
+    writer: UsageWriterDep,
+    template: bool = Query(default=False, description="The template only, even where a language model is configured."),
+) -> UsageInstructionsOut:
+    """Instructions written from what the endpoint offers (its enabled tools, knowledge bases and published services):
+    by the configured language model, or by a template where there is none (or it fails, or `template=true`). Nothing
+    is stored."""
+    written = writer.write(principal, endpoint_id, use_model=not template)
+    return UsageInstructionsOut(instructions=written.text, source=written.source, notices=written.notices)
+
+
 @router.put("/{endpoint_id}", operation_id="updateEndpoint", summary="Update an MCP endpoint", responses=problems(409))
 def update_endpoint(
     endpoint_id: EndpointId, body: EndpointPatch, principal: CurrentPrincipal, endpoints: EndpointsDep
@@ -328,7 +361,7 @@ def client_configs(server: str, url: str, token: str) -> ClientConfigs:
     headers = {"Authorization": f"Bearer {token}"}
     # mcp-remote's documented form: no space after the colon (some clients mangle spaces in args), the value read
     # from an environment variable it expands itself, so the token never appears in the process arguments.
-    remote_args = ["-y", "mcp-remote", url, "--header", f"Authorization:${{{TOKEN_ENV_VAR}}}"]
+    remote_args = ["-y", MCP_REMOTE, url, "--header", f"Authorization:${{{TOKEN_ENV_VAR}}}"]
     if _needs_allow_http(url):
         remote_args.append("--allow-http")  # mcp-remote refuses plain http except on localhost without it
     return ClientConfigs(
@@ -339,6 +372,10 @@ def client_configs(server: str, url: str, token: str) -> ClientConfigs:
             "mcpServers": {
                 server: {"command": "npx", "args": remote_args, "env": {TOKEN_ENV_VAR: f"Bearer {token}"}},
             }
+        },
+        opencode={
+            "$schema": "https://opencode.ai/config.json",
+            "mcp": {"servers": {server: {"type": "remote", "url": url, "oauth": False, "headers": headers}}},
         },
     )
 

@@ -1,22 +1,35 @@
 """Knowledge bases (``/api/v1/knowledge-bases``) and the retrieval calls the MCP tools also make
-(``/api/v1/knowledge/search``, ``/grep``, ``/ask``)."""
+(``/api/v1/knowledge/search``, ``/grep``, ``/ask``), and the sessions ``ask`` keeps (``/api/v1/knowledge/sessions``)."""
+
+# Over 400 lines: the retrieval calls the MCP tools also make, and what they keep (sessions), side by side.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.names import fold
 from mcpbridge.errors import Forbidden
 from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, knowledge_write_access
-from mcpbridge.http.deps import AnswererDep, KnowledgeBasesDep, KnowledgeSearchDep, SemanticDep
+from mcpbridge.http.deps import (
+    AnswererDep,
+    AskSessionsDep,
+    FileToolsDep,
+    KnowledgeBasesDep,
+    KnowledgeSearchDep,
+    SemanticDep,
+)
 from mcpbridge.http.fields import KnowledgeBaseId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
-from mcpbridge.http.views import LANGUAGE_HELP, AskOut, ChunkOut, KnowledgeBaseOut
+from mcpbridge.http.views import LANGUAGE_HELP, AskOut, ChunkOut, DocumentOut, KnowledgeBaseOut, Timestamp
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
+
+if TYPE_CHECKING:
+    from mcpbridge.knowledge.ask_sessions import AskSession
 
 router = APIRouter(prefix="/api/v1", tags=["knowledge"])
 
@@ -248,3 +261,141 @@ def ask(body: AskIn, principal: CurrentPrincipal, answerer: AnswererDep) -> AskO
         knowledge_base_ids=body.knowledge_base_ids,
     )
     return AskOut.of(answer)
+
+
+# ---------------------------------------------------------------------------------------------------- ask sessions
+
+SessionId = Annotated[str, Path(description="The session's id (`ses_...`), the `session_id` an answer gives.")]
+
+
+class TurnOut(BaseModel):
+    question: str
+    answer: str
+
+
+class AskSessionOut(BaseModel):
+    """An ``ask`` session: the conversation one caller started through one API key or endpoint."""
+
+    id: str
+    title: str = Field(description="The session's first question, shortened.")
+    turn_count: int = Field(description="How many turns it keeps (the last ten).")
+    created_at: Timestamp | None
+    updated_at: Timestamp
+    expires_at: Timestamp = Field(description="When it goes (a week after its last turn).")
+
+    @classmethod
+    def of(cls, session: AskSession) -> AskSessionOut:
+        return cls(
+            id=session.id,
+            title=session.title,
+            turn_count=session.turn_count,
+            created_at=session.created_at,
+            updated_at=session.updated_at,
+            expires_at=session.expires_at,
+        )
+
+
+class AskSessionDetail(AskSessionOut):
+    turns: list[TurnOut] = Field(description="Oldest first.")
+
+
+class AskSessionList(BaseModel):
+    items: list[AskSessionOut]
+    next_cursor: str | None = next_cursor_field()
+
+
+def _session_caller(principal: Principal) -> dict[str, Any]:
+    """Whose sessions a REST caller reaches: those it could continue (its user, through this API key)."""
+    return {"owner": f"user:{principal.user_id}", "credential": f"key:{principal.api_key_id}"}
+
+
+@router.get("/knowledge/sessions", operation_id="listAskSessions", summary="List ask sessions")
+def list_sessions(
+    principal: CurrentPrincipal,
+    sessions: AskSessionsDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> AskSessionList:
+    """The `ask` sessions this API key started (the ones it may continue), most recently used first."""
+    found = sessions.list(knowledge_access(principal, "ask"), **_session_caller(principal))
+    items, next_cursor = page_of(
+        found, key=lambda s: (s.updated_at, s.id), limit=limit, cursor=cursor, listing="sessions", descending=True
+    )
+    return AskSessionList(items=[AskSessionOut.of(s) for s in items], next_cursor=next_cursor)
+
+
+@router.get(
+    "/knowledge/sessions/{session_id}",
+    operation_id="getAskSession",
+    summary="Read an ask session",
+    responses=problems(400, 404),
+)
+def get_session(session_id: SessionId, principal: CurrentPrincipal, sessions: AskSessionsDep) -> AskSessionDetail:
+    """One session with its turns (questions and answers, oldest first); 404 for a session this key did not
+    start."""
+    session = sessions.get(knowledge_access(principal, "ask"), session_id, **_session_caller(principal))
+    return AskSessionDetail(
+        **AskSessionOut.of(session).model_dump(),
+        turns=[TurnOut(question=t.question, answer=t.answer) for t in session.turns],
+    )
+
+
+@router.delete(
+    "/knowledge/sessions/{session_id}",
+    operation_id="deleteAskSession",
+    summary="Delete an ask session",
+    status_code=204,
+    responses=problems(400, 404),
+)
+def delete_session(session_id: SessionId, principal: CurrentPrincipal, sessions: AskSessionsDep) -> Response:
+    """Delete a session this key started; continuing it afterwards is refused (404 `session_not_found`)."""
+    sessions.delete(knowledge_access(principal, "ask"), session_id, **_session_caller(principal))
+    return Response(status_code=204)
+
+
+# ---------------------------------------------------------------------------------------------------- by file name
+
+
+class NamedDocumentOut(DocumentOut):
+    knowledge_base_name: str
+    match: Literal["exact", "prefix", "contains"]
+
+
+class NamedDocumentList(BaseModel):
+    items: list[NamedDocumentOut]
+    next_cursor: str | None = next_cursor_field()
+
+
+@router.get(
+    "/knowledge/documents",
+    operation_id="findDocumentsByName",
+    summary="Find documents by file name",
+    responses=problems(400, 404),
+)
+def find_documents(
+    principal: CurrentPrincipal,
+    file_tools: FileToolsDep,
+    name: str = Query(min_length=1, max_length=255, description="A file name or part of one (case-insensitive)."),
+    knowledge_base_ids: Annotated[
+        list[str] | None,
+        Query(description="Knowledge bases to look in, by id or name (repeat); default: every one in reach."),
+    ] = None,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> NamedDocumentList:
+    """Published documents whose file name (or title) holds `name`, across the knowledge bases in reach: exact names
+    first, then names that start with it, then names that contain it."""
+    found = file_tools.find_by_name(knowledge_access(principal, "read"), name, knowledge_base_ids=knowledge_base_ids)
+    listing = f"knowledge/documents?name={name.strip().casefold()}&kb={','.join(knowledge_base_ids or [])}"
+    page, next_cursor = page_of(found, key=lambda n: n.order, limit=limit, cursor=cursor, listing=listing)
+    return NamedDocumentList(
+        items=[
+            NamedDocumentOut(
+                **DocumentOut.of(n.document).model_dump(),
+                knowledge_base_name=n.knowledge_base_name,
+                match=("exact", "prefix", "contains")[n.rank],
+            )
+            for n in page
+        ],
+        next_cursor=next_cursor,
+    )
