@@ -79,8 +79,8 @@ if TYPE_CHECKING:
     from mcpbridge.publishing.endpoints import Endpoint, EndpointService
     from mcpbridge.publishing.image_links import ImageLinks
     from mcpbridge.publishing.rate_limit import RateLimiter
-    from mcpbridge.rules.rule_sets import RuleSets
     from mcpbridge.publishing.usage_instructions import UsageWriter
+    from mcpbridge.rules.rule_sets import RuleSets
     from mcpbridge.tenancy.user_removal import UserRemoval
     from mcpbridge.tenancy.workspace_purge import WorkspacePurge
 
