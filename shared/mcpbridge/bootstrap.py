@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from mcpbridge.agent.profiles import AgentProfile, AgentProfiles
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.agent.tool_resolution import ToolResolution
+    from mcpbridge.agent.tool_search import ToolIndex
     from mcpbridge.authserver.access import OAuthAccess
     from mcpbridge.authserver.grant_reviews import GrantReviews
     from mcpbridge.authserver.grants import Grants
@@ -617,7 +618,16 @@ class Container:
         """What agents discover; needs_auth is judged from the snapshots until an OAuth-aware check is wired here."""
         from mcpbridge.agent.discovery import AgentCatalog
 
-        return AgentCatalog(self.store, self.clock, self.services, self.catalog, self.tool_policies)
+        return AgentCatalog(
+            self.store, self.clock, self.services, self.catalog, self.tool_policies, search=self.tool_index
+        )
+
+    @cached_property
+    def tool_index(self) -> ToolIndex:
+        """Tool search on the knowledge search engine and embedder, both built on first search."""
+        from mcpbridge.agent.tool_search import ToolIndex
+
+        return ToolIndex(self.store, lambda: self.search_index, lambda: self.embedder)
 
     @cached_property
     def answers(self) -> Answerer:
