@@ -731,7 +731,13 @@ class Container:
     def publication_of(self, endpoint: Endpoint) -> Publication:
         from mcpbridge.agent.gateway import publication_of
 
-        return publication_of(endpoint.id, endpoint.workspace_id, endpoint.name, endpoint.services)
+        return publication_of(
+            endpoint.id,
+            endpoint.workspace_id,
+            endpoint.name,
+            endpoint.services,
+            search_mode=endpoint.external_tool_mode == "search",
+        )
 
     @cached_property
     def gateway(self) -> Gateway:

@@ -161,6 +161,13 @@ class ToolIndex:
                 continue
             try:
                 self._write(workspace_id, document, embedder, fingerprint)
+            except ValueError:
+                # Vectors of another embedder (the configuration changed): an index never mixes two, so it starts
+                # over, and every document is written again on this and the next searches.
+                log.warning("tool index of workspace %s rebuilt for embedder %s", workspace_id, _name(embedder))
+                self._drop(workspace_id, recorded)
+                recorded = {}
+                self._write(workspace_id, document, embedder, fingerprint)
             except MCPBridgeError as exc:
                 log.warning("tool index of service %s not updated: %s", document.service.id, exc.code)
         existing = set(existing_services)
@@ -168,6 +175,11 @@ class ToolIndex:
             if service_id not in existing:
                 self._index().delete_document(index_id(workspace_id), document_id_)
                 self._store.delete(_marker_key(workspace_id, document_id_))
+
+    def _drop(self, workspace_id: str, recorded: dict[str, tuple[str, str]]) -> None:
+        self._index().delete_knowledge_base(index_id(workspace_id))
+        for document in recorded:
+            self._store.delete(_marker_key(workspace_id, document))
 
     def _recorded(self, workspace_id: str) -> dict[str, tuple[str, str]]:
         found: dict[str, tuple[str, str]] = {}
@@ -272,6 +284,10 @@ class ToolIndex:
             if len(hits) == limit:
                 break
         return ToolSearchOutcome(hits, mode, notices)
+
+
+def _name(embedder: Embedder | None) -> str:
+    return embedder.name if embedder is not None else "none"
 
 
 def _fingerprint(document: CatalogDocument, embedder: Embedder | None) -> str:

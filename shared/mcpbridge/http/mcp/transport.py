@@ -53,6 +53,8 @@ from mcpbridge.publishing.endpoints import Endpoint
 log = logging.getLogger("mcpbridge.mcp")
 
 CHECK_CALL = "check_call"
+SEARCH_TOOLS = "search_tools"
+CALL_TOOL = "call_tool"
 IDEMPOTENCY_META = "io.mcpbridge/idempotency-key"
 """The ``_meta`` key of a ``tools/call`` of a published external tool that makes retries return the first call."""
 
@@ -365,6 +367,14 @@ class EndpointTools:
             # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
             return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments)
         if self._authority.endpoint.services:
+            if name == CALL_TOOL and self._authority.endpoint.external_tool_mode == "search":
+                # Exactly a call of the named tool: the same admission, broker, pauses and retries.
+                from mcpbridge.agent.gateway import unwrap_call
+
+                try:
+                    name, arguments = unwrap_call(arguments)
+                except MCPBridgeError as exc:
+                    return error_result(exc.code, exc.message, exc.status)
             key = (meta or {}).get(IDEMPOTENCY_META)
             asks = modern and elicits_urls(meta)
             as_task = modern and declares_extension(meta, TASKS_EXTENSION)
@@ -412,6 +422,10 @@ class EndpointTools:
         publication = container.publication_of(authority.endpoint)
 
         def admit() -> dict[str, Any] | tuple[Any, str] | None:
+            if name == SEARCH_TOOLS and publication.search_mode:
+                if resume is not None:
+                    raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
+                return self._app.admit_call(authority) or gateway.search(publication, principal, arguments)
             if name == CHECK_CALL:
                 if resume is not None:
                     raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
