@@ -658,7 +658,9 @@ def _add_agents(commands: Commands) -> None:
     )
     tools.add_argument("--agent", help="the agent profile, by id (agt_...) or name (default: every service)")
     tools.add_argument("--service", help="only this service's tools (id or name)")
-    tools.add_argument("--query", help="only the tools whose name or description hold these words")
+    tools.add_argument("--query", help="what the agent wants to do, any language: the best matching tools, best first")
+    tools.add_argument("--mode", choices=("hybrid", "semantic", "keyword"), default="hybrid", help="default hybrid")
+    tools.add_argument("--limit", type=int, default=10, help="with --query: results, 1 to 50 (default 10)")
     describe = _leaf(
         actions,
         "describe",

@@ -367,7 +367,8 @@ class EndpointTools:
             # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
             return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments)
         if self._authority.endpoint.services:
-            if name == CALL_TOOL and self._authority.endpoint.external_tool_mode == "search":
+            wrapped = name == CALL_TOOL and self._authority.endpoint.external_tool_mode == "search"
+            if wrapped:
                 # Exactly a call of the named tool: the same admission, broker, pauses and retries.
                 from mcpbridge.agent.gateway import unwrap_call
 
@@ -383,6 +384,8 @@ class EndpointTools:
             )
             if answered is not None:
                 return answered
+            if wrapped:  # call_tool exists; the tool it names is not offered to this caller (or does not exist)
+                return error_result("tool_not_found", "no such tool is offered here: find one with search_tools", 404)
         # Every version's spec (2024-11-05 on) has an unknown tool as a protocol error, -32602; a tool this caller
         # may not use is not listed to it, so it is unknown alike.
         raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
