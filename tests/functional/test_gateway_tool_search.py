@@ -181,7 +181,7 @@ def test_call_tool_of_a_tool_needing_approval_pauses_like_the_listed_tool(hub: H
         searched, checked = asyncio.run(_session(searching, by_search))
     finally:
         _policy(hub, "echo", require_approval=False)
-    for paused, endpoint in ((listed, listing), (searched, searching)):
+    for paused in (listed, searched):
         assert paused.is_error is False
         data = paused.structured_content
         assert data["status"] == "awaiting_approval"

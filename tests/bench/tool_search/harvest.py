@@ -58,7 +58,11 @@ def tools_of(script: Path, args: list[str]) -> list[dict[str, object]]:
             "jsonrpc": "2.0",
             "id": 1,
             "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "h", "version": "1"}},
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "harvest", "version": "1"},
+            },
         },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
@@ -71,7 +75,8 @@ def tools_of(script: Path, args: list[str]) -> list[dict[str, object]]:
         env={**os.environ, **DUMMY_ENV},
         text=True,
     )
-    assert process.stdin is not None and process.stdout is not None
+    assert process.stdin is not None
+    assert process.stdout is not None
     for message in messages:
         process.stdin.write(json.dumps(message) + "\n")
         process.stdin.flush()
@@ -96,7 +101,7 @@ def main() -> None:
         for name, (script, args) in SERVERS.items():
             try:
                 tools = tools_of(modules / script, [a.format(tmp=tmp) for a in args])
-            except Exception as exc:  # noqa: BLE001 - a server that does not start is reported and skipped
+            except Exception as exc:  # a server that does not start is reported and skipped
                 print(f"{name}: {exc}")
                 continue
             print(f"{name}: {len(tools)} tools")
