@@ -13,9 +13,13 @@ from fastapi.testclient import TestClient
 from mcp import types
 
 from mcpbridge.adapters.local.e5_embedder import local_embedder_unavailable
+from mcpbridge.agent.tool_search import index_id
 from mcpbridge.bootstrap import Container
+from mcpbridge.domain.items import Update
 from mcpbridge.http.apps import create_combined_app
+from mcpbridge.identity.records import workspace_key
 from mcpbridge.outbound.policy import EgressPolicy
+from mcpbridge.paging import every_item
 from tests.functional.test_agent_catalog import AGENTS, SERVICES, TOOLS, Upstream, register, schema
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
@@ -24,7 +28,7 @@ from tests.support.everything import serve
 
 
 @pytest.fixture(params=["local", "aws"])
-def client(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+def container(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Container]:
     with container_on(
         request.param,
         tmp_path,
@@ -32,8 +36,14 @@ def client(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.M
         clock=FakeClock(),
         egress=EgressPolicy(["127.0.0.1"]),
         embedder=HashingEmbedder(),
-    ) as container:
-        yield _client_of(container)
+    ) as built:
+        yield built
+
+
+@pytest.fixture
+def client(container: Container) -> TestClient:
+    test_client: TestClient = _client_of(container)
+    return test_client
 
 
 def _client_of(container: Container) -> Any:
@@ -154,3 +164,19 @@ def test_a_chinese_request_finds_english_tools_with_the_local_embedder(
         assert found(client, "在 Slack 频道里发消息")[0] == ("tools", "slack_post_message")
         assert found(client, "读取文件的内容")[0] == ("tools", "read_text_file")
         assert found(client, "规划驾车路线", mode="semantic")[0] == ("tools", "maps_directions")
+
+
+def test_a_purged_workspace_leaves_no_tool_index(
+    container: Container, client: TestClient, upstream: tuple[Upstream, str]
+) -> None:
+    _, url = upstream
+    refreshed(client, register(client, url, "Docs"))
+    assert found(client, "delete a page")[0] == ("Docs", "delete_page")
+    workspace_id = client.get("/api/v1/me").json()["workspace_id"]
+    tools = index_id(workspace_id)
+    assert container.search_index.has_vectors(tools)
+    container.store.update(workspace_key(workspace_id), Update(set={"status": "deleting"}))
+    container.workspace_purge.run(workspace_id)
+    assert not container.search_index.has_vectors(tools)
+    assert container.search_index.keyword([tools], "delete page") == []
+    assert list(every_item(container.store, f"WS#{workspace_id}", sk_prefix="TOOLINDEX#")) == []
