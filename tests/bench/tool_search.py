@@ -199,15 +199,18 @@ def main() -> None:
             size = sum(len(d.tools) for d in docs)
             if copies == 1:
                 report["tools"] = size
+                report["tools_list_tokens_o200k"] = tokens(servers)
                 report["quality"] = quality(systems, intents)
+                print(json.dumps(report, indent=None if args.json else 1, ensure_ascii=False), flush=True)
             timing = latency(systems, queries, args.rounds)
-            report[f"latency_ms_p50_at_{size}"] = {
-                **timing,
-                **{f"{name}/bm25s": round(timing[name] / timing["bm25s"], 1) for name in timing if name != "bm25s"},
-                "indexing_s": round(indexed, 1),
+            part = {
+                f"latency_ms_p50_at_{size}": {
+                    **timing,
+                    **{f"{n}/bm25s": round(timing[n] / timing["bm25s"], 1) for n in timing if n != "bm25s"},
+                    "indexing_s": round(indexed, 1),
+                }
             }
-    report["tools_list_tokens_o200k"] = tokens(servers)
-    print(json.dumps(report, indent=None if args.json else 1, ensure_ascii=False))
+            print(json.dumps(part, indent=None if args.json else 1, ensure_ascii=False), flush=True)
 
 
 if __name__ == "__main__":

@@ -157,6 +157,13 @@ def test_agents_and_call_through_the_broker(server: Server, cli: Cli) -> None:
     bob_env = {**env, "MCPBRIDGE_API_KEY": cli.json("keys", "create", "--user", "bob", "--capability", "call_tools",
                                                    env=env)["key"]}  # fmt: skip
     assert "echo" in {t["name"] for t in cli.json("agents", "tools", "--service", "everything", env=bob_env)["items"]}
+    searched = cli.json("agents", "tools", "--query", "add two numbers", "--mode", "keyword", "--limit", "3",
+                        env=bob_env)  # fmt: skip
+    assert searched["items"][0]["name"] == "get-sum"
+    assert len(searched["items"]) <= 3
+    no_embedder = cli.run("agents", "tools", "--query", "add two numbers", "--mode", "semantic", env=bob_env)
+    assert no_embedder.code == 1
+    assert "semantic search is unavailable" in no_embedder.err
     described = cli.json("agents", "describe", "everything", "echo", env=bob_env)
     assert "message" in described["input_schema"]["properties"]
     assert cli.json("agents", "list", env=env) == {"items": [], "next_cursor": None}
