@@ -9,9 +9,9 @@ next listing and the next call, whatever an agent was shown before.
   :class:`AuthorizationCheck`), ``error`` (no snapshot and the last refresh failed), ``stale`` (the snapshot predates
   a change of the connection settings, or there is no snapshot yet), ``ready`` otherwise. Instructions (the admins'
   ``usage_instructions`` and the server's own) are returned marked ``untrusted``.
-* **Tools**: enabled tools of enabled services, in service then snapshot order, searchable (every keyword,
-  case-insensitively, in the tool's name or description) and paged (1 to 50). Descriptions are cut to 200 characters
-  and prefixed ``[MCP Service: <name> (external)] ``.
+* **Tools**: enabled tools of enabled services, in service then snapshot order, and paged (1 to 50); with a query,
+  ranked best first on the workspace's tool index (:mod:`mcpbridge.agent.tool_search`: keyword, semantic or
+  hybrid), at most 100. Descriptions are cut to 200 characters and prefixed ``[MCP Service: <name> (external)] ``.
 * **Function names** come from one pass over every tool of every selected service in that order (disabled ones
   included, so switching a tool off renames nothing): first registration wins; a server listing a tool name twice
   is taken at its first listing only.
