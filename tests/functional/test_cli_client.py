@@ -161,6 +161,10 @@ def test_agents_and_call_through_the_broker(server: Server, cli: Cli) -> None:
                         env=bob_env)  # fmt: skip
     assert searched["items"][0]["name"] == "get-sum"
     assert len(searched["items"]) <= 3
+    assert searched["notices"] == []
+    hybrid = cli.json("agents", "tools", "--query", "add two numbers", env=bob_env)
+    assert hybrid["items"][0]["name"] == "get-sum"
+    assert [n for n in hybrid["notices"] if n.startswith("hybrid ran keyword only")]
     no_embedder = cli.run("agents", "tools", "--query", "add two numbers", "--mode", "semantic", env=bob_env)
     assert no_embedder.code == 1
     assert "semantic search is unavailable" in no_embedder.err

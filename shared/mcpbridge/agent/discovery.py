@@ -127,6 +127,8 @@ class ToolPage:
     items: list[ToolSummary]
     next_cursor: str | None
     total: int
+    notices: list[str] = dataclasses.field(default_factory=list)
+    """What a search could not do as asked (hybrid without an embedder runs keyword only)."""
 
     @property
     def has_more(self) -> bool:
@@ -363,7 +365,8 @@ class AgentCatalog:
         ]
         following = offset + limit
         more = following < len(found) and following < MAX_SEARCH_RESULTS
-        return ToolPage(items=page, next_cursor=_encode_cursor(following, filters) if more else None, total=len(found))
+        cursor = _encode_cursor(following, filters) if more else None
+        return ToolPage(items=page, next_cursor=cursor, total=len(found), notices=result.notices)
 
     def search(
         self,

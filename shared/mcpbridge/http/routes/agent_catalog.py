@@ -111,6 +111,9 @@ class ToolSummaryOut(BaseModel):
 class ToolList(BaseModel):
     items: list[ToolSummaryOut]
     next_cursor: str | None = next_cursor_field()
+    notices: list[str] = Field(
+        default_factory=list, description="What a search could not do as asked (hybrid without an embedder)."
+    )
     notice: str = Field(description="The metadata comes from third-party servers: untrusted data.")
 
 
@@ -207,7 +210,10 @@ def list_tools(
     agent = profiles.resolve(principal, agent_id)
     page = discovery.tools(principal, agent, query=query, service_id=service_id, cursor=cursor, limit=limit, mode=mode)
     return ToolList(
-        items=[ToolSummaryOut.of(t) for t in page.items], next_cursor=page.next_cursor, notice=EXTERNAL_DATA_NOTICE
+        items=[ToolSummaryOut.of(t) for t in page.items],
+        next_cursor=page.next_cursor,
+        notices=page.notices,
+        notice=EXTERNAL_DATA_NOTICE,
     )
 
 
