@@ -33,7 +33,8 @@ from mcpbridge.adapters.local.e5_embedder import E5Embedder, local_embedder_unav
 from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.adapters.system_clock import SystemClock
 from mcpbridge.agent.discovery import PublishedTool
-from mcpbridge.agent.gateway import CALL_TOOL_TOOL, CHECK_CALL_TOOL, SEARCH_TOOLS_TOOL, listed
+from mcpbridge.agent.gateway import CHECK_CALL_TOOL, listed
+from mcpbridge.agent.search_mode import CALL_TOOL_TOOL, SEARCH_TOOLS_TOOL
 from mcpbridge.agent.tool_search import CatalogDocument, SearchMode, ToolIndex, tool_text
 from mcpbridge.client.tool_catalog import definition_hash
 from mcpbridge.domain.external_services import AdvancedConfig, AuthConfig, ExternalService

@@ -206,6 +206,25 @@ class _Loaded:
     tools: list[dict[str, Any]]
 
 
+@dataclass
+class _Within:
+    """What one search's caller may find: the tools ``keeps(service_id, tool_name)`` keeps (an endpoint's
+    allowlist), of ``service_id`` only when given; ``hidden`` counts the indexed tools of reachable documents it
+    refuses."""
+
+    keeps: Callable[[str, str], bool]
+    service_id: str | None
+    usable: dict[tuple[str, str], tuple[_Loaded, dict[str, Any], ToolPolicy]] = dataclasses.field(default_factory=dict)
+    reachable: set[str] = dataclasses.field(default_factory=set)
+    hidden: int = 0
+
+    def note(self, entry: _Loaded, tool: dict[str, Any], policy: ToolPolicy) -> None:
+        if self.keeps(entry.service.id, tool["name"]):
+            self.usable[(entry.service.id, tool["name"])] = (entry, tool, policy)
+        elif self.service_id in (None, entry.service.id):
+            self.hidden += 1
+
+
 class AgentCatalog:
     """What agents discover (servers, tools, descriptions) and the check of a ``tool_ref`` before a call."""
 
@@ -391,42 +410,21 @@ class AgentCatalog:
             raise InvalidInput("query is required", code="invalid_query")
         if len(text) > MAX_QUERY_CHARS:
             raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", code="invalid_query")
-        reader = _reader(principal)
-        every = self._registry.list(reader)
+        every = self._registry.list(_reader(principal))
         loaded = self._loaded_from(principal, agent, every)
-        keeps = publishes or (lambda _service, _tool: True)
-        documents: list[CatalogDocument] = []
-        usable: dict[tuple[str, str], tuple[_Loaded, dict[str, Any], ToolPolicy]] = {}
-        reachable: set[str] = set()
-        hidden = 0
-        for entry in loaded:
-            if entry.view.snapshot is None:
-                continue
-            policies = self._policies.of_service(reader, entry.service.id)
-            kept = []
-            for tool in entry.tools:
-                policy = policies.of(tool["name"])
-                if not indexed(entry.service, policy.enabled):
-                    continue
-                kept.append(tool)
-                if keeps(entry.service.id, tool["name"]):
-                    usable[(entry.service.id, tool["name"])] = (entry, tool, policy)
-                elif service_id in (None, entry.service.id):
-                    hidden += 1
-            document = CatalogDocument(entry.service, entry.view.scope, kept)
-            documents.append(document)
-            if kept and service_id in (None, entry.service.id):
-                reachable.add(document.id)
+        within = _Within(publishes or (lambda _service, _tool: True), service_id)
+        documents = self._documents(principal, loaded, within)
         self._search.sync(principal.workspace_id, documents, existing_services=[s.id for s in every])
         outcome = self._search.search(
             principal.workspace_id,
             text,
-            documents=reachable,
-            may_use=lambda sid, name: (sid, name) in usable,
-            hidden=hidden,
+            documents=within.reachable,
+            may_use=lambda sid, name: (sid, name) in within.usable,
+            hidden=within.hidden,
             mode=mode,
             limit=limit,
         )
+        usable = within.usable
         names = _function_names(loaded)
         found = []
         for hit in outcome.hits:
@@ -440,6 +438,28 @@ class AgentCatalog:
             )
             found.append(FoundTool(published, hit.score, entry.view.stale))
         return ToolSearchResult(found, outcome.mode, outcome.notices)
+
+    def _documents(
+        self, principal: Principal, loaded: builtins.list[_Loaded], within: _Within
+    ) -> builtins.list[CatalogDocument]:
+        """The tool index's documents of the loaded catalogs (the tools :func:`indexed` keeps), noting in ``within``
+        what this caller may find."""
+        documents = []
+        for entry in loaded:
+            if entry.view.snapshot is None:
+                continue
+            policies = self._policies.of_service(_reader(principal), entry.service.id)
+            kept = []
+            for tool in entry.tools:
+                policy = policies.of(tool["name"])
+                if indexed(entry.service, policy.enabled):
+                    kept.append(tool)
+                    within.note(entry, tool, policy)
+            document = CatalogDocument(entry.service, entry.view.scope, kept)
+            documents.append(document)
+            if kept and within.service_id in (None, entry.service.id):
+                within.reachable.add(document.id)
+        return documents
 
     def describe(self, principal: Principal, agent: AgentProfile, service_id: str, tool_name: str) -> ToolDescription:
         """The full definition of one tool and its ``tool_ref`` (recorded, see the module docstring)."""

@@ -52,6 +52,13 @@ from mcpbridge.agent.profiles import AgentProfile
 from mcpbridge.agent.request_state import InvalidRequestState, PausedCall, arguments_digest
 from mcpbridge.agent.request_state import open_state as request_state_of
 from mcpbridge.agent.request_state import seal as seal_request_state
+from mcpbridge.agent.search_mode import (
+    CALL_TOOL,
+    CALL_TOOL_TOOL,
+    SEARCH_LIMIT_DEFAULT,
+    SEARCH_LIMIT_MAX,
+    SEARCH_TOOLS_TOOL,
+)
 from mcpbridge.domain.identity import Principal, Scope
 from mcpbridge.errors import InvalidInput, NotFound
 
@@ -60,10 +67,6 @@ if TYPE_CHECKING:
     from mcpbridge.ports import SecretBox
 
 CHECK_CALL: Final = "check_call"
-SEARCH_TOOLS: Final = "search_tools"
-CALL_TOOL: Final = "call_tool"
-SEARCH_LIMIT_DEFAULT: Final = 5
-SEARCH_LIMIT_MAX: Final = 10
 APPROVAL_PAGE: Final = "/console/approvals/{pending_id}"
 ENDPOINT_IDENTITY: Final = "endpoint:{endpoint_id}"
 _WAITING: Final = frozenset({"awaiting_approval", "awaiting_oauth", "approved", "ready", "running"})
@@ -88,52 +91,6 @@ CHECK_CALL_TOOL: Final[dict[str, Any]] = {
     },
     "name": CHECK_CALL,
     "title": "Check a paused call",
-}
-
-
-SEARCH_TOOLS_TOOL: Final[dict[str, Any]] = {
-    "annotations": {
-        "destructiveHint": False,
-        "idempotentHint": True,
-        "openWorldHint": False,
-        "readOnlyHint": True,
-        "title": "Search external tools",
-    },
-    "description": (
-        "Find the external tools (GitHub, Slack, browsers, databases...) that fit a task, instead of a list of all "
-        "of them. Say what you want to do, in any language; you get the best matching tools with their name, "
-        "description and inputSchema. Then run one with call_tool."
-    ),
-    "inputSchema": {
-        "properties": {
-            "query": {"description": "What you want to do, e.g. 'open a pull request on GitHub'.", "type": "string"},
-            "limit": {
-                "description": f"How many tools to return, 1 to {SEARCH_LIMIT_MAX} (default {SEARCH_LIMIT_DEFAULT}).",
-                "type": "integer",
-            },
-        },
-        "required": ["query"],
-        "type": "object",
-    },
-    "name": SEARCH_TOOLS,
-    "title": "Search external tools",
-}
-CALL_TOOL_TOOL: Final[dict[str, Any]] = {
-    "annotations": {"destructiveHint": True, "openWorldHint": True, "title": "Call an external tool"},
-    "description": (
-        "Run an external tool found with search_tools: its name and arguments matching its inputSchema. A call "
-        "that needs a person's approval answers with a call_id for check_call."
-    ),
-    "inputSchema": {
-        "properties": {
-            "name": {"description": "The tool's name as search_tools gave it.", "type": "string"},
-            "arguments": {"description": "The tool's arguments.", "type": "object"},
-        },
-        "required": ["name"],
-        "type": "object",
-    },
-    "name": CALL_TOOL,
-    "title": "Call an external tool",
 }
 
 
@@ -432,14 +389,3 @@ def publication_of(
     """A :class:`Publication` from an endpoint's ``services`` (objects with ``service_id`` and ``tools``)."""
     published = tuple((s.service_id, tuple(s.tools)) for s in services)
     return Publication(endpoint_id, workspace_id, name, published, search_mode=search_mode)
-
-
-def unwrap_call(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The tool name and arguments a ``call_tool`` call names (``InvalidInput`` when they are not a name and an
-    object)."""
-    name, inner = arguments.get("name"), arguments.get("arguments", {})
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidInput("name must be the name of a tool search_tools found", code="invalid_tool_name")
-    if not isinstance(inner, dict):
-        raise InvalidInput("arguments must be an object", code="invalid_arguments")
-    return name.strip(), inner

@@ -335,8 +335,7 @@ class EndpointService:
         """Change the given fields (validated as on create). The result must stay within the key's authority.
 
         ``expected_version``: refuse (409) unless the endpoint is still at that version; without it, a concurrent
-        change is merged by re-reading and re-applying these fields.
-        """
+        change is merged by re-reading and re-applying these fields."""
         _require_writer(principal)
         given: dict[str, Any] = {"name": name, "description": description, "enabled": enabled, "tools": tools}
         given |= {"rate_limit_per_minute": rate_limit_per_minute, "knowledge_base_ids": knowledge_base_ids}

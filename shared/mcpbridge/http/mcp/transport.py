@@ -370,7 +370,7 @@ class EndpointTools:
             wrapped = name == CALL_TOOL and self._authority.endpoint.external_tool_mode == "search"
             if wrapped:
                 # Exactly a call of the named tool: the same admission, broker, pauses and retries.
-                from mcpbridge.agent.gateway import unwrap_call
+                from mcpbridge.agent.search_mode import unwrap_call
 
                 try:
                     name, arguments = unwrap_call(arguments)
@@ -407,6 +407,15 @@ class EndpointTools:
         except NotFound:
             raise _unknown_task() from None
 
+    def _gateway_own(
+        self, name: str, publication: Any, principal: Principal, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``check_call``, or ``search_tools`` of an endpoint in search mode (blocking)."""
+        gateway = self._app.container.gateway
+        if name == CHECK_CALL:
+            return gateway.check(publication, principal, arguments, self._base_url)  # type: ignore[no-any-return]
+        return gateway.search(publication, principal, arguments)
+
     async def _gateway_call(
         self,
         name: str,
@@ -425,16 +434,10 @@ class EndpointTools:
         publication = container.publication_of(authority.endpoint)
 
         def admit() -> dict[str, Any] | tuple[Any, str] | None:
-            if name == SEARCH_TOOLS and publication.search_mode:
-                if resume is not None:
+            if name == CHECK_CALL or (name == SEARCH_TOOLS and publication.search_mode):
+                if resume is not None:  # neither ever asks for input: no state of ours names them
                     raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
-                return self._app.admit_call(authority) or gateway.search(publication, principal, arguments)
-            if name == CHECK_CALL:
-                if resume is not None:
-                    raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
-                return self._app.admit_call(authority) or gateway.check(
-                    publication, principal, arguments, self._base_url
-                )
+                return self._app.admit_call(authority) or self._gateway_own(name, publication, principal, arguments)
             found = gateway.find(publication, principal, name)
             if found is None:
                 return None
