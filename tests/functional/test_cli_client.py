@@ -203,8 +203,13 @@ def test_endpoints_publish_external_tools(server: Server, cli: Cli) -> None:
     assert created["services"] == [{"service_id": service["id"], "tools": ["echo"]}]
     every = cli.json("endpoints", "update", "gateway", "--service", "everything", env=env)
     assert every["services"] == [{"service_id": service["id"], "tools": ["*"]}]
+    assert every["external_tool_mode"] == "list"
+    searching = cli.json("endpoints", "update", "gateway", "--external-tools", "search", env=env)
+    assert searching["external_tool_mode"] == "search"
+    assert searching["services"] == every["services"]
     shown = cli.run("endpoints", "show", "gateway", env=env)
     assert f"external: {service['id']}: *" in shown.out, shown
+    assert "external tools: search_tools and call_tool" in shown.out, shown
     missing = cli.run("endpoints", "update", "gateway", "--service", "nowhere:echo", env=env)
     assert missing.code == 1, missing
     assert "nowhere" in missing.err

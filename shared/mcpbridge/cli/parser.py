@@ -377,6 +377,9 @@ _SERVICE_HELP = (
 )
 
 
+_EXTERNAL_TOOLS_HELP = "list each external tool, or search: offer search_tools and call_tool in their place"
+
+
 def _add_endpoints(commands: Commands) -> None:
     actions = _group(commands, "endpoints", "MCP endpoints that publish knowledge bases")
     _leaf(actions, "list", "the workspace's MCP endpoints", "mcpbridge endpoints list", "publishing:endpoints_list")
@@ -397,6 +400,7 @@ def _add_endpoints(commands: Commands) -> None:
     create.add_argument("--agent", help="the agent profile its tool calls use (agt_...)")
     create.add_argument("--disabled", action="store_true", help="create it disabled")
     create.add_argument("--service", action="append", metavar="SERVICE[:TOOLS]", help=_SERVICE_HELP)
+    create.add_argument("--external-tools", choices=("list", "search"), default="list", help=_EXTERNAL_TOOLS_HELP)
     update = _leaf(
         actions,
         "update",
@@ -407,6 +411,7 @@ def _add_endpoints(commands: Commands) -> None:
     update.add_argument("endpoint", metavar="ENDPOINT", help="the endpoint's id or name")
     update.add_argument("--service", action="append", metavar="SERVICE[:TOOLS]", help=_SERVICE_HELP)
     update.add_argument("--no-services", action="store_true", help="publish no external service any more")
+    update.add_argument("--external-tools", choices=("list", "search"), help=_EXTERNAL_TOOLS_HELP)
     for name, summary in (
         ("show", "one endpoint (never its token)"),
         ("rotate", "issue a new token (the old one stops working at once): prints it once, with the client configs"),
