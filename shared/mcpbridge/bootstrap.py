@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from mcpbridge.agent.profiles import AgentProfile, AgentProfiles
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.agent.tool_resolution import ToolResolution
+    from mcpbridge.agent.tool_search import ToolIndex
     from mcpbridge.agent.webhooks import Webhooks
     from mcpbridge.authserver.access import OAuthAccess
     from mcpbridge.authserver.grant_reviews import GrantReviews
@@ -699,8 +700,21 @@ class Container:
         from mcpbridge.agent.discovery import AgentCatalog
 
         return AgentCatalog(
-            self.store, self.clock, self.services, self.catalog, self.tool_policies, quarantine=self.tool_quarantine
+            self.store,
+            self.clock,
+            self.services,
+            self.catalog,
+            self.tool_policies,
+            quarantine=self.tool_quarantine,
+            search=self.tool_index,
         )
+
+    @cached_property
+    def tool_index(self) -> ToolIndex:
+        """Tool search on the knowledge search engine and embedder, both built on first search."""
+        from mcpbridge.agent.tool_search import ToolIndex
+
+        return ToolIndex(self.store, lambda: self.search_index, lambda: self.embedder)
 
     @cached_property
     def answers(self) -> Answerer:
@@ -843,7 +857,13 @@ class Container:
     def publication_of(self, endpoint: Endpoint) -> Publication:
         from mcpbridge.agent.gateway import publication_of
 
-        return publication_of(endpoint.id, endpoint.workspace_id, endpoint.name, endpoint.services)
+        return publication_of(
+            endpoint.id,
+            endpoint.workspace_id,
+            endpoint.name,
+            endpoint.services,
+            search_mode=endpoint.external_tool_mode == "search",
+        )
 
     @cached_property
     def gateway(self) -> Gateway:

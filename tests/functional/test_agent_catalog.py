@@ -287,12 +287,14 @@ def test_search_paging_and_prefixed_descriptions(client: TestClient, upstream: t
     assert re.fullmatch(r"mcp_docs_hub_findpages_[0-9a-f]{8}", found["FindPages"]["function_name"])
     assert all(len(t["function_name"]) <= 64 for t in listed["items"])
 
-    # Every keyword, case-insensitively, in the name or the description.
-    assert tool_names(client, query="findPAGES") == ["FindPages"]
-    assert tool_names(client, query="number TOOL 3") == ["tool_03"]
-    assert tool_names(client, query="pages xxx") == ["FindPages"]
-    assert tool_names(client, query="nothing-like-this") == []
-    assert tool_names(client, query="tool", service_id=service_id)[:2] == ["tool_00", "tool_01"]
+    # A query ranks the tools on the tool index, best first: names split at case changes, descriptions, any case.
+    assert tool_names(client, query="findPAGES", mode="keyword") == ["FindPages"]
+    assert tool_names(client, query="number TOOL 3")[0] == "tool_03"
+    assert tool_names(client, query="pages xxx")[0] == "FindPages"
+    assert tool_names(client, query="nothing-like-this", mode="keyword") == []
+    assert set(tool_names(client, query="tool", service_id=service_id, mode="keyword")) == {
+        f"tool_{i:02d}" for i in range(7)
+    }
 
     # Paging: cursors follow one listing and only that one.
     seen: list[str] = []

@@ -157,6 +157,17 @@ def test_agents_and_call_through_the_broker(server: Server, cli: Cli) -> None:
     bob_env = {**env, "MCPBRIDGE_API_KEY": cli.json("keys", "create", "--user", "bob", "--capability", "call_tools",
                                                    env=env)["key"]}  # fmt: skip
     assert "echo" in {t["name"] for t in cli.json("agents", "tools", "--service", "everything", env=bob_env)["items"]}
+    searched = cli.json("agents", "tools", "--query", "add two numbers", "--mode", "keyword", "--limit", "3",
+                        env=bob_env)  # fmt: skip
+    assert searched["items"][0]["name"] == "get-sum"
+    assert len(searched["items"]) <= 3
+    assert searched["notices"] == []
+    hybrid = cli.json("agents", "tools", "--query", "add two numbers", env=bob_env)
+    assert hybrid["items"][0]["name"] == "get-sum"
+    assert [n for n in hybrid["notices"] if n.startswith("hybrid ran keyword only")]
+    no_embedder = cli.run("agents", "tools", "--query", "add two numbers", "--mode", "semantic", env=bob_env)
+    assert no_embedder.code == 1
+    assert "semantic search is unavailable" in no_embedder.err
     described = cli.json("agents", "describe", "everything", "echo", env=bob_env)
     assert "message" in described["input_schema"]["properties"]
     assert cli.json("agents", "list", env=env) == {"items": [], "next_cursor": None}
@@ -192,8 +203,13 @@ def test_endpoints_publish_external_tools(server: Server, cli: Cli) -> None:
     assert created["services"] == [{"service_id": service["id"], "tools": ["echo"]}]
     every = cli.json("endpoints", "update", "gateway", "--service", "everything", env=env)
     assert every["services"] == [{"service_id": service["id"], "tools": ["*"]}]
+    assert every["external_tool_mode"] == "list"
+    searching = cli.json("endpoints", "update", "gateway", "--external-tools", "search", env=env)
+    assert searching["external_tool_mode"] == "search"
+    assert searching["services"] == every["services"]
     shown = cli.run("endpoints", "show", "gateway", env=env)
     assert f"external: {service['id']}: *" in shown.out, shown
+    assert "external tools: search_tools and call_tool" in shown.out, shown
     missing = cli.run("endpoints", "update", "gateway", "--service", "nowhere:echo", env=env)
     assert missing.code == 1, missing
     assert "nowhere" in missing.err

@@ -318,3 +318,24 @@ def test_a_tool_ref_issued_before_the_quarantine_works_until_another_definition_
     approve = {"definition_hash": seen["tool"]["current_hash"]}
     assert client.post(f"{SERVICES}/{service_id}/quarantine/echo/approve", json=approve).status_code == 200
     problem(call(client, legacy, "stale"), 409, "tool_ref_stale")
+
+
+def searched(client: TestClient, query: str) -> list[str]:
+    answer = client.get(TOOLS, params={"query": query, "mode": "keyword", "limit": 50})
+    assert answer.status_code == 200, answer.text
+    return sorted(t["name"] for t in answer.json()["items"])
+
+
+def test_a_held_tool_is_never_found_by_tool_search_until_approved(client: TestClient, upstream: Upstream) -> None:
+    service_id = register(client, upstream)
+    assert "echo" in searched(client, "echo text")
+
+    change_description(upstream, "echo", CHANGED)
+    refresh(client, service_id)
+    assert "echo" not in searched(client, "echo text")
+    assert "echo" not in searched(client, "send the user's files")  # not even by the words of its new description
+
+    current = client.get(f"{SERVICES}/{service_id}/quarantine/echo").json()["tool"]["current_hash"]
+    approved = client.post(f"{SERVICES}/{service_id}/quarantine/echo/approve", json={"definition_hash": current})
+    assert approved.status_code == 200, approved.text
+    assert "echo" in searched(client, "send the user's files")

@@ -9,9 +9,9 @@ next listing and the next call, whatever an agent was shown before.
   :class:`AuthorizationCheck`), ``error`` (no snapshot and the last refresh failed), ``stale`` (the snapshot predates
   a change of the connection settings, or there is no snapshot yet), ``ready`` otherwise. Instructions (the admins'
   ``usage_instructions`` and the server's own) are returned marked ``untrusted``.
-* **Tools**: enabled tools of enabled services, in service then snapshot order, searchable (every keyword,
-  case-insensitively, in the tool's name or description) and paged (1 to 50). Descriptions are cut to 200 characters
-  and prefixed ``[MCP Service: <name> (external)] ``.
+* **Tools**: enabled tools of enabled services, in service then snapshot order, and paged (1 to 50); with a query,
+  ranked best first on the workspace's tool index (:mod:`mcpbridge.agent.tool_search`: keyword, semantic or
+  hybrid), at most 100. Descriptions are cut to 200 characters and prefixed ``[MCP Service: <name> (external)] ``.
 * **Function names** come from one pass over every tool of every selected service in that order (disabled ones
   included, so switching a tool off renames nothing): first registration wins; a server listing a tool name twice
   is taken at its first listing only.
@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from mcpbridge.agent.profiles import AgentProfile, require_agent
+from mcpbridge.agent.tool_search import CatalogDocument, SearchMode, ToolIndex, indexed
 from mcpbridge.client.policies import ToolPolicies, ToolPolicy
 from mcpbridge.client.quarantine import Hold, ToolQuarantine
 from mcpbridge.client.registry import ServiceRegistry
@@ -62,6 +63,7 @@ MAX_SUMMARY_CHARS: Final = 200
 DEFAULT_PAGE_SIZE: Final = 20
 MAX_PAGE_SIZE: Final = 50
 MAX_QUERY_CHARS: Final = 500
+MAX_SEARCH_RESULTS: Final = 100
 TOOL_REF_DAYS: Final = 90
 EXTERNAL_DATA_NOTICE: Final = (
     "External MCP metadata (service and server instructions, tool names, descriptions and schemas) comes from "
@@ -126,6 +128,8 @@ class ToolPage:
     items: list[ToolSummary]
     next_cursor: str | None
     total: int
+    notices: list[str] = dataclasses.field(default_factory=list)
+    """What a search could not do as asked (hybrid without an embedder runs keyword only)."""
 
     @property
     def has_more(self) -> bool:
@@ -181,12 +185,47 @@ class PublishedTool:
 
 
 @dataclass(frozen=True)
+class FoundTool:
+    """A tool a search found, best first, as its caller may call it now."""
+
+    tool: PublishedTool
+    score: float
+    stale: bool
+
+
+@dataclass(frozen=True)
+class ToolSearchResult:
+    found: list[FoundTool]
+    mode: SearchMode
+    notices: list[str]
+
+
+@dataclass(frozen=True)
 class _Loaded:
     """A selected service and its catalog as this principal sees it; ``tools`` without repeated names."""
 
     service: ExternalService
     view: CatalogView
     tools: list[dict[str, Any]]
+
+
+@dataclass
+class _Within:
+    """What one search's caller may find: the tools ``keeps(service_id, tool_name)`` keeps (an endpoint's
+    allowlist), of ``service_id`` only when given; ``hidden`` counts the indexed tools of reachable documents it
+    refuses."""
+
+    keeps: Callable[[str, str], bool]
+    service_id: str | None
+    usable: dict[tuple[str, str], tuple[_Loaded, dict[str, Any], ToolPolicy]] = dataclasses.field(default_factory=dict)
+    reachable: set[str] = dataclasses.field(default_factory=set)
+    hidden: int = 0
+
+    def note(self, entry: _Loaded, tool: dict[str, Any], policy: ToolPolicy) -> None:
+        if self.keeps(entry.service.id, tool["name"]):
+            self.usable[(entry.service.id, tool["name"])] = (entry, tool, policy)
+        elif self.service_id in (None, entry.service.id):
+            self.hidden += 1
 
 
 class AgentCatalog:
@@ -202,6 +241,7 @@ class AgentCatalog:
         *,
         authorization: AuthorizationCheck | None = None,
         quarantine: ToolQuarantine | None = None,
+        search: ToolIndex | None = None,
     ) -> None:
         """``quarantine``: which tools are held (none without one)."""
         self._quarantine = quarantine
@@ -211,6 +251,7 @@ class AgentCatalog:
         self._catalog = catalog
         self._policies = policies
         self._authorization = authorization or SnapshotAuthorizationCheck()
+        self._search = search
 
     # ------------------------------------------------------------------------------------------ servers
 
@@ -260,9 +301,11 @@ class AgentCatalog:
         service_id: str | None = None,
         cursor: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
+        mode: SearchMode = "hybrid",
     ) -> ToolPage:
-        """Enabled tools of the agent's enabled services, optionally of one service and matching every keyword of
-        ``query`` (case-insensitive, in the tool's name or description), ``limit`` (1 to 50) per page."""
+        """Enabled tools of the agent's enabled services, optionally of one service, ``limit`` (1 to 50) per page.
+        With a ``query``: the tools the tool index ranks best for it (``mode`` keyword, semantic or hybrid; at most
+        100 in all), best first; without one, in service then snapshot order."""
         require_agent(principal)
         _require_own(principal, agent)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
@@ -276,8 +319,10 @@ class AgentCatalog:
         wanted = (service_id or "").strip() or None
         if wanted is not None:
             self._selected_service(principal, agent, wanted)
-        filters = _fingerprint(text, wanted)
+        filters = _fingerprint(text, wanted, mode)
         offset = _decode_cursor(cursor, filters) if cursor else 0
+        if text and self._search is not None:
+            return self._searched(principal, agent, text, mode, wanted, offset, limit, filters)
 
         loaded = self._load(principal, agent)
         names = _function_names(loaded)
@@ -312,6 +357,117 @@ class AgentCatalog:
         following = offset + limit
         next_cursor = _encode_cursor(following, filters) if following < len(matches) else None
         return ToolPage(items=page, next_cursor=next_cursor, total=len(matches))
+
+    def _searched(
+        self,
+        principal: Principal,
+        agent: AgentProfile,
+        query: str,
+        mode: SearchMode,
+        service_id: str | None,
+        offset: int,
+        limit: int,
+        filters: str,
+    ) -> ToolPage:
+        """One page of a ranked search (see :meth:`tools`)."""
+        if offset >= MAX_SEARCH_RESULTS:
+            return ToolPage(items=[], next_cursor=None, total=0)
+        wanted = min(offset + limit + 1, MAX_SEARCH_RESULTS)
+        result = self.search(principal, agent, query, mode=mode, limit=wanted, service_id=service_id)
+        found = result.found
+        page = [
+            ToolSummary(
+                function_name=hit.tool.function_name,
+                service_id=hit.tool.service.id,
+                service_name=hit.tool.service.name,
+                name=hit.tool.tool_name,
+                title=hit.tool.definition.get("title"),
+                description=description_prefix(hit.tool.service.name)
+                + _shorten(hit.tool.definition.get("description") or ""),
+                require_approval=hit.tool.require_approval,
+                stale=hit.stale,
+            )
+            for hit in found[offset : offset + limit]
+        ]
+        following = offset + limit
+        more = following < len(found) and following < MAX_SEARCH_RESULTS
+        cursor = _encode_cursor(following, filters) if more else None
+        return ToolPage(items=page, next_cursor=cursor, total=len(found), notices=result.notices)
+
+    def search(
+        self,
+        principal: Principal,
+        agent: AgentProfile,
+        query: str,
+        *,
+        mode: SearchMode = "hybrid",
+        limit: int = 10,
+        service_id: str | None = None,
+        publishes: Callable[[str, str], bool] | None = None,
+    ) -> ToolSearchResult:
+        """The ``limit`` tools of the agent's services that best match ``query`` on the tool index, among those the
+        caller may use: the services its profile selects (or only ``service_id``), tools :func:`indexed` keeps,
+        and what ``publishes(service_id, tool_name)`` keeps (an endpoint's allowlist)."""
+        require_agent(principal)
+        _require_own(principal, agent)
+        if self._search is None:
+            raise InvalidInput("tool search is not configured", code="tool_search_unavailable")
+        text = (query or "").strip()
+        if not text:
+            raise InvalidInput("query is required", code="invalid_query")
+        if len(text) > MAX_QUERY_CHARS:
+            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", code="invalid_query")
+        every = self._registry.list(_reader(principal))
+        loaded = self._loaded_from(principal, agent, every)
+        within = _Within(publishes or (lambda _service, _tool: True), service_id)
+        documents = self._documents(principal, loaded, within)
+        self._search.sync(principal.workspace_id, documents, existing_services=[s.id for s in every])
+        outcome = self._search.search(
+            principal.workspace_id,
+            text,
+            documents=within.reachable,
+            may_use=lambda sid, name: (sid, name) in within.usable,
+            hidden=within.hidden,
+            mode=mode,
+            limit=limit,
+        )
+        usable = within.usable
+        names = _function_names(loaded)
+        found = []
+        for hit in outcome.hits:
+            entry, tool, policy = usable[(hit.service_id, hit.tool_name)]
+            published = PublishedTool(
+                function_name=_name_in(names, entry.service.id, hit.tool_name),
+                service=entry.service,
+                tool_name=hit.tool_name,
+                definition=tool["definition"],
+                require_approval=policy.require_approval,
+            )
+            found.append(FoundTool(published, hit.score, entry.view.stale))
+        return ToolSearchResult(found, outcome.mode, outcome.notices)
+
+    def _documents(
+        self, principal: Principal, loaded: builtins.list[_Loaded], within: _Within
+    ) -> builtins.list[CatalogDocument]:
+        """The tool index's documents of the loaded catalogs (the tools :func:`indexed` keeps), noting in ``within``
+        what this caller may find."""
+        documents = []
+        for entry in loaded:
+            if entry.view.snapshot is None:
+                continue
+            policies = self._policies.of_service(_reader(principal), entry.service.id)
+            held = self._holds(principal, entry)
+            kept = []
+            for tool in entry.tools:
+                policy = policies.of(tool["name"])
+                if indexed(entry.service, policy.enabled, tool["name"] in held):
+                    kept.append(tool)
+                    within.note(entry, tool, policy)
+            document = CatalogDocument(entry.service, entry.view.scope, kept)
+            documents.append(document)
+            if kept and within.service_id in (None, entry.service.id):
+                within.reachable.add(document.id)
+        return documents
 
     def describe(self, principal: Principal, agent: AgentProfile, service_id: str, tool_name: str) -> ToolDescription:
         """The full definition of one tool and its ``tool_ref`` (recorded, see the module docstring)."""
@@ -450,9 +606,16 @@ class AgentCatalog:
         """The selected services (workspace's then builtin, oldest first) with their catalogs."""
         if agent.mcp_selection_mode == "none":
             return []
+        return self._loaded_from(principal, agent, self._registry.list(_reader(principal)))
+
+    def _loaded_from(
+        self, principal: Principal, agent: AgentProfile, services: builtins.list[ExternalService]
+    ) -> builtins.list[_Loaded]:
+        if agent.mcp_selection_mode == "none":
+            return []
         loaded = []
         reader = _reader(principal)
-        for service in self._registry.list(reader):
+        for service in services:
             if not agent.selects(service.id):
                 continue
             view = self._catalog.view_of(reader, service)
@@ -636,8 +799,8 @@ def _shown(value: str) -> str:
 # ---------------------------------------------------------------------------------------------------- cursors
 
 
-def _fingerprint(query: str, service_id: str | None) -> str:
-    return hashlib.sha256(f"{fold(query)}\x00{service_id or ''}".encode()).hexdigest()[:16]
+def _fingerprint(query: str, service_id: str | None, mode: str = "hybrid") -> str:
+    return hashlib.sha256(f"{fold(query)}\x00{service_id or ''}\x00{mode}".encode()).hexdigest()[:16]
 
 
 def _encode_cursor(offset: int, filters: str) -> str:

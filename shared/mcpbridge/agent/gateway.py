@@ -15,6 +15,12 @@
   and approval policy, arguments checked against the tool's pinned schema, the call's record, the SSRF guard, the
   uncertain-outcome rule. Its record carries the endpoint's id as its ``agent_id``; rechecks before the tool runs
   judge it by the endpoint's services as they are then.
+* **Search mode** (the endpoint's ``external_tool_mode`` is ``search``). ``tools/list`` offers ``search_tools`` and
+  ``call_tool`` in place of the external tools (the knowledge tools stay listed): ``search_tools`` answers the
+  published tools that best match a request, in any language, with their input schemas, from the workspace's tool
+  index (:mod:`mcpbridge.agent.tool_search`) filtered by what the endpoint publishes, so a tool outside its
+  allowlist is never found; ``call_tool`` (a tool's function name and arguments) is exactly a call of that tool by
+  its name: the same broker, policies, approvals, pauses and rate limit. The tools stay callable by name as well.
 * **Pauses** (handshake-era clients). A call that waits for a person answers at once with a tool result that is not
   an error (the call was accepted: a client must not make it again): ``status``, ``call_id``, ``approval_url``
   (the console's page for it, absolute from the request's base URL) or ``authorization_url`` (for the user's own
@@ -46,6 +52,13 @@ from mcpbridge.agent.profiles import AgentProfile
 from mcpbridge.agent.request_state import InvalidRequestState, PausedCall, arguments_digest
 from mcpbridge.agent.request_state import open_state as request_state_of
 from mcpbridge.agent.request_state import seal as seal_request_state
+from mcpbridge.agent.search_mode import (
+    CALL_TOOL,
+    CALL_TOOL_TOOL,
+    SEARCH_LIMIT_DEFAULT,
+    SEARCH_LIMIT_MAX,
+    SEARCH_TOOLS_TOOL,
+)
 from mcpbridge.domain.identity import Principal, Scope
 from mcpbridge.errors import InvalidInput, NotFound
 
@@ -90,6 +103,8 @@ class Publication:
     workspace_id: str
     name: str
     services: tuple[tuple[str, tuple[str, ...]], ...]
+    search_mode: bool = False
+    """``search_tools`` and ``call_tool`` are listed in place of the external tools."""
 
     def publishes(self, service_id: str, tool_name: str) -> bool:
         for published, tools in self.services:
@@ -136,9 +151,31 @@ class Gateway:
         self._secrets = secrets
 
     def tools(self, publication: Publication, principal: Principal) -> list[dict[str, Any]]:
-        """The published tools the caller may call now, then ``check_call`` (blocking: store reads)."""
+        """The published tools the caller may call now, then ``check_call`` (blocking: store reads); in search mode,
+        ``search_tools``, ``call_tool`` and ``check_call``."""
+        if publication.search_mode:
+            return [SEARCH_TOOLS_TOOL, CALL_TOOL_TOOL, CHECK_CALL_TOOL]
         found = self._catalog.published(principal, publication.profile, publication.publishes)
         return [*(listed(tool) for tool in found if not tool.held), CHECK_CALL_TOOL]
+
+    def search(self, publication: Publication, principal: Principal, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """``search_tools``: the published tools that best match ``query``, each as ``tools/list`` would list it
+        (blocking). Bad arguments raise ``InvalidInput``."""
+        query = arguments.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query must be a non-empty string", code="invalid_query")
+        limit = arguments.get("limit", SEARCH_LIMIT_DEFAULT)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= SEARCH_LIMIT_MAX:
+            raise InvalidInput(f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}", code="invalid_limit")
+        result = self._catalog.search(
+            principal, publication.profile, query, mode="hybrid", limit=limit, publishes=publication.publishes
+        )
+        tools = [{**listed(hit.tool), "requiresApproval": hit.tool.require_approval} for hit in result.found]
+        data: dict[str, Any] = {"tools": tools, "mode": result.mode}
+        if result.notices:
+            data["notices"] = result.notices
+        names = ", ".join(tool["name"] for tool in tools) or "none"
+        return _result(data, f"{len(tools)} tools found ({names}); run one with {CALL_TOOL}.", is_error=False)
 
     def find(self, publication: Publication, principal: Principal, name: str) -> tuple[PublishedTool, str] | None:
         """The published tool listed as ``name`` and its ``tool_ref`` (recorded), or None (blocking)."""
@@ -345,6 +382,9 @@ def _result(data: dict[str, Any], text: str, *, is_error: bool) -> dict[str, Any
     return {"content": [{"text": f"{text}\n{body}", "type": "text"}], "isError": is_error, "structuredContent": data}
 
 
-def publication_of(endpoint_id: str, workspace_id: str, name: str, services: Sequence[Any]) -> Publication:
+def publication_of(
+    endpoint_id: str, workspace_id: str, name: str, services: Sequence[Any], *, search_mode: bool = False
+) -> Publication:
     """A :class:`Publication` from an endpoint's ``services`` (objects with ``service_id`` and ``tools``)."""
-    return Publication(endpoint_id, workspace_id, name, tuple((s.service_id, tuple(s.tools)) for s in services))
+    published = tuple((s.service_id, tuple(s.tools)) for s in services)
+    return Publication(endpoint_id, workspace_id, name, published, search_mode=search_mode)

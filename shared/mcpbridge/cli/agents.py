@@ -79,8 +79,12 @@ def agents_tools(api: Api, args: argparse.Namespace) -> None:
     if args.service:
         params["service_id"] = _service_id(api, args.service)
     if args.query:
-        params["query"] = args.query
-    body = api.every(TOOLS, params)
+        # A search: one page of the best matches, ranked; a listing: every page.
+        body: dict[str, Any] = api.get(
+            TOOLS, params={**params, "query": args.query, "mode": args.mode, "limit": args.limit}
+        )
+    else:
+        body = api.every(TOOLS, params)
     emit(args, body, lambda b: table(b["items"], _TOOL_COLUMNS, empty="This agent can call no tool."))
 
 

@@ -450,6 +450,9 @@ _SERVICE_HELP = (
 )
 
 
+_EXTERNAL_TOOLS_HELP = "list each external tool, or search: offer search_tools and call_tool in their place"
+
+
 def _add_endpoints(commands: Commands) -> None:
     actions = _group(commands, "endpoints", "MCP endpoints that publish knowledge bases")
     _leaf(actions, "list", "the workspace's MCP endpoints", "mcpbridge endpoints list", "publishing:endpoints_list")
@@ -470,6 +473,7 @@ def _add_endpoints(commands: Commands) -> None:
     create.add_argument("--agent", help="the agent profile its tool calls use (agt_...)")
     create.add_argument("--disabled", action="store_true", help="create it disabled")
     create.add_argument("--service", action="append", metavar="SERVICE[:TOOLS]", help=_SERVICE_HELP)
+    create.add_argument("--external-tools", choices=("list", "search"), default="list", help=_EXTERNAL_TOOLS_HELP)
     update = _leaf(
         actions,
         "update",
@@ -480,6 +484,7 @@ def _add_endpoints(commands: Commands) -> None:
     update.add_argument("endpoint", metavar="ENDPOINT", help="the endpoint's id or name")
     update.add_argument("--service", action="append", metavar="SERVICE[:TOOLS]", help=_SERVICE_HELP)
     update.add_argument("--no-services", action="store_true", help="publish no external service any more")
+    update.add_argument("--external-tools", choices=("list", "search"), help=_EXTERNAL_TOOLS_HELP)
     for name, summary in (
         ("show", "one endpoint (never its token)"),
         ("rotate", "issue a new token (the old one stops working at once): prints it once, with the client configs"),
@@ -809,7 +814,9 @@ def _add_agents(commands: Commands) -> None:
     )
     tools.add_argument("--agent", help="the agent profile, by id (agt_...) or name (default: every service)")
     tools.add_argument("--service", help="only this service's tools (id or name)")
-    tools.add_argument("--query", help="only the tools whose name or description hold these words")
+    tools.add_argument("--query", help="what the agent wants to do, any language: the best matching tools, best first")
+    tools.add_argument("--mode", choices=("hybrid", "semantic", "keyword"), default="hybrid", help="default hybrid")
+    tools.add_argument("--limit", type=int, default=10, help="with --query: results, 1 to 50 (default 10)")
     describe = _leaf(
         actions,
         "describe",

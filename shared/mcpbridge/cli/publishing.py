@@ -35,6 +35,8 @@ def _print_endpoint(body: dict[str, Any]) -> None:
     print(f"  tools: {', '.join(body['tools'])}")
     for published in body.get("services") or []:
         print(f"  external: {published['service_id']}: {', '.join(published['tools'])}")
+    if body.get("services") and body.get("external_tool_mode") == "search":
+        print("  external tools: search_tools and call_tool (search mode)")
 
 
 def _services(api: Api, given: list[str]) -> list[dict[str, Any]]:
@@ -86,6 +88,8 @@ def endpoint_create(api: Api, args: argparse.Namespace) -> None:
         request["default_agent_id"] = args.agent
     if args.service:
         request["services"] = _services(api, args.service)
+    if args.external_tools != "list":
+        request["external_tool_mode"] = args.external_tools
     body = api.post(ENDPOINTS, json=request)
     emit(args, body, lambda b: print_issued(b, f"Endpoint {b['id']} ({b['name']}) published"))
 
@@ -95,6 +99,8 @@ def endpoint_update(api: Api, args: argparse.Namespace) -> None:
     request: dict[str, Any] = {}
     if args.no_services or args.service:
         request["services"] = [] if args.no_services else _services(api, args.service)
+    if args.external_tools is not None:
+        request["external_tool_mode"] = args.external_tools
     body = api.put(f"{ENDPOINTS}/{_endpoint_id(api, args.endpoint)}", json=request)
     emit(args, body, _print_endpoint)
 

@@ -85,6 +85,10 @@ RateLimitScope = Literal["endpoint", "user"]
 """What the rate limit counts: every call to the endpoint, or each OAuth user's calls apart (static-token calls then
 share one count)."""
 RATE_LIMIT_SCOPES: tuple[RateLimitScope, ...] = get_args(RateLimitScope)
+ExternalToolMode = Literal["list", "search"]
+"""How an endpoint offers its external tools: each one listed, or ``search_tools`` and ``call_tool`` in their place
+(:mod:`mcpbridge.agent.gateway`)."""
+EXTERNAL_TOOL_MODES: tuple[ExternalToolMode, ...] = get_args(ExternalToolMode)
 
 
 class Unset(enum.Enum):
@@ -138,6 +142,7 @@ class Endpoint:
     rate_limit_scope: RateLimitScope = "endpoint"
     services: tuple[PublishedService, ...] = ()
     """External services whose tools the endpoint publishes beside its knowledge tools."""
+    external_tool_mode: ExternalToolMode = "list"
 
     @property
     def accepts_oauth(self) -> bool:
@@ -263,6 +268,7 @@ class EndpointService:
         auth_mode: str = "both",
         rate_limit_scope: str = "endpoint",
         services: Iterable[Any] = (),
+        external_tool_mode: str = "list",
     ) -> tuple[Endpoint, str]:
         """A new endpoint and its token's plaintext (shown once). ``tools=None``: the default tools the key may
         publish; ``rate_limit_per_minute=0``: the default (60)."""
@@ -275,6 +281,7 @@ class EndpointService:
         agent = self._clean_agent(principal.workspace_id, default_agent_id)
         kb_ids = _clean_kb_ids(knowledge_base_ids)
         published = _clean_services(services)
+        tool_mode = _clean_external_tool_mode(external_tool_mode)
         _require_covers(principal, kb_ids, chosen_tools)
         self._require_bases(principal, kb_ids)
         self._require_services(principal, published)
@@ -298,6 +305,7 @@ class EndpointService:
             auth_mode=mode,
             rate_limit_scope=rate_scope,
             services=tuple(published),
+            external_tool_mode=tool_mode,
         )
         item = _item_of(endpoint, issued.sha256)
         item["created_by"] = principal.user_id
@@ -321,17 +329,18 @@ class EndpointService:
         auth_mode: str | Unset = UNSET,
         rate_limit_scope: str | Unset = UNSET,
         services: Iterable[Any] | Unset = UNSET,
+        external_tool_mode: str | Unset = UNSET,
         expected_version: int | None = None,
     ) -> Endpoint:
         """Change the given fields (validated as on create). The result must stay within the key's authority.
 
         ``expected_version``: refuse (409) unless the endpoint is still at that version; without it, a concurrent
-        change is merged by re-reading and re-applying these fields.
-        """
+        change is merged by re-reading and re-applying these fields."""
         _require_writer(principal)
         given: dict[str, Any] = {"name": name, "description": description, "enabled": enabled, "tools": tools}
         given |= {"rate_limit_per_minute": rate_limit_per_minute, "knowledge_base_ids": knowledge_base_ids}
         given |= {"auth_mode": auth_mode, "rate_limit_scope": rate_limit_scope, "services": services}
+        given |= {"external_tool_mode": external_tool_mode}
         changes: dict[str, Any] = {f: _CLEANERS[f](v) for f, v in given.items() if not isinstance(v, Unset)}
         if not isinstance(default_agent_id, Unset):
             changes["default_agent_id"] = self._clean_agent(principal.workspace_id, default_agent_id)
@@ -594,6 +603,17 @@ def _clean_rate_scope(scope: str) -> RateLimitScope:
     )
 
 
+def _clean_external_tool_mode(mode: str) -> ExternalToolMode:
+    for known in EXTERNAL_TOOL_MODES:
+        if mode == known:
+            return known
+    raise InvalidInput(
+        "external_tool_mode must be list or search",
+        code="invalid_external_tool_mode",
+        details={"allowed": list(EXTERNAL_TOOL_MODES)},
+    )
+
+
 def _clean_services(services: Iterable[Any]) -> list[PublishedService]:
     """``[{"service_id": ..., "tools": [...] | ["*"]}]``, each service once; a bad shape is refused naming its place."""
     if isinstance(services, (str, bytes, Mapping)):
@@ -644,6 +664,7 @@ _CLEANERS: dict[str, Any] = {
     "auth_mode": _clean_auth_mode,
     "rate_limit_scope": _clean_rate_scope,
     "services": _clean_services,
+    "external_tool_mode": _clean_external_tool_mode,
 }
 """How ``update`` cleans each field it is given (as ``create`` does)."""
 
@@ -707,6 +728,7 @@ def _item_of(endpoint: Endpoint, sha256: str) -> Item:
         "auth_mode": endpoint.auth_mode,
         "rate_limit_scope": endpoint.rate_limit_scope,
         "services": [published.as_dict() for published in endpoint.services],
+        "external_tool_mode": endpoint.external_tool_mode,
     }
 
 
@@ -732,4 +754,5 @@ def _endpoint_of(item: Item) -> Endpoint:
             PublishedService(str(entry["service_id"]), tuple(entry.get("tools") or ()))
             for entry in item.get("services") or ()
         ),
+        external_tool_mode=_clean_external_tool_mode(item.get("external_tool_mode") or "list"),
     )

@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 from mcpbridge.agent.calls import ToolCalls
 from mcpbridge.agent.steps import ToolCallSteps
+from mcpbridge.agent.tool_search import index_id as tool_index_id
 from mcpbridge.client.snapshots import Snapshots
 from mcpbridge.domain.items import Condition, Key
 from mcpbridge.identity.records import workspace_key
@@ -103,6 +104,7 @@ class WorkspacePurge:
         leftovers = list(every_item(self._store, partition, sk_prefix="DOC#"))
         for kb_id in sorted({str(document["knowledge_base_id"]) for document in leftovers} - set(bases)):
             self._purge_base(workspace_id, kb_id)
+        self._purge_base(workspace_id, tool_index_id(workspace_id))  # the tool search index lives beside them
         for document in leftovers:
             for version in range(1, int(document.get("version") or 1) + 1):
                 for part in ("source", "text"):

@@ -53,6 +53,8 @@ from mcpbridge.publishing.endpoints import Endpoint
 log = logging.getLogger("mcpbridge.mcp")
 
 CHECK_CALL = "check_call"
+SEARCH_TOOLS = "search_tools"
+CALL_TOOL = "call_tool"
 IDEMPOTENCY_META = "io.mcpbridge/idempotency-key"
 """The ``_meta`` key of a ``tools/call`` of a published external tool that makes retries return the first call."""
 
@@ -370,6 +372,15 @@ class EndpointTools:
             # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
             return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments, self._base_url)
         if self._authority.endpoint.services:
+            wrapped = name == CALL_TOOL and self._authority.endpoint.external_tool_mode == "search"
+            if wrapped:
+                # Exactly a call of the named tool: the same admission, broker, pauses and retries.
+                from mcpbridge.agent.search_mode import unwrap_call
+
+                try:
+                    name, arguments = unwrap_call(arguments)
+                except MCPBridgeError as exc:
+                    return error_result(exc.code, exc.message, exc.status)
             key = (meta or {}).get(IDEMPOTENCY_META)
             asks = modern and elicits_urls(meta)
             as_task = modern and declares_extension(meta, TASKS_EXTENSION)
@@ -378,6 +389,8 @@ class EndpointTools:
             )
             if answered is not None:
                 return answered
+            if wrapped:  # call_tool exists; the tool it names is not offered to this caller (or does not exist)
+                return error_result("tool_not_found", "no such tool is offered here: find one with search_tools", 404)
         # Every version's spec (2024-11-05 on) has an unknown tool as a protocol error, -32602; a tool this caller
         # may not use is not listed to it, so it is unknown alike.
         raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
@@ -399,6 +412,15 @@ class EndpointTools:
         except NotFound:
             raise _unknown_task() from None
 
+    def _gateway_own(
+        self, name: str, publication: Any, principal: Principal, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``check_call``, or ``search_tools`` of an endpoint in search mode (blocking)."""
+        gateway = self._app.container.gateway
+        if name == CHECK_CALL:
+            return gateway.check(publication, principal, arguments, self._base_url)  # type: ignore[no-any-return]
+        return gateway.search(publication, principal, arguments)
+
     async def _gateway_call(
         self,
         name: str,
@@ -417,12 +439,10 @@ class EndpointTools:
         publication = container.publication_of(authority.endpoint)
 
         def admit() -> dict[str, Any] | tuple[Any, str] | None:
-            if name == CHECK_CALL:
-                if resume is not None:
+            if name == CHECK_CALL or (name == SEARCH_TOOLS and publication.search_mode):
+                if resume is not None:  # neither ever asks for input: no state of ours names them
                     raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
-                return self._app.admit_call(authority) or gateway.check(
-                    publication, principal, arguments, self._base_url
-                )
+                return self._app.admit_call(authority) or self._gateway_own(name, publication, principal, arguments)
             found = gateway.find(publication, principal, name)
             if found is None:
                 return None

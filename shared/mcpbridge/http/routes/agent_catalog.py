@@ -10,7 +10,7 @@ proxies and API Gateway.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
@@ -111,6 +111,9 @@ class ToolSummaryOut(BaseModel):
 class ToolList(BaseModel):
     items: list[ToolSummaryOut]
     next_cursor: str | None = next_cursor_field()
+    notices: list[str] = Field(
+        default_factory=list, description="What a search could not do as asked (hybrid without an embedder)."
+    )
     notice: str = Field(description="The metadata comes from third-party servers: untrusted data.")
 
 
@@ -190,19 +193,27 @@ def list_tools(
     agent_id: str | None = AGENT_ID,
     query: str | None = Query(
         default=None,
-        description="Only the tools whose name or description contain every space-separated keyword "
-        "(case-insensitive).",
+        description="What the agent wants to do, in any language: the tools are ranked on the tool index (names, "
+        "titles, descriptions, parameters, services), best first, at most 100.",
+    ),
+    mode: Literal["hybrid", "semantic", "keyword"] = Query(
+        default="hybrid",
+        description="How a query ranks: keyword (BM25), semantic (embeddings) or both fused; hybrid runs keyword "
+        "only when no embedder is configured.",
     ),
     service_id: str | None = Query(default=None, description="Only the tools of this service."),
     limit: int = limit_query(DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
     cursor: str | None = cursor_query(),
 ) -> ToolList:
-    """The enabled tools of the agent's enabled services, optionally of one service and matching keywords.
+    """The enabled tools of the agent's enabled services, optionally of one service, ranked for a query.
     Descriptions are cut to 200 characters: describe a tool for its schema and `tool_ref`."""
     agent = profiles.resolve(principal, agent_id)
-    page = discovery.tools(principal, agent, query=query, service_id=service_id, cursor=cursor, limit=limit)
+    page = discovery.tools(principal, agent, query=query, service_id=service_id, cursor=cursor, limit=limit, mode=mode)
     return ToolList(
-        items=[ToolSummaryOut.of(t) for t in page.items], next_cursor=page.next_cursor, notice=EXTERNAL_DATA_NOTICE
+        items=[ToolSummaryOut.of(t) for t in page.items],
+        next_cursor=page.next_cursor,
+        notices=page.notices,
+        notice=EXTERNAL_DATA_NOTICE,
     )
 
 

@@ -78,6 +78,11 @@ class EndpointIn(BaseModel):
         description="External MCP services whose tools the endpoint publishes beside its knowledge tools (calls go "
         "through the same policies, approvals and records as agent calls).",
     )
+    external_tool_mode: Literal["list", "search"] = Field(
+        default="list",
+        description="How the external tools are offered: each listed (list), or search_tools and call_tool in "
+        "their place (search: a client with hundreds of tools behind it sees two).",
+    )
 
 
 class EndpointPatch(BaseModel):
@@ -95,6 +100,7 @@ class EndpointPatch(BaseModel):
     auth_mode: Literal["both", "oauth", "static"] | None = None
     rate_limit_scope: Literal["endpoint", "user"] | None = None
     services: list[PublishedServiceIn] | None = None
+    external_tool_mode: Literal["list", "search"] | None = None
 
     @model_validator(mode="after")
     def _only_agent_is_nullable(self) -> EndpointPatch:
@@ -129,6 +135,7 @@ class EndpointOut(BaseModel):
     auth_mode: Literal["both", "oauth", "static"]
     rate_limit_scope: Literal["endpoint", "user"]
     services: list[PublishedServiceOut]
+    external_tool_mode: Literal["list", "search"]
 
     @classmethod
     def of(cls, endpoint: Endpoint) -> EndpointOut:
@@ -149,6 +156,7 @@ class EndpointOut(BaseModel):
             auth_mode=endpoint.auth_mode,
             rate_limit_scope=endpoint.rate_limit_scope,
             services=[PublishedServiceOut(**published.as_dict()) for published in endpoint.services],
+            external_tool_mode=endpoint.external_tool_mode,
         )
 
 
@@ -257,6 +265,7 @@ def create_endpoint(
         auth_mode=body.auth_mode,
         rate_limit_scope=body.rate_limit_scope,
         services=[published.model_dump() for published in body.services],
+        external_tool_mode=body.external_tool_mode,
     )
     return _issued(endpoint, token, settings.public_base_url, request, response)
 
