@@ -82,7 +82,7 @@ async function copied(text) {
 
 /** A block of text to copy (a config, a token) with its own copy button that says when it is copied. */
 export function copyBlock(label, text, id) {
-  const said = h("span", { class: "copied", role: "status" });
+  const said = h("span", { class: "copied", id: `${id}-status`, role: "status" });
   const block = h("pre", { class: "json", id, tabindex: "0", "aria-label": label }, text);
   const button = h(
     "button",
