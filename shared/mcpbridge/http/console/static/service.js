@@ -57,7 +57,7 @@ function toolRow(tool) {
     "tr",
     { "data-tool": tool.name },
     h("th", { scope: "row" }, tool.title || tool.name, tool.title ? h("span", { class: "help" }, ` ${tool.name}`) : ""),
-    h("td", {}, tool.description || ""),
+    h("td", { class: "desc" }, tool.description || ""),
     h("td", {}, switchOf("enabled", "Enabled:")),
     h("td", {}, switchOf("require_approval", "Needs approval:")),
   );
