@@ -24,7 +24,7 @@ function facts(kbNames) {
     ["External tools", services || "none"],
     ["Rate limit", `${endpoint.rate_limit_per_minute} calls per minute, per ${endpoint.rate_limit_scope}`],
     ["Sign-in", { both: "token or OAuth", static: "token only", oauth: "OAuth only" }[endpoint.auth_mode]],
-    ["Token", `…${endpoint.token_hint}`],
+    ["Token", `${endpoint.token_hint}…`],
     ["Last used", endpoint.last_used_at ? when(endpoint.last_used_at) : "never"],
     ["Created", when(endpoint.created_at)],
   ];

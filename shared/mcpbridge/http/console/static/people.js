@@ -81,7 +81,7 @@ async function loadKeys(session) {
         h("td", {}, userNames.get(key.user_id) || key.user_id),
         h("td", {}, key.role),
         h("td", {}, scopeText(key)),
-        h("td", {}, `…${key.hint}`),
+        h("td", {}, `${key.hint}…`),
         h("td", {}, key.last_used_at ? when(key.last_used_at) : "never"),
         h(
           "td",
