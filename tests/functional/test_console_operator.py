@@ -257,3 +257,51 @@ def test_tab_walks_every_control_in_order_with_a_visible_focus(hub: ConsoleHub, 
         )
     assert [m["walk"] for m in met] == [str(i) for i in range(count)], json.dumps(met, indent=1, ensure_ascii=False)
     assert all(m["outline"] and m["ring"] for m in met), json.dumps(met, indent=1, ensure_ascii=False)
+
+
+def test_a_viewer_key_is_offered_no_change_and_a_scoped_key_sees_only_its_bases(
+    hub: ConsoleHub, browser: Chromium
+) -> None:
+    """The forms follow what the REST API lets the key do, and the API refuses the change whatever a page shows."""
+    with hub.api() as rest:
+        mine = rest.post("/api/v1/knowledge-bases", json={"name": "Mine"}).json()["id"]
+        rest.post("/api/v1/knowledge-bases", json={"name": "Theirs"}).raise_for_status()
+        service = rest.post("/api/v1/mcp-services", json={"name": "everything", "url": hub.everything.url}).json()
+        made = rest.post(
+            "/api/v1/api-keys",
+            json={
+                "name": "reader",
+                "role": "viewer",
+                "capabilities": ["read", "manage_channels", "manage_services"],  # a viewer: it reads them only
+                "knowledge_base_ids": [mine],
+            },
+        )
+        assert made.status_code == 201, made.text
+    reader = made.json()["key"]
+    tab = page_tab(browser)
+    tab.navigate(f"{hub.base}/console/kbs")
+    tab.type_into("#api-key", reader)
+    tab.click("#sign-in button[type=submit]")
+    until(tab, browser, "document.querySelectorAll('#rows tr').length === 1", "the one base it may read")
+    assert "Mine" in text(tab, "#rows")
+    assert "Theirs" not in text(tab, "main")
+    assert js(tab, "document.getElementById('create').hidden")
+    tab.navigate(f"{hub.base}/console/kbs/{mine}")
+    until(tab, browser, "document.getElementById('docs-status').innerText === 'No document yet.'", "its page")
+    assert js(tab, "document.getElementById('add').hidden"), "no upload for a read-only key"
+    tab.navigate(f"{hub.base}/console/endpoints")
+    until(tab, browser, "document.getElementById('status').innerText === 'No endpoint published yet.'", "the list")
+    assert js(tab, "document.getElementById('publish').hidden")
+    tab.navigate(f"{hub.base}/console/services/{service['id']}")
+    until(tab, browser, "document.getElementById('title').innerText === 'everything'", "the service")
+    assert js(tab, "document.getElementById('manage').hidden")
+    # The REST API refuses what the page did not offer, and nothing changes.
+    with hub.api(reader) as as_reader:
+        refused = as_reader.put(
+            f"/api/v1/mcp-services/{service['id']}/tool-approvals/echo", json={"require_approval": True}
+        )
+        assert refused.status_code == 403, refused.text
+        assert as_reader.post("/api/v1/knowledge-bases", json={"name": "New"}).status_code == 403
+    with hub.api() as rest:
+        assert rest.get(f"/api/v1/mcp-services/{service['id']}/tool-approvals").json()["items"] == []
+        assert sorted(kb["name"] for kb in rest.get("/api/v1/knowledge-bases").json()["items"]) == ["Mine", "Theirs"]

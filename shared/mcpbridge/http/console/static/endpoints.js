@@ -40,6 +40,7 @@ async function load(reset) {
     const count = rows.children.length;
     show(status, count ? `${count} endpoint${count === 1 ? "" : "s"}.` : "No endpoint published yet.");
   } catch (error) {
+    show(status, "");
     show(problem, `Could not load the endpoints: ${error.message}`);
   }
 }

@@ -37,6 +37,7 @@ async function load(reset) {
     const count = rows.children.length;
     show(status, count ? `${count} knowledge base${count === 1 ? "" : "s"}.` : "No knowledge base yet.");
   } catch (error) {
+    show(status, "");
     show(problem, `Could not load the knowledge bases: ${error.message}`);
   }
 }

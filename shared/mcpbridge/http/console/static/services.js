@@ -39,6 +39,7 @@ async function load(reset) {
     const count = rows.children.length;
     show(status, count ? `${count} service${count === 1 ? "" : "s"}.` : "No service registered yet.");
   } catch (error) {
+    show(status, "");
     show(problem, `Could not load the services: ${error.message}`);
   }
 }
