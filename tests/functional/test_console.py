@@ -35,7 +35,19 @@ CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
-PAGES = ["/console", "/console/approvals/agc_01jd8x2k7m0000000000000000", "/console/calls", "/console/signin"]
+PAGES = [
+    "/console",
+    "/console/approvals/agc_01jd8x2k7m0000000000000000",
+    "/console/calls",
+    "/console/kbs",
+    "/console/kbs/kb_01jd8x2k7m0000000000000000",
+    "/console/endpoints",
+    "/console/endpoints/ep_01jd8x2k7m0000000000000000",
+    "/console/services",
+    "/console/services/svc_01jd8x2k7m0000000000000000",
+    "/console/people",
+    "/console/signin",
+]
 STATIC = REPO_ROOT / "shared" / "mcpbridge" / "http" / "console" / "static"
 KEYS = "/api/v1/api-keys"
 
@@ -267,6 +279,34 @@ def test_signing_out_clears_the_cookie(client: TestClient, admin_key: str) -> No
     assert CONSOLE_COOKIE not in client.cookies
     problem(client.get("/api/v1/me"), 401, "unauthenticated")
     problem(client.get("/console/session"), 401, "console_session_missing")
+
+
+def test_signing_out_ends_the_session_on_the_server_for_every_copy_of_the_cookie(
+    app: FastAPI, admin_key: str, container: Container, clock: FakeClock
+) -> None:
+    """A cookie copied before the sign-out (another tab's, a stolen one) opens nothing afterwards, while another
+    session of the same key goes on; the session's record expires with it."""
+    with TestClient(app) as browser, TestClient(app) as thief, TestClient(app) as other:
+        session = sign_in(browser, admin_key)
+        sign_in(other, admin_key)
+        thief.cookies.set(CONSOLE_COOKIE, browser.cookies[CONSOLE_COOKIE])
+        assert thief.get("/api/v1/me").status_code == 200
+        assert browser.delete("/console/session").status_code == 204
+        problem(thief.get("/api/v1/me"), 401, "console_session_ended")
+        problem(thief.get("/console/session"), 401, "console_session_ended")
+        ended = thief.post(KEYS, json={"name": "after"}, headers={"X-CSRF-Token": session["csrf_token"]})
+        problem(ended, 401, "console_session_ended")
+        assert "after" not in key_names(other, admin_key)
+        assert other.get("/api/v1/me").status_code == 200  # another session of the key is not touched
+        # Signing out again (the copy's cookie) is harmless; a new sign-in works.
+        assert thief.delete("/console/session").status_code == 204
+        assert other.get("/api/v1/me").status_code == 200
+        sign_in(browser, admin_key)
+        assert browser.get("/api/v1/me").status_code == 200
+    records = container.store.query(f"WS#{container.identity.installed_workspace_id()}", sk_prefix="CONSOLE#")
+    assert len(records.items) == 2, "the open sessions' records: the other one and the new sign-in"
+    assert all(item["expires_at"] == int(clock.now()) + SESSION_SECONDS for item in records.items)
+    assert all(set(item) == {"pk", "sk", "expires_at"} for item in records.items), "nothing but the expiry"
 
 
 def test_the_resolutions_function_takes_the_session_too(container: Container, app: FastAPI, admin_key: str) -> None:

@@ -3,7 +3,9 @@
 Signing in (``POST /console/session``) checks the key exactly as a REST request does, then sets the cookie
 ``mcpbridge_console`` (HttpOnly, SameSite=Strict, Secure over https, Path=/) to the JSON ``{"key", "exp", "csrf"}``
 sealed with the container's SecretBox (context ``console_session``): the browser holds the key only in a form no
-page can read nor anyone but this deployment open, and nothing is stored on the server. A REST request that carries
+page can read nor anyone but this deployment open. The server keeps one small record per session, under the
+workspace (``CONSOLE#`` + the SHA-256 of the session's random id, expiring with it): signing out deletes it, so the
+cookie, even copied elsewhere before, opens nothing from the next request on. A REST request that carries
 no key but the cookie acts with the key inside, checked as any key is on every request (revoking the key ends its
 sessions at once); a change (POST, PUT, PATCH, DELETE) must also carry ``X-CSRF-Token`` equal to the session's random
 token, which only the console's own pages can read (``GET /console/session``). Another site can neither read it nor,
@@ -12,6 +14,7 @@ the cookie being SameSite=Strict, make a browser send the cookie with its reques
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import secrets
@@ -22,6 +25,7 @@ from anyio import to_thread
 from starlette.requests import Request
 
 from mcpbridge.bootstrap import Container
+from mcpbridge.domain.items import Condition, Key
 from mcpbridge.domain.secrets import SecretContext, SecretUnreadable
 from mcpbridge.errors import Forbidden, Unauthenticated
 from mcpbridge.http.auth import CONSOLE_COOKIE, container_of
@@ -38,27 +42,65 @@ class Session:
     key: str
     expires_at: int
     csrf_token: str
+    workspace_id: str
+    session_id: str
 
 
-def seal_session(container: Container, key: str) -> tuple[str, Session]:
-    """A new session for ``key`` (already checked) and the cookie value that carries it."""
-    session = Session(key, int(container.clock.now()) + SESSION_SECONDS, secrets.token_urlsafe(32))
-    plaintext = json.dumps({"key": session.key, "exp": session.expires_at, "csrf": session.csrf_token})
+def _record(session: Session) -> Key:
+    """The session's record on the server: its presence is what keeps the session open."""
+    return Key(f"WS#{session.workspace_id}", "CONSOLE#" + hashlib.sha256(session.session_id.encode()).hexdigest())
+
+
+def seal_session(container: Container, key: str, workspace_id: str) -> tuple[str, Session]:
+    """A new session for ``key`` (already checked, of ``workspace_id``): its record stored, and the cookie value
+    that carries it. A write: call it off the event loop."""
+    now = int(container.clock.now())
+    session = Session(key, now + SESSION_SECONDS, secrets.token_urlsafe(32), workspace_id, secrets.token_urlsafe(16))
+    container.store.put(
+        {**_record(session).as_dict(), "expires_at": session.expires_at}, condition=Condition.absent("session_new")
+    )
+    plaintext = json.dumps(
+        {
+            "key": session.key,
+            "exp": session.expires_at,
+            "csrf": session.csrf_token,
+            "ws": session.workspace_id,
+            "sid": session.session_id,
+        }
+    )
     return container.secrets.seal(plaintext, _CONTEXT), session
 
 
-def open_session(container: Container, sealed: str) -> Session:
-    """The session a cookie value carries; 401 when it cannot be opened or has expired."""
+def _unsealed(container: Container, sealed: str) -> Session:
     try:
         fields = json.loads(container.secrets.open(sealed, _CONTEXT))
-        session = Session(str(fields["key"]), int(fields["exp"]), str(fields["csrf"]))
+        return Session(
+            str(fields["key"]), int(fields["exp"]), str(fields["csrf"]), str(fields["ws"]), str(fields["sid"])
+        )
     except (SecretUnreadable, ValueError, TypeError, KeyError):
         raise Unauthenticated(
             "the console session is not valid: sign in again", code="invalid_console_session"
         ) from None
+
+
+def open_session(container: Container, sealed: str) -> Session:
+    """The session a cookie value carries; 401 when it cannot be opened, has expired or was signed out."""
+    session = _unsealed(container, sealed)
     if session.expires_at <= container.clock.now():
         raise Unauthenticated("the console session has expired: sign in again", code="console_session_expired")
+    if container.store.get(_record(session)) is None:
+        raise Unauthenticated("the console session was signed out: sign in again", code="console_session_ended")
     return session
+
+
+def end_session(container: Container, sealed: str) -> None:
+    """Signs a session out: its record goes, and its cookie opens nothing any more (wherever a copy of it is). A
+    cookie that cannot be opened has no session to end. A write: call it off the event loop."""
+    try:
+        session = _unsealed(container, sealed)
+    except Unauthenticated:
+        return
+    container.store.delete(_record(session))
 
 
 async def session_of(request: Request) -> Session:

@@ -4,11 +4,15 @@
     GET    /console                         the approvals inbox
     GET    /console/approvals/{pending_id}  one waiting call's page (the link a pause carries)
     GET    /console/calls                   the calls' history
+    GET    /console/kbs                     the knowledge bases; /console/kbs/{kb_id} one, its documents, a search
+    GET    /console/endpoints               the published MCP endpoints; /console/endpoints/{id} one of them
+    GET    /console/services                the external MCP services; /console/services/{id} one, its tools
+    GET    /console/people                  the users and API keys (admins), the signed-in user's OAuth connections
     GET    /console/signin                  the sign-in form
     GET    /console/static/{name}           the pages' scripts and style sheet
     GET    /console/session                 who is signed in: role, capabilities, CSRF token (401 when nobody)
     POST   /console/session                 sign in with an API key ({"api_key": "sk_..."}, JSON only)
-    DELETE /console/session                 sign out (clears the cookie)
+    DELETE /console/session                 sign out (ends the session on the server, clears the cookie)
 
 Every answer carries a strict Content-Security-Policy (the pages' own scripts and style sheet only, no inline code,
 no framing), ``nosniff`` and no referrer. The pages are static files; what they show comes from the REST API,
@@ -35,7 +39,7 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import AGENT_CAPABILITY, Principal, is_approver
 from mcpbridge.errors import InvalidInput, MCPBridgeError, NotFound
 from mcpbridge.http.auth import CONSOLE_COOKIE, container_of, principal_of_key
-from mcpbridge.http.console.session import SESSION_SECONDS, seal_session, session_of
+from mcpbridge.http.console.session import SESSION_SECONDS, end_session, seal_session, session_of
 from mcpbridge.http.problems import problem, problem_from_error
 
 CONSOLE_PATH: Final = "/console"
@@ -56,7 +60,19 @@ _MEDIA_TYPES: Final = {
     ".svg": "image/svg+xml",
 }
 _ASSET_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*\.[a-z]+")
-_PAGES: Final = {"inbox": "inbox.html", "call": "call.html", "calls": "calls.html", "signin": "signin.html"}
+_PAGES: Final = {
+    "inbox": "inbox.html",
+    "call": "call.html",
+    "calls": "calls.html",
+    "signin": "signin.html",
+    "kbs": "kbs.html",
+    "kb": "kb.html",
+    "endpoints": "endpoints.html",
+    "endpoint": "endpoint.html",
+    "services": "services.html",
+    "service": "service.html",
+    "people": "people.html",
+}
 
 
 class _ConsoleRoute(APIRoute):
@@ -120,6 +136,41 @@ async def call_page(pending_id: str, request: Request) -> Response:
 @router.api_route(CONSOLE_PATH + "/calls", methods=["GET", "HEAD"])
 async def calls_page(request: Request) -> Response:
     return _page("calls", request)
+
+
+@router.api_route(CONSOLE_PATH + "/people", methods=["GET", "HEAD"])
+async def people_page(request: Request) -> Response:
+    return _page("people", request)
+
+
+@router.api_route(CONSOLE_PATH + "/kbs", methods=["GET", "HEAD"])
+async def kbs_page(request: Request) -> Response:
+    return _page("kbs", request)
+
+
+@router.api_route(CONSOLE_PATH + "/kbs/{item_id}", methods=["GET", "HEAD"])
+async def kb_page(item_id: str, request: Request) -> Response:
+    return _page("kb", request)
+
+
+@router.api_route(CONSOLE_PATH + "/endpoints", methods=["GET", "HEAD"])
+async def endpoints_page(request: Request) -> Response:
+    return _page("endpoints", request)
+
+
+@router.api_route(CONSOLE_PATH + "/endpoints/{item_id}", methods=["GET", "HEAD"])
+async def endpoint_page(item_id: str, request: Request) -> Response:
+    return _page("endpoint", request)
+
+
+@router.api_route(CONSOLE_PATH + "/services", methods=["GET", "HEAD"])
+async def services_page(request: Request) -> Response:
+    return _page("services", request)
+
+
+@router.api_route(CONSOLE_PATH + "/services/{item_id}", methods=["GET", "HEAD"])
+async def service_page(item_id: str, request: Request) -> Response:
+    return _page("service", request)
 
 
 @router.api_route(CONSOLE_PATH + "/signin", methods=["GET", "HEAD"])
@@ -213,10 +264,7 @@ async def sign_in(request: Request) -> Response:
         raise InvalidInput('the body must be {"api_key": "sk_..."}', code="invalid_sign_in") from None
     principal = await principal_of_key(request, body.api_key)
     container = container_of(request)
-    if container.settings.backend == "local":
-        sealed, session = seal_session(container, body.api_key)
-    else:
-        sealed, session = await to_thread.run_sync(seal_session, container, body.api_key)
+    sealed, session = await to_thread.run_sync(seal_session, container, body.api_key, principal.workspace_id)
     shown = await _session_out(request, principal, session.csrf_token, session.expires_at)
     response = JSONResponse(shown.model_dump(), headers=_NO_STORE)
     response.set_cookie(
@@ -233,7 +281,11 @@ async def sign_in(request: Request) -> Response:
 
 @router.delete(CONSOLE_PATH + "/session")
 async def sign_out(request: Request) -> Response:
-    """Clears the cookie (a session holds nothing on the server; revoking the key ends every session of it)."""
+    """Ends the session on the server (its cookie, copied or not, opens nothing from now on) and clears the cookie.
+    Revoking the key ends every session of it too."""
+    sealed = request.cookies.get(CONSOLE_COOKIE)
+    if sealed:
+        await to_thread.run_sync(end_session, container_of(request), sealed)
     response = Response(status_code=204, headers=_NO_STORE)
     response.delete_cookie(
         CONSOLE_COOKIE, path="/", secure=request.url.scheme == "https", httponly=True, samesite="strict"

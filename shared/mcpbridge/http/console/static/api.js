@@ -11,6 +11,7 @@ export class ApiError extends Error {
     this.status = status;
     this.code = problem.code || "";
     this.details = problem.details || null;
+    this.errors = Array.isArray(problem.errors) ? problem.errors : []; // a 422's fields
   }
 }
 
@@ -70,4 +71,30 @@ export async function signIn(apiKey) {
 export async function signOut() {
   await api("DELETE", SESSION);
   csrfToken = null;
+}
+
+/** A file (or any form) posted as multipart/form-data, with the upload's progress reported as it goes (fetch
+ * cannot tell it); the answer as ``api`` gives it. */
+export function upload(path, form, onProgress) {
+  return new Promise((resolve, reject) => {
+    const request = new XMLHttpRequest();
+    request.open("POST", path);
+    request.setRequestHeader("Accept", "application/json");
+    if (csrfToken) request.setRequestHeader("X-CSRF-Token", csrfToken);
+    request.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable) onProgress(event.loaded, event.total);
+    });
+    request.addEventListener("load", () => {
+      let data = {};
+      try {
+        data = request.responseText ? JSON.parse(request.responseText) : {};
+      } catch {
+        data = { detail: request.responseText.slice(0, 300) };
+      }
+      if (request.status >= 200 && request.status < 300) resolve(data);
+      else reject(new ApiError(request.status, data));
+    });
+    request.addEventListener("error", () => reject(new ApiError(0, { detail: "the upload could not reach the server" })));
+    request.send(form);
+  });
 }
