@@ -472,6 +472,7 @@ async def get_prompt(
     "/catalog/refresh",
     operation_id="refreshAgentCatalog",
     summary="Re-pull the agent's catalog",
+    response_model=RefreshOut,
     responses=problems(400, 403, 404, 429),
 )
 async def refresh_catalog(
