@@ -84,21 +84,24 @@ def problem(response: Any, status: int, code: str) -> dict[str, Any]:
 def test_resources_listed_paged_and_read(client: TestClient, service_id: str) -> None:
     first = ok(client.get(RESOURCES, params={"service_id": service_id, "limit": 3}))
     assert first["notice"] == EXTERNAL_DATA_NOTICE
-    assert len(first["items"]) == 3 and first["next_cursor"]
+    assert len(first["items"]) == 3
+    assert first["next_cursor"]
     seen = [item["uri"] for item in first["items"]]
     cursor = first["next_cursor"]
     while cursor:
         page = ok(client.get(RESOURCES, params={"service_id": service_id, "limit": 3, "cursor": cursor}))
         seen += [item["uri"] for item in page["items"]]
         cursor = page["next_cursor"]
-    assert len(seen) == len(set(seen)) and seen == sorted(seen)
+    assert len(seen) == len(set(seen))
+    assert seen == sorted(seen)
     statics = [uri for uri in seen if uri.startswith(STATIC)]
     assert statics
     described = [i for i in first["items"] if i["description"]]
     assert all(i["description"].startswith("[MCP Service: everything (external)] ") for i in described)
 
     text = ok(client.get(READ, params={"service_id": service_id, "uri": statics[0]}))
-    assert text["untrusted"] is True and text["notice"] == EXTERNAL_DATA_NOTICE
+    assert text["untrusted"] is True
+    assert text["notice"] == EXTERNAL_DATA_NOTICE
     assert text["contents"][0]["uri"] == statics[0]
     assert text["contents"][0]["text"]
     assert text["size_bytes"] == len(text["contents"][0]["text"].encode())
@@ -182,7 +185,8 @@ def test_refresh_is_rate_limited_per_principal(client: TestClient, service_id: s
     for _ in range(REFRESHES_PER_MINUTE):
         body = ok(client.post(REFRESH, json={}))
         outcome = {item["service_id"]: item for item in body["items"]}[service_id]
-        assert outcome["outcome"] == "refreshed" and outcome["tool_count"] > 0
+        assert outcome["outcome"] == "refreshed"
+        assert outcome["tool_count"] > 0
     refused = client.post(REFRESH, json={"service_id": service_id})
     limited = problem(refused, 429, "refresh_rate_limited")
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
