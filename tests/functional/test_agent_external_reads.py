@@ -160,6 +160,10 @@ def test_bad_input_is_a_clear_4xx_and_changes_nothing(
         "prompt_not_found",
     )
     problem(client.post(REFRESH, json={"service_id": "svc_nosuchservice0000"}), 404, "service_not_found")
+    misspelt = {"service_id": service_id, "name": "args-prompt", "argument": {"city": "Lyon"}}
+    shape = problem(client.post(GET_PROMPT, json=misspelt), 422, "validation_failed")
+    assert shape["errors"][0]["loc"] == ["body", "argument"]
+    problem(client.get(READ, params={"service_id": service_id}), 422, "validation_failed")
 
     assert ok(client.get(f"{SERVICES}/{service_id}/metadata")) == before
     # The refused refresh used none of the caller's budget.

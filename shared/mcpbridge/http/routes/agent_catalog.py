@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from mcpbridge.agent.discovery import (
     DEFAULT_PAGE_SIZE,
@@ -301,6 +301,15 @@ class PromptList(BaseModel):
 
 
 class PromptGetIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"service_id": "svc_01j9z8x7w6v5t4s3r2q1p0n9m8", "name": "args-prompt", "arguments": {"city": "Lyon"}}
+            ]
+        },
+    )
+
     service_id: str = Field(max_length=64)
     name: str = Field(description="The prompt's name, as listed.")
     arguments: dict[str, Any] = Field(default_factory=dict, description="Argument name -> string value.")
@@ -317,6 +326,10 @@ class PromptMessagesOut(BaseModel):
 
 
 class RefreshIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"service_id": "svc_01j9z8x7w6v5t4s3r2q1p0n9m8"}, {}]}
+    )
+
     service_id: str | None = Field(default=None, max_length=64, description="Only this service; omit for all.")
     agent_id: str | None = Field(default=None, max_length=64)
 
@@ -421,6 +434,7 @@ async def list_prompts(
     limit: int = limit_query(DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
     cursor: str | None = cursor_query(),
 ) -> PromptList:
+    """The prompts the service lists now to the caller, with their arguments (required or not)."""
     agent = await to_thread.run_sync(profiles.resolve, principal, agent_id)
     service, listed = await reads.prompts(principal, agent, service_id)
     page, next_cursor = page_of(
