@@ -34,9 +34,9 @@ STATIC = "demo://resource/static/document/"
 BLOB = "demo://resource/dynamic/blob/7"
 
 
-@pytest.fixture(scope="module")
-def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Everything]:
-    server = Everything("streamableHttp", tmp_path_factory.mktemp("everything"))
+@pytest.fixture(scope="module", params=["streamableHttp", "sse"])
+def everything(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Everything]:
+    server = Everything(request.param, tmp_path_factory.mktemp("everything"))
     server.start()
     try:
         yield server
@@ -62,7 +62,8 @@ def client(container: Container) -> Iterator[TestClient]:
 
 @pytest.fixture
 def service_id(client: TestClient, everything: Everything) -> str:
-    created = client.post(SERVICES, json={"name": "everything", "transport": "http-streamable", "url": everything.url})
+    body = {"name": "everything", "transport": everything.transport, "url": everything.url}
+    created = client.post(SERVICES, json=body)
     assert created.status_code == 201, created.text
     return str(created.json()["id"])
 
