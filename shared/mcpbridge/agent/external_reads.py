@@ -22,7 +22,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import anyio
 from anyio import to_thread
@@ -39,7 +39,22 @@ if TYPE_CHECKING:
     from mcp.types import GetPromptResult, Prompt, ReadResourceResult, Resource
 
     from mcpbridge.client.connection import Connection
-    from mcpbridge.publishing.rate_limit import RateLimiter
+
+
+class Limiter(Protocol):
+    """The exact sliding-window limiter (:class:`~mcpbridge.publishing.rate_limit.RateLimiter`), as these reads use
+    it: named by shape, so the agent package does not import publishing (which imports agent)."""
+
+    def hit(self, endpoint_id: str, limit: int) -> Decision: ...
+
+
+class Decision(Protocol):
+    @property
+    def allowed(self) -> bool: ...
+
+    @property
+    def retry_after_seconds(self) -> int: ...
+
 
 MAX_SECONDS: Final = 25.0
 """Every read ends within this (API Gateway answers 504 at 29 s), or within the request's budget when shorter."""
@@ -92,7 +107,7 @@ class ExternalReads:
         catalog: ToolCatalog,
         pools: ConnectionPools,
         spec_for: SpecFor,
-        limiter: RateLimiter,
+        limiter: Limiter,
         *,
         request_budget: float | None = None,
         max_content_bytes: int = MAX_CONTENT_BYTES,
