@@ -22,10 +22,10 @@ fusion: :mod:`mcpbridge.knowledge.search`, :mod:`mcpbridge.domain.ranking`).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
-import math
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -241,9 +241,12 @@ class ToolIndex:
             name = embedder.name if embedder is not None else None
             index.replace_document(kb_id, document.id, chunks, vectors, name, language=INDEX_LANGUAGE)
             if vectors:
-                direction = json.dumps(
-                    [round(float(sum(column)), 6) for column in zip(*map(_unit, vectors), strict=True)]
-                )
+                import numpy as np  # on first indexing: importing this module stays light for cold starts
+
+                matrix = np.asarray(vectors, dtype=np.float32)
+                norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+                unit_sum = (matrix / np.where(norms > 0, norms, 1)).sum(axis=0, dtype=np.float32)
+                direction = base64.b64encode(unit_sum.astype("<f4").tobytes()).decode()
         self._store.put(
             {
                 **_marker_key(workspace_id, document.id).as_dict(),
@@ -264,22 +267,23 @@ class ToolIndex:
         matches poorly, a request in Chinese above all. Ranking by ``cos(q, d) - w * cos(d, mean)``, which is the
         dot product with this vector, takes that shared part off, as hubness reduction does in cross-lingual
         retrieval (CSLS). The mean is the searched documents' own, from the sums written with them."""
-        total: list[float] | None = None
+        import numpy as np
+
+        query = np.asarray(vector, dtype=np.float32)
+        total = np.zeros_like(query)
         wanted = set(documents)
         for item in self._markers(workspace_id):
             raw = item.get("vector_sum")
-            if str(item["sk"]).removeprefix("TOOLINDEX#") not in wanted:
+            if str(item["sk"]).removeprefix("TOOLINDEX#") not in wanted or not isinstance(raw, str) or not raw:
                 continue
-            if not isinstance(raw, str) or not raw:
-                continue
-            part = json.loads(raw)
-            if len(part) != len(vector):
-                continue
-            total = part if total is None else [a + b for a, b in zip(total, part, strict=True)]
-        if total is None or not any(total):
+            part = np.frombuffer(base64.b64decode(raw), dtype="<f4")
+            if part.shape == total.shape:
+                total += part
+        total_norm, query_norm = float(np.linalg.norm(total)), float(np.linalg.norm(query))
+        if total_norm == 0.0 or query_norm == 0.0:
             return vector
-        mean, query = _unit(total), _unit(vector)
-        return [q - HUB_WEIGHT * m for q, m in zip(query, mean, strict=True)]
+        shifted = query / query_norm - HUB_WEIGHT * (total / total_norm)
+        return [float(v) for v in shifted]
 
     def search(
         self,
@@ -337,11 +341,6 @@ class ToolIndex:
             if len(hits) == limit:
                 break
         return ToolSearchOutcome(hits, mode, notices)
-
-
-def _unit(vector: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(v * v for v in vector))
-    return [v / norm for v in vector] if norm > 0 else list(vector)
 
 
 def _name(embedder: Embedder | None) -> str:
