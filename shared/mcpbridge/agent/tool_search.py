@@ -262,11 +262,11 @@ class ToolIndex:
     def _without_hub(self, workspace_id: str, documents: Collection[str], vector: list[float]) -> list[float]:
         """The query's unit vector less :data:`HUB_WEIGHT` times the unit mean of the searched tools' unit vectors.
 
-        Tool vectors share a strong common direction (they all describe software actions): the tools with the least
-        to say (``browser_close``: "Close the browser") sit nearest to it and come up for every request an embedder
-        matches poorly, a request in Chinese above all. Ranking by ``cos(q, d) - w * cos(d, mean)``, which is the
-        dot product with this vector, takes that shared part off, as hubness reduction does in cross-lingual
-        retrieval (CSLS). The mean is the searched documents' own, from the sums written with them."""
+        Tool vectors lie in a narrow cone (they all describe software actions), and the tools nearest its axis, those
+        with long, generic descriptions, come up for requests the embedder matches poorly, in Chinese above all.
+        Ranking by ``cos(q, d) - w * cos(d, mean)``, which is the dot product with this vector, takes that shared
+        part off (the centering used against hubness in cross-lingual retrieval). The mean is that of the searched
+        documents, from the sums written with them (``vector_sum``)."""
         import numpy as np
 
         query = np.asarray(vector, dtype=np.float32)
