@@ -697,7 +697,8 @@ class Container:
 
     @cached_property
     def agent_catalog(self) -> AgentCatalog:
-        """What agents discover; needs_auth is judged from the snapshots until an OAuth-aware check is wired here."""
+        """What agents discover; needs_auth is judged from the snapshots until an OAuth-aware check is wired here;
+        searches mark tools of OAuth services with the caller's connection (its token states)."""
         from mcpbridge.agent.discovery import AgentCatalog
 
         return AgentCatalog(
@@ -708,6 +709,7 @@ class Container:
             self.tool_policies,
             quarantine=self.tool_quarantine,
             search=self.tool_index,
+            connections=lambda principal: {c.service_id: c.status for c in self.oauth.connections(principal)},
         )
 
     @cached_property

@@ -96,6 +96,11 @@ class ToolSummaryOut(BaseModel):
     description: str = Field(description="Prefixed [MCP Service: <name> (external)] and cut to 200 characters.")
     require_approval: bool
     stale: bool
+    oauth_connection: Literal["connected", "reauth_required", "not_connected"] | None = Field(
+        default=None,
+        description="Searches (query) only, for a tool of an OAuth service: whether the caller holds a working token "
+        "(connected), one to authorize again (reauth_required) or none (not_connected); null for other services.",
+    )
 
     @classmethod
     def of(cls, tool: ToolSummary) -> ToolSummaryOut:
@@ -108,6 +113,7 @@ class ToolSummaryOut(BaseModel):
             description=tool.description,
             require_approval=tool.require_approval,
             stale=tool.stale,
+            oauth_connection=tool.oauth_connection,
         )
 
 
