@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from mcpbridge.agent.broker import ToolCallBroker
     from mcpbridge.agent.calls import ToolCalls
     from mcpbridge.agent.discovery import AgentCatalog
+    from mcpbridge.agent.external_reads import ExternalReads
     from mcpbridge.agent.gateway import Gateway, Publication
     from mcpbridge.agent.policy_gate import PolicyGate
     from mcpbridge.agent.profiles import AgentProfile, AgentProfiles
@@ -696,7 +697,8 @@ class Container:
 
     @cached_property
     def agent_catalog(self) -> AgentCatalog:
-        """What agents discover; needs_auth is judged from the snapshots until an OAuth-aware check is wired here."""
+        """What agents discover; needs_auth is judged from the snapshots until an OAuth-aware check is wired here;
+        searches mark tools of OAuth services with the caller's connection (its token states)."""
         from mcpbridge.agent.discovery import AgentCatalog
 
         return AgentCatalog(
@@ -707,6 +709,22 @@ class Container:
             self.tool_policies,
             quarantine=self.tool_quarantine,
             search=self.tool_index,
+            connections=lambda principal: {c.service_id: c.status for c in self.oauth.connections(principal)},
+        )
+
+    @cached_property
+    def external_reads(self) -> ExternalReads:
+        """Agents' live reads of external services' resources and prompts, and their catalog refreshes."""
+        from mcpbridge.agent.external_reads import ExternalReads
+        from mcpbridge.client.specs import SpecSource
+
+        return ExternalReads(
+            self.services,
+            self.catalog,
+            self.connections,
+            SpecSource(self.services, lambda: self.oauth),
+            self.rate_limiter,
+            request_budget=self._request_budget,
         )
 
     @cached_property

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.errors import FlakyStrategyDefinition
 from schemathesis.checks import (
     allow_header_conformance,
     content_type_conformance,
@@ -103,10 +104,14 @@ def test_every_operation_answers_as_documented(case: Any, auth: dict[str, str]) 
 def test_a_stateful_walk_answers_as_documented(tmp_path: Path) -> None:
     # Its own app: what earlier generated requests created in the shared one would make the walk's data differ
     # between runs. The walk's own steps change its app too, so a failing case is reported as found, not shrunk
-    # (a replay would meet another state).
+    # (a replay would meet another state). For the same reason Hypothesis may find that a step sequence it replays
+    # no longer draws as it did (FlakyStrategyDefinition: a link followed after a 201 the first time meets a 404 the
+    # next, because an earlier example deleted what it pointed to). That says nothing of the API: what is checked is
+    # that every answer the walk received was as documented, recorded as each arrives.
     app, key = _seeded_app(tmp_path)
     machine = schemathesis.openapi.from_asgi("/api/v1/openapi.json", app).as_state_machine()
     calls: list[str] = []
+    violations: list[str] = []
 
     class Walk(machine):  # type: ignore[misc, valid-type]
         def get_call_kwargs(self, case: Any) -> dict[str, Any]:
@@ -114,18 +119,26 @@ def test_a_stateful_walk_answers_as_documented(tmp_path: Path) -> None:
             return {"headers": {"Authorization": f"Bearer {key}"}}
 
         def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
-            case.validate_response(response, checks=CHECKS)
+            try:
+                case.validate_response(response, checks=CHECKS)
+            except Exception as exc:
+                violations.append(f"{case.operation.label} -> {response.status_code}: {exc}")
+                raise
 
-    Walk.run(
-        settings=settings(
-            max_examples=STATEFUL_EXAMPLES,
-            stateful_step_count=6,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            phases=[Phase.explicit, Phase.generate],
-            suppress_health_check=list(HealthCheck),
+    try:
+        Walk.run(
+            settings=settings(
+                max_examples=STATEFUL_EXAMPLES,
+                stateful_step_count=6,
+                deadline=None,
+                derandomize=True,
+                database=None,
+                phases=[Phase.explicit, Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )
         )
-    )
+    except FlakyStrategyDefinition:
+        assert violations == [], "\n".join(violations)
     app.state.container.close()
+    assert violations == [], "\n".join(violations)
     assert len(set(calls)) > 10, "the walk reached only a few operations"

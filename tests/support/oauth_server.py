@@ -10,7 +10,7 @@ over an in-memory provider, plus:
 * an MCP server at ``/mcp`` (low-level ``Server``, stateless Streamable HTTP) that accepts only unexpired bearer tokens
   this server issued for its resource and otherwise answers 401 with
   ``WWW-Authenticate: Bearer error="invalid_token", resource_metadata="..."``. Its tool ``whoami`` answers the
-  token's subject.
+  token's subject, and its resource ``whoami://subject`` reads as that subject.
 
 Options: ``published_metadata=False`` (with ``challenge_hint=False``) is an MCP 2025-03-26 server with no metadata at
 all (every well-known path answers 404: clients use the default ``/authorize``, ``/token``, ``/register``);
@@ -67,6 +67,7 @@ from starlette.types import Receive, Scope, Send
 from tests.support.live_server import live_server
 
 SCOPE = "mcp"
+SUBJECT_URI = "whoami://subject"
 ASSERTION_TYPE = "oauth-id-jag+jwt"
 _subject: contextvars.ContextVar[str | None] = contextvars.ContextVar("oauth_test_subject", default=None)
 
@@ -514,7 +515,23 @@ class OAuthTestServer:
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"hello {_subject.get()}")])
 
-        return Server("protected", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+            return types.ListResourcesResult(
+                resources=[types.Resource(uri=SUBJECT_URI, name="subject", mime_type="text/plain")]
+            )
+
+        async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+            contents = types.TextResourceContents(uri=SUBJECT_URI, mime_type="text/plain", text=f"{_subject.get()}")
+            return types.ReadResourceResult(contents=[contents])
+
+        return Server(
+            "protected",
+            version="1.0",
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_resources=list_resources,
+            on_read_resource=read_resource,
+        )
 
     # -- lifetime --------------------------------------------------------------------------------------------------
 

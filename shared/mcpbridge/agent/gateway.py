@@ -170,7 +170,14 @@ class Gateway:
         result = self._catalog.search(
             principal, publication.profile, query, mode="hybrid", limit=limit, publishes=publication.publishes
         )
-        tools = [{**listed(hit.tool), "requiresApproval": hit.tool.require_approval} for hit in result.found]
+        tools = [
+            {
+                **listed(hit.tool),
+                "requiresApproval": hit.tool.require_approval,
+                **({"oauthConnection": hit.oauth_connection} if hit.oauth_connection else {}),
+            }
+            for hit in result.found
+        ]
         data: dict[str, Any] = {"tools": tools, "mode": result.mode}
         if result.notices:
             data["notices"] = result.notices

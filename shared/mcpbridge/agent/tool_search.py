@@ -22,6 +22,7 @@ fusion: :mod:`mcpbridge.knowledge.search`, :mod:`mcpbridge.domain.ranking`).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from mcpbridge.domain.external_services import ExternalService
-from mcpbridge.domain.items import Key
+from mcpbridge.domain.items import Item, Key
 from mcpbridge.domain.knowledge import Chunk, Hit
 from mcpbridge.domain.ranking import fuse
 from mcpbridge.errors import InvalidInput, MCPBridgeError
@@ -47,6 +48,10 @@ another script still matches by its own terms (CJK bigrams) and, above all, by v
 NO_EMBEDDER: Final = "no embedding provider configured"
 MAX_TEXT_CHARS: Final = 4000
 MAX_PARAMETERS: Final = 40
+NAME_WEIGHT: Final = 2
+HUB_WEIGHT: Final = 0.2
+"""How much of the direction shared by all the searched tools' vectors is taken off a query's vector (see
+:meth:`ToolIndex.search`)."""
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
@@ -104,13 +109,16 @@ class ToolSearchOutcome:
     notices: list[str] = field(default_factory=list)
 
 
-def tool_text(service: ExternalService, definition: dict[str, Any]) -> str:
-    """What a tool is searched by: its names, title, description, parameters, and its service's name and
-    description, one per line (capped at 4,000 characters)."""
+def tool_text(service: ExternalService, definition: dict[str, Any], *, name_weight: int = NAME_WEIGHT) -> str:
+    """What a tool is searched by with keywords: its names, title, description, parameters, and its service's name
+    and description, one per line (capped at 4,000 characters).
+
+    The name split into words and the title stand ``name_weight`` times: a term of what the tool is called says more
+    about what it does than the same term in a parameter's description, and BM25 counts repetitions."""
     name = str(definition.get("name") or "")
-    lines = [name, _words_of(name)]
+    lines = [name, *[_words_of(name)] * name_weight]
     if definition.get("title"):
-        lines.append(str(definition["title"]))
+        lines.extend([str(definition["title"])] * name_weight)
     if definition.get("description"):
         lines.append(str(definition["description"]))
     schema = definition.get("inputSchema")
@@ -122,6 +130,12 @@ def tool_text(service: ExternalService, definition: dict[str, Any]) -> str:
             lines.append(f"{words}: {about}" if isinstance(about, str) and about else words)
     lines.append(f"{service.name}: {service.description}" if service.description else service.name)
     return "\n".join(line for line in lines if line.strip())[:MAX_TEXT_CHARS]
+
+
+def embedding_text(service: ExternalService, definition: dict[str, Any]) -> str:
+    """What a tool's vector is made of: :func:`tool_text` with every field once (repeating a field moves a vector
+    nowhere useful); the service's line is the last."""
+    return tool_text(service, definition, name_weight=1)
 
 
 def _words_of(name: str) -> str:
@@ -183,12 +197,17 @@ class ToolIndex:
             self._store.delete(_marker_key(workspace_id, document))
 
     def _recorded(self, workspace_id: str) -> dict[str, tuple[str, str]]:
-        found: dict[str, tuple[str, str]] = {}
+        return {
+            str(item["sk"]).removeprefix("TOOLINDEX#"): (str(item["fingerprint"]), str(item["service_id"]))
+            for item in self._markers(workspace_id)
+        }
+
+    def _markers(self, workspace_id: str) -> list[Item]:
+        found: list[Item] = []
         cursor: str | None = None
         while True:
             page = self._store.query(f"WS#{workspace_id}", sk_prefix="TOOLINDEX#", limit=100, cursor=cursor)
-            for item in page.items:
-                found[str(item["sk"]).removeprefix("TOOLINDEX#")] = (str(item["fingerprint"]), str(item["service_id"]))
+            found.extend(page.items)
             cursor = page.cursor
             if cursor is None:
                 return found
@@ -196,6 +215,7 @@ class ToolIndex:
     def _write(self, workspace_id: str, document: CatalogDocument, embedder: Embedder | None, fingerprint: str) -> None:
         kb_id = index_id(workspace_id)
         texts = [tool_text(document.service, tool["definition"]) for tool in document.tools]
+        embedded = [embedding_text(document.service, tool["definition"]) for tool in document.tools]
         chunks = [
             Chunk(
                 id=Chunk.make_id(document.id, seq),
@@ -213,22 +233,57 @@ class ToolIndex:
             for seq, (tool, text) in enumerate(zip(document.tools, texts, strict=True))
         ]
         index = self._index()
+        direction = ""
         if not chunks:
             index.delete_document(kb_id, document.id)
         else:
-            vectors = embedder.embed(texts, purpose="document") if embedder is not None else None
+            vectors = embedder.embed(embedded, purpose="document") if embedder is not None else None
             name = embedder.name if embedder is not None else None
             index.replace_document(kb_id, document.id, chunks, vectors, name, language=INDEX_LANGUAGE)
+            if vectors:
+                import numpy as np  # on first indexing: importing this module stays light for cold starts
+
+                matrix = np.asarray(vectors, dtype=np.float32)
+                norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+                unit_sum = (matrix / np.where(norms > 0, norms, 1)).sum(axis=0, dtype=np.float32)
+                direction = base64.b64encode(unit_sum.astype("<f4").tobytes()).decode()
         self._store.put(
             {
                 **_marker_key(workspace_id, document.id).as_dict(),
                 "service_id": document.service.id,
                 "fingerprint": fingerprint,
                 "tools": len(chunks),
+                "vector_sum": direction,
             }
         )
 
     # ------------------------------------------------------------------------------------------ searching
+
+    def _without_hub(self, workspace_id: str, documents: Collection[str], vector: list[float]) -> list[float]:
+        """The query's unit vector less :data:`HUB_WEIGHT` times the unit mean of the searched tools' unit vectors.
+
+        Tool vectors lie in a narrow cone (they all describe software actions), and the tools nearest its axis, those
+        with long, generic descriptions, come up for requests the embedder matches poorly, in Chinese above all.
+        Ranking by ``cos(q, d) - w * cos(d, mean)``, which is the dot product with this vector, takes that shared
+        part off (the centering used against hubness in cross-lingual retrieval). The mean is that of the searched
+        documents, from the sums written with them (``vector_sum``)."""
+        import numpy as np
+
+        query = np.asarray(vector, dtype=np.float32)
+        total = np.zeros_like(query)
+        wanted = set(documents)
+        for item in self._markers(workspace_id):
+            raw = item.get("vector_sum")
+            if str(item["sk"]).removeprefix("TOOLINDEX#") not in wanted or not isinstance(raw, str) or not raw:
+                continue
+            part = np.frombuffer(base64.b64decode(raw), dtype="<f4")
+            if part.shape == total.shape:
+                total += part
+        total_norm, query_norm = float(np.linalg.norm(total)), float(np.linalg.norm(query))
+        if total_norm == 0.0 or query_norm == 0.0:
+            return vector
+        shifted = query / query_norm - HUB_WEIGHT * (total / total_norm)
+        return [float(v) for v in shifted]
 
     def search(
         self,
@@ -268,6 +323,7 @@ class ToolIndex:
             keyword = index.keyword(kb_ids, query, document_ids=documents, limit=wanted * 2)
         if embedder is not None:
             (vector,) = embedder.embed([query], purpose="query")
+            vector = self._without_hub(workspace_id, documents, vector)
             if any(v != 0 for v in vector) and index.has_vectors(kb_ids[0]):
                 semantic = index.semantic(kb_ids, vector, document_ids=documents, limit=wanted * 2)
         ranked = (
@@ -294,7 +350,7 @@ def _name(embedder: Embedder | None) -> str:
 def _fingerprint(document: CatalogDocument, embedder: Embedder | None) -> str:
     service = document.service
     content = {
-        "v": 1,
+        "v": 2,
         "service": [service.id, service.name, service.description],
         "tools": [[tool["name"], tool["definition_hash"]] for tool in document.tools],
         "embedder": embedder.name if embedder is not None else None,

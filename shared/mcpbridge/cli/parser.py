@@ -825,6 +825,7 @@ def _add_agents(commands: Commands) -> None:
         "agents:agents_describe",
     )
     _tool_arguments(describe)
+    _add_agent_reads(actions)
     call = _leaf(
         commands,
         "call",
@@ -842,6 +843,60 @@ def _add_agents(commands: Commands) -> None:
     call.add_argument(
         "--wait", type=float, default=60.0, help="seconds to wait for a paused call (default 60; 0: do not wait)"
     )
+
+
+def _add_agent_reads(actions: Commands) -> None:
+    def service(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("service", metavar="SERVICE", help="the service, by id (svc_...) or name")
+        parser.add_argument("--agent", help="the agent profile, by id (agt_...) or name (default: every service)")
+
+    service(
+        _leaf(
+            actions,
+            "resources",
+            "the resources a service lists now to you",
+            "mcpbridge agents resources everything",
+            "agent_reads:agents_resources",
+        )
+    )
+    read = _leaf(
+        actions,
+        "read",
+        "read one of a service's resources (at most 4 MiB)",
+        "mcpbridge agents read everything demo://resource/static/document/architecture.md",
+        "agent_reads:agents_read",
+    )
+    service(read)
+    read.add_argument("uri", metavar="URI", help="the resource's URI, as listed")
+    service(
+        _leaf(
+            actions,
+            "prompts",
+            "the prompts a service lists now to you",
+            "mcpbridge agents prompts everything",
+            "agent_reads:agents_prompts",
+        )
+    )
+    prompt = _leaf(
+        actions,
+        "prompt",
+        "a service's prompt, filled with arguments",
+        'mcpbridge agents prompt everything args-prompt --args \'{"city": "Lyon"}\'',
+        "agent_reads:agents_prompt",
+    )
+    service(prompt)
+    prompt.add_argument("name", metavar="NAME", help="the prompt's name, as listed")
+    prompt.add_argument("--args", metavar="JSON", help="the prompt's arguments, a JSON object of strings")
+    refresh = _leaf(
+        actions,
+        "refresh",
+        "pull the agent's catalog again, as you see it (your own for per-user OAuth services); rate limited",
+        "mcpbridge agents refresh --service everything",
+        "agent_reads:agents_refresh",
+        details="Exit status 1 when a service's pull failed or did not finish in time.",
+    )
+    refresh.add_argument("--service", help="only this service (id or name)")
+    refresh.add_argument("--agent", help="the agent profile, by id (agt_...) or name (default: every service)")
 
 
 # ---------------------------------------------------------------------------------------------------- rules

@@ -47,7 +47,17 @@ from mcp.client.auth.utils import build_protected_resource_metadata_discovery_ur
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED, CallToolResult, Implementation, Resource, ServerCapabilities, Tool
+from mcp.types import (
+    CONNECTION_CLOSED,
+    CallToolResult,
+    GetPromptResult,
+    Implementation,
+    Prompt,
+    ReadResourceResult,
+    Resource,
+    ServerCapabilities,
+    Tool,
+)
 
 from mcpbridge.client.streamable_call import StreamableEndpoint
 from mcpbridge.client.tripwire import Tripwire
@@ -1019,25 +1029,62 @@ class Connection:
 
         return await self._all_pages("tools", page, MAX_TOOLS)
 
-    async def list_resources(self) -> list[Resource]:
-        """Every resource, following cursors (same page limit; at most 10 000 resources)."""
+    async def list_resources(self, *, until: float | None = None) -> list[Resource]:
+        """Every resource, following cursors (same page limit; at most 10 000 resources). ``until``: as for
+        :meth:`call_tool`."""
 
         async def page(client: Client, cursor: str | None) -> tuple[list[Resource], str | None]:
             listed = await client.list_resources(cursor=cursor, cache_mode="bypass")
             return list(listed.resources), listed.next_cursor
 
-        return await self._all_pages("resources", page, MAX_RESOURCES)
+        return await self._all_pages("resources", page, MAX_RESOURCES, until=until)
+
+    async def list_prompts(self, *, until: float | None = None) -> list[Prompt]:
+        """Every prompt, following cursors (same page and count limits as resources)."""
+
+        async def page(client: Client, cursor: str | None) -> tuple[list[Prompt], str | None]:
+            listed = await client.list_prompts(cursor=cursor, cache_mode="bypass")
+            return list(listed.prompts), listed.next_cursor
+
+        return await self._all_pages("prompts", page, MAX_RESOURCES, until=until)
+
+    async def read_resource(self, uri: str, *, until: float | None = None) -> ReadResourceResult:
+        """One resource's contents as the server sent them (a read: retried once on a new session if rejected)."""
+
+        async def read(client: Client) -> ReadResourceResult:
+            return await client.read_resource(uri)
+
+        return await self._run(read, deadline=self._bounded(until))
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str], *, until: float | None = None
+    ) -> GetPromptResult:
+        """A prompt's messages for ``arguments`` as the server sent them."""
+
+        async def get(client: Client) -> GetPromptResult:
+            return await client.get_prompt(name, dict(arguments))
+
+        return await self._run(get, deadline=self._bounded(until))
+
+    def _bounded(self, until: float | None) -> _Deadline | None:
+        """The operation's deadline: ``spec.timeout``, shortened to end by ``until`` (anyio's clock) when given."""
+        if until is None:
+            return None
+        return self._deadline(self.spec.timeout, _Deadline(max(0.0, until - anyio.current_time()), until))
 
     async def _all_pages(
         self,
         what: str,
         page: Callable[[Client, str | None], Awaitable[tuple[list[T], str | None]]],
         limit: int,
+        *,
+        until: float | None = None,
     ) -> list[T]:
         items: list[T] = []
         seen: set[str] = set()
         cursor: str | None = None
-        deadline = self._deadline(self.spec.timeout)  # one for the whole listing, however many pages
+        # one for the whole listing, however many pages
+        deadline = self._bounded(until) or self._deadline(self.spec.timeout)
         for _ in range(MAX_PAGES):
             batch, cursor = await self._run(functools.partial(_page_at, page, cursor), deadline=deadline)
             items.extend(batch)

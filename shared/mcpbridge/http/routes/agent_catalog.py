@@ -10,7 +10,7 @@ proxies and API Gateway.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
@@ -28,6 +28,9 @@ from mcpbridge.http.deps import DiscoveryDep, ProfilesDep
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.http.views import Timestamp
+
+if TYPE_CHECKING:
+    pass
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent-catalog"])
 
@@ -93,6 +96,11 @@ class ToolSummaryOut(BaseModel):
     description: str = Field(description="Prefixed [MCP Service: <name> (external)] and cut to 200 characters.")
     require_approval: bool
     stale: bool
+    oauth_connection: Literal["connected", "reauth_required", "not_connected"] | None = Field(
+        default=None,
+        description="Searches (query) only, for a tool of an OAuth service: whether the caller holds a working token "
+        "(connected), one to authorize again (reauth_required) or none (not_connected); null for other services.",
+    )
 
     @classmethod
     def of(cls, tool: ToolSummary) -> ToolSummaryOut:
@@ -105,6 +113,7 @@ class ToolSummaryOut(BaseModel):
             description=tool.description,
             require_approval=tool.require_approval,
             stale=tool.stale,
+            oauth_connection=tool.oauth_connection,
         )
 
 
