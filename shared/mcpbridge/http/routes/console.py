@@ -7,6 +7,7 @@
     GET    /console/kbs                     the knowledge bases; /console/kbs/{kb_id} one, its documents, a search
     GET    /console/endpoints               the published MCP endpoints; /console/endpoints/{id} one of them
     GET    /console/services                the external MCP services; /console/services/{id} one, its tools
+    GET    /console/quarantine              the tools held by the quarantine, their differences, their approval
     GET    /console/people                  the users and API keys (admins), the signed-in user's OAuth connections
     GET    /console/signin                  the sign-in form
     GET    /console/static/{name}           the pages' scripts and style sheet
@@ -72,6 +73,7 @@ _PAGES: Final = {
     "services": "services.html",
     "service": "service.html",
     "people": "people.html",
+    "quarantine": "quarantine.html",
 }
 
 
@@ -171,6 +173,11 @@ async def services_page(request: Request) -> Response:
 @router.api_route(CONSOLE_PATH + "/services/{item_id}", methods=["GET", "HEAD"])
 async def service_page(item_id: str, request: Request) -> Response:
     return _page("service", request)
+
+
+@router.api_route(CONSOLE_PATH + "/quarantine", methods=["GET", "HEAD"])
+async def quarantine_page(request: Request) -> Response:
+    return _page("quarantine", request)
 
 
 @router.api_route(CONSOLE_PATH + "/signin", methods=["GET", "HEAD"])
