@@ -47,6 +47,7 @@ PAGES = [
     "/console/services/svc_01jd8x2k7m0000000000000000",
     "/console/people",
     "/console/quarantine",
+    "/console/rules",
     "/console/signin",
 ]
 STATIC = REPO_ROOT / "shared" / "mcpbridge" / "http" / "console" / "static"

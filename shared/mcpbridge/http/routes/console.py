@@ -8,6 +8,7 @@
     GET    /console/endpoints               the published MCP endpoints; /console/endpoints/{id} one of them
     GET    /console/services                the external MCP services; /console/services/{id} one, its tools
     GET    /console/quarantine              the tools held by the quarantine, their differences, their approval
+    GET    /console/rules                   the workspace's rules for tool calls: read, edit as JSON, enforce or log
     GET    /console/people                  the users and API keys (admins), the signed-in user's OAuth connections
     GET    /console/signin                  the sign-in form
     GET    /console/static/{name}           the pages' scripts and style sheet
@@ -74,6 +75,7 @@ _PAGES: Final = {
     "service": "service.html",
     "people": "people.html",
     "quarantine": "quarantine.html",
+    "rules": "rules.html",
 }
 
 
@@ -178,6 +180,11 @@ async def service_page(item_id: str, request: Request) -> Response:
 @router.api_route(CONSOLE_PATH + "/quarantine", methods=["GET", "HEAD"])
 async def quarantine_page(request: Request) -> Response:
     return _page("quarantine", request)
+
+
+@router.api_route(CONSOLE_PATH + "/rules", methods=["GET", "HEAD"])
+async def rules_page(request: Request) -> Response:
+    return _page("rules", request)
 
 
 @router.api_route(CONSOLE_PATH + "/signin", methods=["GET", "HEAD"])
