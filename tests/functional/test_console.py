@@ -48,6 +48,8 @@ PAGES = [
     "/console/people",
     "/console/quarantine",
     "/console/rules",
+    "/console/groups",
+    "/console/webhooks",
     "/console/signin",
 ]
 STATIC = REPO_ROOT / "shared" / "mcpbridge" / "http" / "console" / "static"

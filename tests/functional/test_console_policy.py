@@ -35,9 +35,11 @@ from tests.functional.test_console_browser import (
     until,
 )
 from tests.functional.test_console_operator import sign_in_at
+from tests.functional.test_webhooks import Receiver, _jobs, verified
 from tests.support.chromium import BROWSER, Chromium, Tab, chromium
 from tests.support.console_hub import ConsoleHub, console_hub
 from tests.support.everything import serve
+from tests.support.readiness import wait_until
 
 pytestmark = pytest.mark.skipif(
     BROWSER is None, reason="no Chromium on this machine (Debian: apt-get install chromium)"
@@ -269,4 +271,131 @@ def test_a_rule_set_saved_through_the_page_takes_effect(hub: ConsoleHub, browser
     until(tab, browser, "document.getElementById('status').innerText === 'This call is completed.'", "the call")
     assert "deny by rule no-echo of version 2, log-only: not acted on" in text(tab, "#call")
     checked["call, with the rules' decision"] = axe_violations(tab, source)
+    assert checked == {page: [] for page in checked}, json.dumps(checked, indent=1)
+
+
+def test_groups_are_created_and_their_members_changed_through_the_page(hub: ConsoleHub, browser: Chromium) -> None:
+    source = (ensure_node_modules() / "axe-core" / "axe.min.js").read_text(encoding="utf-8")
+    checked: dict[str, list[dict[str, Any]]] = {}
+    with hub.api() as rest:
+        people = {}
+        for name in ("alice", "bob"):
+            made = rest.post("/api/v1/users", json={"name": name})
+            assert made.status_code == 201, made.text
+            people[name] = made.json()["id"]
+    tab = page_tab(browser)
+    sign_in_at(tab, hub, "/console/groups")
+    until(tab, browser, "document.getElementById('status').innerText === 'No group yet.'", "no group")
+    accessible(tab, source, checked, "groups, none")
+
+    def groups() -> list[dict[str, Any]]:
+        with hub.api() as rest:
+            items: list[dict[str, Any]] = rest.get("/api/v1/groups").json()["items"]
+            return items
+
+    # A name the API would refuse is refused by its field; nothing is created.
+    tab.type_into("#gr-name", "Finance!")
+    press(tab, "#create button[type=submit]")
+    until(tab, browser, "!!document.getElementById('gr-name-error').innerText", "the name's error")
+    checked["groups, refused"] = axe_violations(tab, source)
+    assert groups() == []
+
+    # Create "finance" with alice ticked; then tick bob too.
+    replace_text(tab, "#gr-name", "finance")
+    tab.type_into("#gr-description", "Approves refunds")
+    alice = f"#gr-members input[value={json.dumps(people['alice'])}]"
+    press(tab, alice)
+    press(tab, "#create button[type=submit]")
+    until(tab, browser, "!!document.querySelector('article[data-group=finance]')", "the new group")
+    assert text(tab, "[data-members=finance]") == "alice"
+    assert [(g["name"], g["members"]) for g in groups()] == [("finance", [people["alice"]])]
+    press(tab, f"form[data-edit=finance] input[value={json.dumps(people['bob'])}]")
+    press(tab, "button[data-save=finance]")
+    until(tab, browser, "document.querySelector('[data-members=finance]').innerText === 'alice, bob'", "the save")
+    assert sorted(groups()[0]["members"]) == sorted(people.values())
+    accessible(tab, source, checked, "groups, one")
+
+    # A rule names the group: deleting it is refused and said; it stays.
+    with hub.api() as rest:
+        rule = {"id": "ask-echo", "outcome": "ask", "match": {"tools": ["echo"]}}
+        rule["approvers"] = {"groups": ["finance"], "required": 1}
+        saved = rest.put(RULES, json={"expected_version": 0, "mode": "enforce", "default": "allow", "rules": [rule]})
+        assert saved.status_code == 200, saved.text
+    press(tab, "button[data-delete=finance]")
+    press(tab, "button[data-delete=finance]")
+    until(tab, browser, "!!document.querySelector('article[data-group=finance] .field-error').innerText", "refusal")
+    assert "A rule names finance" in text(tab, "article[data-group=finance] .field-error")
+    assert [g["name"] for g in groups()] == ["finance"]
+    assert checked == {page: [] for page in checked}, json.dumps(checked, indent=1)
+
+
+def test_a_webhook_is_added_with_its_secret_shown_once_its_deliveries_read_and_deleted(
+    hub: ConsoleHub, browser: Chromium, upstream: Upstream
+) -> None:
+    source = (ensure_node_modules() / "axe-core" / "axe.min.js").read_text(encoding="utf-8")
+    checked: dict[str, list[dict[str, Any]]] = {}
+    service_id = registered(hub, upstream)
+    receiver = Receiver()
+    with serve(receiver, lifespan="off") as hooks:
+        tab = page_tab(browser)
+        sign_in_at(tab, hub, "/console/webhooks")
+        until(tab, browser, "document.getElementById('status').innerText === 'No webhook yet.'", "no webhook")
+        accessible(tab, source, checked, "webhooks, none")
+
+        # Bad input: no URL, then a URL the SSRF guard refuses; nothing is added.
+        press(tab, "#add button[type=submit]")
+        until(tab, browser, "!!document.getElementById('wh-url-error').innerText", "the URL's error")
+        tab.type_into("#wh-url", "ftp://files.example/hook")
+        press(tab, "#add button[type=submit]")
+        until(tab, browser, "!!document.getElementById('wh-url-error').innerText", "the URL refused")
+        checked["webhooks, refused"] = axe_violations(tab, source)
+        with hub.api() as rest:
+            assert rest.get("/api/v1/webhooks").json()["items"] == []
+
+        # Added: the secret is shown once; the list shows scheme and host only, never the secret.
+        replace_text(tab, "#wh-url", f"{hooks}/hook")
+        tab.type_into("#wh-description", "approvers' channel")
+        press(tab, "#add button[type=submit]")
+        until(tab, browser, "!!document.querySelector('#secret')", "the secret")
+        secret = text(tab, "#secret")
+        assert len(secret) >= 32
+        until(tab, browser, "document.querySelectorAll('#rows tr').length === 1", "the webhook listed")
+        assert secret not in text(tab, "#rows")
+        with hub.api() as rest:
+            (hook,) = rest.get("/api/v1/webhooks").json()["items"]
+            assert secret not in json.dumps(hook)
+        accessible(tab, source, checked, "webhooks, added")
+
+        # A call waits: the receiver gets it signed with the secret shown, and the page's log shows it delivered.
+        with hub.api() as rest:
+            body = {"require_approval": True}
+            put = rest.put(f"{SERVICES}/{service_id}/tool-approvals/echo", json=body)
+            assert put.status_code == 200, put.text
+        waiting = call_echo(hub, service_id, "wait")
+        assert waiting["status"] == "awaiting_approval", waiting
+
+        def delivered() -> bool:
+            with hub.api() as rest:
+                log = rest.get(f"/api/v1/webhooks/{hook['id']}/deliveries").json()["items"]
+                return any(d["status"] == "delivered" for d in log)
+
+        wait_until(delivered, _jobs(), what="the delivery")
+        (request,) = receiver.at("/hook")
+        event = verified(secret, request)
+        assert (event["type"], event["call"]["id"]) == ("call.waiting", waiting["pending_id"])
+        tab.navigate(f"{hub.base}/console/webhooks")
+        until(tab, browser, "!!document.querySelector('button[data-log]')", "the webhook")
+        press(tab, "button[data-log]")
+        until(tab, browser, "!!document.querySelector('#deliveries tr[data-status=delivered]')", "the log")
+        assert "call.waiting" in text(tab, "#deliveries")
+        assert "200" in text(tab, "#deliveries")
+        assert not js(tab, "!!document.querySelector('#secret')")  # shown once: not after a reload
+        accessible(tab, source, checked, "webhooks, log")
+
+        # Deleted (the button asks first).
+        press(tab, "button[data-delete]")
+        press(tab, "button[data-delete]")
+        until(tab, browser, "document.getElementById('status').innerText === 'No webhook yet.'", "the deletion")
+        with hub.api() as rest:
+            assert rest.get("/api/v1/webhooks").json()["items"] == []
     assert checked == {page: [] for page in checked}, json.dumps(checked, indent=1)

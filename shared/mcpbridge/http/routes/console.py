@@ -9,6 +9,8 @@
     GET    /console/services                the external MCP services; /console/services/{id} one, its tools
     GET    /console/quarantine              the tools held by the quarantine, their differences, their approval
     GET    /console/rules                   the workspace's rules for tool calls: read, edit as JSON, enforce or log
+    GET    /console/groups                  the groups of users rules name: create, members, delete
+    GET    /console/webhooks                the webhooks: add (the signing secret shown once), delete, deliveries
     GET    /console/people                  the users and API keys (admins), the signed-in user's OAuth connections
     GET    /console/signin                  the sign-in form
     GET    /console/static/{name}           the pages' scripts and style sheet
@@ -76,6 +78,8 @@ _PAGES: Final = {
     "people": "people.html",
     "quarantine": "quarantine.html",
     "rules": "rules.html",
+    "groups": "groups.html",
+    "webhooks": "webhooks.html",
 }
 
 
@@ -185,6 +189,16 @@ async def quarantine_page(request: Request) -> Response:
 @router.api_route(CONSOLE_PATH + "/rules", methods=["GET", "HEAD"])
 async def rules_page(request: Request) -> Response:
     return _page("rules", request)
+
+
+@router.api_route(CONSOLE_PATH + "/groups", methods=["GET", "HEAD"])
+async def groups_page(request: Request) -> Response:
+    return _page("groups", request)
+
+
+@router.api_route(CONSOLE_PATH + "/webhooks", methods=["GET", "HEAD"])
+async def webhooks_page(request: Request) -> Response:
+    return _page("webhooks", request)
 
 
 @router.api_route(CONSOLE_PATH + "/signin", methods=["GET", "HEAD"])
