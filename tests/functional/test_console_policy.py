@@ -399,3 +399,46 @@ def test_a_webhook_is_added_with_its_secret_shown_once_its_deliveries_read_and_d
         with hub.api() as rest:
             assert rest.get("/api/v1/webhooks").json()["items"] == []
     assert checked == {page: [] for page in checked}, json.dumps(checked, indent=1)
+
+
+def test_a_viewer_key_sees_the_held_tool_and_the_rules_and_is_offered_no_change(
+    hub: ConsoleHub, browser: Chromium, upstream: Upstream
+) -> None:
+    """The pages follow what the REST API lets the key do, and the API refuses the change the pages do not offer."""
+    service_id = registered(hub, upstream)
+    describe_echo(upstream, CHANGED)
+    refreshed(hub, service_id)
+    with hub.api() as rest:
+        made = rest.post(
+            "/api/v1/api-keys",
+            json={"name": "reader", "role": "viewer", "capabilities": ["read", "manage_services"]},
+        )
+        assert made.status_code == 201, made.text
+    reader = made.json()["key"]
+    tab = page_tab(browser)
+    tab.navigate(f"{hub.base}/console/quarantine")
+    tab.type_into("#api-key", reader)
+    tab.click("#sign-in button[type=submit]")
+    until(tab, browser, "!!document.querySelector('#held-0-diff')", "the held tool's difference")
+    assert not js(tab, "!!document.querySelector('button[data-approve]')")
+    assert js(tab, "document.getElementById('nt-save').hidden")
+    tab.navigate(f"{hub.base}/console/rules")
+    until(tab, browser, "document.getElementById('status').innerText.startsWith('Version 0')", "the rules")
+    assert js(tab, "document.getElementById('edit').hidden && document.getElementById('mode-form').hidden")
+    tab.navigate(f"{hub.base}/console/groups")
+    until(tab, browser, "document.getElementById('status').innerText === 'No group yet.'", "the groups")
+    assert js(tab, "document.getElementById('create').hidden")
+    tab.navigate(f"{hub.base}/console/webhooks")
+    until(tab, browser, "!!document.getElementById('problem').innerText", "the webhooks refused (admins only)")
+    assert "Could not load the webhooks: this needs an admin API key" in text(tab, "#problem")
+    assert "Loading" not in text(tab, "#status")
+    assert js(tab, "document.getElementById('add').hidden")
+    with hub.api(reader) as as_reader:
+        difference = as_reader.get(f"{SERVICES}/{service_id}/quarantine/echo").json()
+        approve = {"definition_hash": difference["tool"]["current_hash"]}
+        refused = as_reader.post(f"{SERVICES}/{service_id}/quarantine/echo/approve", json=approve)
+        assert refused.status_code == 403, refused.text
+        refused = as_reader.put(RULES, json={"expected_version": 0, **NO_ECHO})
+        assert refused.status_code == 403, refused.text
+    assert held(hub) == ["pages/echo"]
+    assert rules_now(hub)["version"] == 0
