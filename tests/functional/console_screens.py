@@ -5,7 +5,8 @@ test: nothing here asserts how a page looks).
 
 It runs the app ``mcpbridge serve`` runs, with server-everything beside it, fills it through the REST API (a
 knowledge base with two documents, one Chinese; an endpoint; the service with ``echo`` needing an approval; an agent's
-call waiting for it), signs in with Debian's headless ``chromium`` and saves ``<page>-<width>.png`` in the folder.
+call waiting for it; a group, rules naming it, a webhook), signs in with Debian's headless ``chromium`` and saves
+``<page>-<width>.png`` in the folder.
 """
 
 from __future__ import annotations
@@ -52,6 +53,23 @@ def fill(hub: ConsoleHub) -> dict[str, str]:
         paused = caller.post(
             "/api/v1/agent/tool-calls", json={"tool_ref": described["tool_ref"], "arguments": {"message": "hello"}}
         ).json()
+    with hub.api() as rest:  # a group, the rules naming it, a webhook (its deliveries: the call above waiting)
+        alice = rest.post("/api/v1/users", json={"name": "alice"}).json()["id"]
+        finance = {"name": "finance", "description": "Approves refunds", "members": [alice]}
+        rest.post("/api/v1/groups", json=finance).raise_for_status()
+        rules = [
+            {"id": "no-env", "outcome": "deny", "reason": "no environment dumps", "match": {"tools": ["printEnv"]}},
+            {
+                "id": "big-sums",
+                "outcome": "ask",
+                "match": {"tools": ["add"], "arguments": [{"path": "$.a", "op": "gt", "value": 1000}]},
+                "approvers": {"groups": ["finance"], "required": 1},
+            },
+        ]
+        body = {"expected_version": 0, "mode": "enforce", "default": "allow", "rules": rules}
+        rest.put("/api/v1/policy-rules", json=body).raise_for_status()
+        hook = {"url": f"{hub.base}/hooks/approvers", "description": "approvers' channel"}
+        rest.post("/api/v1/webhooks", json=hook).raise_for_status()
     return {"kb": kb_id, "endpoint": endpoint["id"], "service": service["id"], "call": paused["pending_id"]}
 
 
@@ -84,6 +102,10 @@ def main(folder: Path) -> None:
                 "services": "/console/services",
                 "service": f"/console/services/{ids['service']}",
                 "people": "/console/people",
+                "quarantine": "/console/quarantine",
+                "rules": "/console/rules",
+                "groups": "/console/groups",
+                "webhooks": "/console/webhooks",
             }
             for name, path in pages.items():
                 tab.navigate(hub.base + path)
@@ -91,6 +113,9 @@ def main(folder: Path) -> None:
                 if name == "kb":  # a search, to show its hits
                     js(tab, "document.getElementById('q').value = '部署'")
                     js(tab, "document.querySelector('#search button[type=submit]').click()")
+                    tab.settle(1.5)
+                if name == "webhooks":  # its deliveries' log
+                    js(tab, "document.querySelector('button[data-log]')?.click()")
                     tab.settle(1.5)
                 shoot(tab, folder, name)
                 print(f"{name}: {folder / name}-*.png")

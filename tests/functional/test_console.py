@@ -46,6 +46,10 @@ PAGES = [
     "/console/services",
     "/console/services/svc_01jd8x2k7m0000000000000000",
     "/console/people",
+    "/console/quarantine",
+    "/console/rules",
+    "/console/groups",
+    "/console/webhooks",
     "/console/signin",
 ]
 STATIC = REPO_ROOT / "shared" / "mcpbridge" / "http" / "console" / "static"

@@ -7,6 +7,10 @@
     GET    /console/kbs                     the knowledge bases; /console/kbs/{kb_id} one, its documents, a search
     GET    /console/endpoints               the published MCP endpoints; /console/endpoints/{id} one of them
     GET    /console/services                the external MCP services; /console/services/{id} one, its tools
+    GET    /console/quarantine              the tools held by the quarantine, their differences, their approval
+    GET    /console/rules                   the workspace's rules for tool calls: read, edit as JSON, enforce or log
+    GET    /console/groups                  the groups of users rules name: create, members, delete
+    GET    /console/webhooks                the webhooks: add (the signing secret shown once), delete, deliveries
     GET    /console/people                  the users and API keys (admins), the signed-in user's OAuth connections
     GET    /console/signin                  the sign-in form
     GET    /console/static/{name}           the pages' scripts and style sheet
@@ -72,6 +76,10 @@ _PAGES: Final = {
     "services": "services.html",
     "service": "service.html",
     "people": "people.html",
+    "quarantine": "quarantine.html",
+    "rules": "rules.html",
+    "groups": "groups.html",
+    "webhooks": "webhooks.html",
 }
 
 
@@ -171,6 +179,26 @@ async def services_page(request: Request) -> Response:
 @router.api_route(CONSOLE_PATH + "/services/{item_id}", methods=["GET", "HEAD"])
 async def service_page(item_id: str, request: Request) -> Response:
     return _page("service", request)
+
+
+@router.api_route(CONSOLE_PATH + "/quarantine", methods=["GET", "HEAD"])
+async def quarantine_page(request: Request) -> Response:
+    return _page("quarantine", request)
+
+
+@router.api_route(CONSOLE_PATH + "/rules", methods=["GET", "HEAD"])
+async def rules_page(request: Request) -> Response:
+    return _page("rules", request)
+
+
+@router.api_route(CONSOLE_PATH + "/groups", methods=["GET", "HEAD"])
+async def groups_page(request: Request) -> Response:
+    return _page("groups", request)
+
+
+@router.api_route(CONSOLE_PATH + "/webhooks", methods=["GET", "HEAD"])
+async def webhooks_page(request: Request) -> Response:
+    return _page("webhooks", request)
 
 
 @router.api_route(CONSOLE_PATH + "/signin", methods=["GET", "HEAD"])

@@ -18,6 +18,14 @@ function json(label, value) {
   return [h("h2", {}, label), h("pre", { class: "json", tabindex: "0", "aria-label": label }, pretty(value))];
 }
 
+/** The workspace rules' decision on the call: outcome, the rule (or the default) and the rule set's version. */
+function ruling(policy) {
+  const rule = policy.rule_id ? `rule ${policy.rule_id}` : "the default";
+  const acted = policy.enforced === false ? ", log-only: not acted on" : "";
+  const redacted = (policy.redacted_by || []).length ? `; redacted by ${policy.redacted_by.join(", ")}` : "";
+  return `${policy.outcome} by ${rule} of version ${policy.rule_set_version}${acted}${redacted}`;
+}
+
 function details(call) {
   const card = h("article", { class: "card", "aria-labelledby": "call-heading" }, h("h2", { id: "call-heading" }, `${call.tool} `, h("span", { class: "badge" }, call.status)));
   const rows = [["Status", call.status]];
@@ -26,6 +34,7 @@ function details(call) {
     rows.push(["Decision", `${how} by ${call.approval.by} at ${when(call.approval.at)}`]);
     if (call.approval.reason) rows.push(["Reason", call.approval.reason]);
   }
+  if (call.policy) rows.push(["Rules' decision", ruling(call.policy)]);
   if (call.finished_at) rows.push(["Finished", when(call.finished_at)]);
   if (call.outcome_uncertain) rows.push(["Outcome", "uncertain: the call may have run and its answer was lost (not retried)"]);
   card.append(facts(call, null, rows));
