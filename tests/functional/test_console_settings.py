@@ -75,7 +75,16 @@ def test_an_endpoint_edited_on_its_page_publishes_echo(hub: ConsoleHub, browser:
     with hub.api() as rest:
         assert rest.get(f"/api/v1/mcp-endpoints/{endpoint_id}").json() == before
 
+    # Refused by the REST API ("*" stands alone): its reason shown by the services' field, and nothing changes.
     replace_text(tab, "#ed-rate", "120")
+    replace_text(tab, field, "*, echo")
+    press(tab, "#edit button[type=submit]")
+    until(tab, browser, "!!document.getElementById('ed-services-error').innerText", "the services' refusal")
+    assert "stands alone" in text(tab, "#ed-services-error")
+    assert text(tab, "#ed-rate-error") == ""
+    checked["endpoint, refused by the API"] = axe_violations(tab, source)
+    with hub.api() as rest:
+        assert rest.get(f"/api/v1/mcp-endpoints/{endpoint_id}").json() == before
 
     # The edit: one knowledge base, a new rate limit, token sign-in only, echo published and searched.
     replace_text(tab, field, "echo")
