@@ -1,7 +1,8 @@
 // One endpoint (/console/endpoints/{id}): what it publishes, enable or disable it, rotate its token (the new configs
-// shown once), the OAuth sign-ins on it (revocable), and deleting it.
+// shown once), its settings (scope, rate limit, sign-in, published external services), the OAuth sign-ins on it
+// (revocable), and deleting it.
 import { api } from "./api.js";
-import { confirmButton, h, problemText, show, when } from "./dom.js";
+import { confirmButton, fieldError, h, problemText, show, when } from "./dom.js";
 import { showIssued } from "./issued.js";
 import { managesEndpoints } from "./powers.js";
 import { startPage } from "./layout.js";
@@ -21,7 +22,7 @@ function facts(kbNames) {
     ["URL", `${location.origin}/mcp/${endpoint.id}`],
     ["Knowledge bases", kbs],
     ["Tools", endpoint.tools.join(", ")],
-    ["External tools", services || "none"],
+    ["External tools", services ? `${services} (${endpoint.external_tool_mode === "search" ? "searched" : "each listed"})` : "none"],
     ["Rate limit", `${endpoint.rate_limit_per_minute} calls per minute, per ${endpoint.rate_limit_scope}`],
     ["Sign-in", { both: "token or OAuth", static: "token only", oauth: "OAuth only" }[endpoint.auth_mode]],
     ["Token", `${endpoint.token_hint}…`],
@@ -32,6 +33,104 @@ function facts(kbNames) {
   document.getElementById("title").textContent = endpoint.name;
   document.title = `${endpoint.name} · mcpbridge`;
   toggle.textContent = endpoint.enabled ? "Disable" : "Enable";
+}
+
+const edit = document.getElementById("edit");
+const FIELD_ERRORS = { rate_limit_per_minute: "ed-rate-error", tools: "ed-tools-error", services: "ed-services-error" };
+
+function check(name, value, label, checked) {
+  const id = `ed-${name}-${value}`;
+  return h("label", { for: id }, h("input", { type: "checkbox", id, name, value, checked }), label);
+}
+
+/** The form as the endpoint is now: its knowledge bases and tools ticked, each service's published tools. */
+async function fillEdit(kbNames) {
+  const [catalog, services] = await Promise.all([
+    api("GET", "/api/v1/mcp-endpoints/tools"),
+    api("GET", "/api/v1/mcp-services?limit=200").catch(() => ({ items: [] })),
+  ]);
+  const kbBox = document.getElementById("ed-kbs");
+  const kbs = new Map(kbNames);
+  for (const kb of endpoint.knowledge_base_ids) if (!kbs.has(kb)) kbs.set(kb, kb);
+  kbBox.append(...[...kbs].map(([kb, name]) => check("kb", kb, name, endpoint.knowledge_base_ids.includes(kb))));
+  const toolBox = document.getElementById("ed-tools");
+  for (const group of catalog.groups) {
+    toolBox.append(h("p", { class: "help" }, group.title), ...group.tools.map((tool) => check("tool", tool.name, `${tool.title} (${tool.name})`, endpoint.tools.includes(tool.name))));
+  }
+  const published = new Map(endpoint.services.map((each) => [each.service_id, each.tools]));
+  const names = new Map(services.items.map((service) => [service.id, service.name]));
+  for (const serviceId of published.keys()) if (!names.has(serviceId)) names.set(serviceId, serviceId);
+  const box = document.getElementById("ed-services");
+  if (!names.size) box.append(h("p", { class: "help" }, "No external service registered yet."));
+  for (const [serviceId, name] of names) {
+    const id = `ed-service-${serviceId}`;
+    box.append(
+      h("label", { for: id }, `${name} tools`),
+      h("input", { type: "text", id, "data-service": serviceId, autocomplete: "off", value: (published.get(serviceId) || []).join(", ") }),
+    );
+  }
+  document.getElementById("ed-rate").value = String(endpoint.rate_limit_per_minute);
+  document.getElementById("ed-auth").value = endpoint.auth_mode;
+  document.getElementById("ed-mode").value = endpoint.external_tool_mode;
+}
+
+function clearErrors() {
+  for (const id of [...Object.values(FIELD_ERRORS), "edit-error"]) show(document.getElementById(id), "");
+  for (const field of edit.querySelectorAll("[aria-invalid=true]")) field.setAttribute("aria-invalid", "false");
+}
+
+/** The body of the PUT, or null when a field is wrong (its error shown by it). */
+function editBody() {
+  const chosen = (field) => [...edit.querySelectorAll(`input[name=${field}]:checked`)].map((box) => box.value);
+  const tools = chosen("tool");
+  if (!tools.length) {
+    show(document.getElementById("ed-tools-error"), "Tick at least one tool.");
+    edit.querySelector("input[name=tool]")?.focus();
+    return null;
+  }
+  const rate = document.getElementById("ed-rate");
+  const perMinute = Number(rate.value);
+  if (rate.value.trim() === "" || !Number.isInteger(perMinute) || perMinute < 1 || perMinute > 6000) {
+    fieldError(rate, document.getElementById("ed-rate-error"), "A whole number from 1 to 6000.");
+    return null;
+  }
+  const services = [];
+  for (const field of edit.querySelectorAll("input[data-service]")) {
+    const names = field.value.split(",").map((name) => name.trim()).filter(Boolean);
+    if (names.length > 200) {
+      fieldError(field, document.getElementById("ed-services-error"), "At most 200 tools a service.");
+      return null;
+    }
+    if (names.length) services.push({ service_id: field.dataset.service, tools: names });
+  }
+  return {
+    knowledge_base_ids: chosen("kb"),
+    tools,
+    rate_limit_per_minute: perMinute,
+    auth_mode: document.getElementById("ed-auth").value,
+    services,
+    external_tool_mode: document.getElementById("ed-mode").value,
+  };
+}
+
+/** A refusal shown by the field it names (a 422's fields, or the problem's details.field), or under the form. */
+function showRefusal(error) {
+  const placed = new Set();
+  for (const each of error.errors || []) {
+    const field = (each.loc || []).filter((part) => part !== "body")[0];
+    const target = FIELD_ERRORS[field];
+    if (!target) continue;
+    const element = document.getElementById(target);
+    element.textContent = `${element.textContent} ${each.msg}`.trim();
+    placed.add(each);
+  }
+  const named = FIELD_ERRORS[error.details?.field];
+  if (named && !placed.size) {
+    show(document.getElementById(named), error.message);
+    return;
+  }
+  const rest = (error.errors || []).filter((each) => !placed.has(each));
+  if (!placed.size || rest.length) show(document.getElementById("edit-error"), problemText({ message: error.message, errors: rest }));
 }
 
 async function grants(session) {
@@ -73,6 +172,25 @@ async function main() {
   await grants(session);
   if (!managesEndpoints(session)) return;
   document.getElementById("manage").hidden = false;
+  await fillEdit(kbNames);
+  edit.hidden = false;
+  edit.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors();
+    const body = editBody();
+    if (!body) return;
+    const button = edit.querySelector("button[type=submit]");
+    button.disabled = true;
+    try {
+      endpoint = await api("PUT", path, body);
+      facts(kbNames);
+      show(status, "Saved.");
+    } catch (error) {
+      showRefusal(error);
+    } finally {
+      button.disabled = false;
+    }
+  });
   document.getElementById("danger").hidden = false;
   toggle.addEventListener("click", async () => {
     try {

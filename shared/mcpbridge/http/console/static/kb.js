@@ -3,7 +3,7 @@
 import { api, upload } from "./api.js";
 import { confirmButton, fieldError, h, problemText, show, size, when } from "./dom.js";
 import { startPage } from "./layout.js";
-import { writesDocuments } from "./powers.js";
+import { managesKnowledge, writesDocuments } from "./powers.js";
 
 const id = decodeURIComponent(location.pathname.split("/").pop());
 const base = `/api/v1/knowledge-bases/${encodeURIComponent(id)}`;
@@ -181,6 +181,66 @@ document.getElementById("search").addEventListener("submit", async (event) => {
 
 more.addEventListener("click", () => loadDocs(false));
 
+const settings = document.getElementById("settings");
+const SETTING_FIELDS = ["name", "description", "language"];
+
+function named(kb) {
+  document.getElementById("title").textContent = kb.name;
+  document.title = `${kb.name} · mcpbridge`;
+  facts(kb);
+}
+
+function fillSettings(kb) {
+  document.getElementById("kb-set-name").value = kb.name;
+  document.getElementById("kb-set-description").value = kb.description || "";
+  document.getElementById("kb-set-language").value = kb.language;
+}
+
+/** A refusal shown by the field it names (a 422's fields, or an unknown language), else under the form. */
+function settingsRefused(error) {
+  let placed = false;
+  for (const each of error.errors || []) {
+    const field = (each.loc || []).filter((part) => part !== "body")[0];
+    if (!SETTING_FIELDS.includes(field)) continue;
+    fieldError(document.getElementById(`kb-set-${field}`), document.getElementById(`kb-set-${field}-error`), each.msg);
+    placed = true;
+  }
+  if (!placed && (error.code === "invalid_language" || error.details?.field === "language")) {
+    fieldError(document.getElementById("kb-set-language"), document.getElementById("kb-set-language-error"), error.message);
+    placed = true;
+  }
+  if (!placed) show(document.getElementById("settings-error"), problemText(error));
+}
+
+function watchSettings(kb) {
+  fillSettings(kb);
+  document.getElementById("settings-place").hidden = false;
+  settings.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    for (const field of SETTING_FIELDS) fieldError(document.getElementById(`kb-set-${field}`), document.getElementById(`kb-set-${field}-error`), "");
+    show(document.getElementById("settings-error"), "");
+    const name = document.getElementById("kb-set-name");
+    if (!name.value.trim()) return fieldError(name, document.getElementById("kb-set-name-error"), "Give the knowledge base a name.");
+    const body = {
+      name: name.value.trim(),
+      description: document.getElementById("kb-set-description").value,
+      language: document.getElementById("kb-set-language").value,
+    };
+    const button = settings.querySelector("button[type=submit]");
+    button.disabled = true;
+    try {
+      const saved = await api("PUT", base, body);
+      named(saved);
+      fillSettings(saved);
+      show(status, "Settings saved.");
+    } catch (error) {
+      settingsRefused(error);
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
 async function main() {
   const session = await startPage();
   let kb;
@@ -191,10 +251,9 @@ async function main() {
     show(problem, error.status === 404 ? "No such knowledge base (or not one this key may read)." : `Could not load it: ${error.message}`);
     return;
   }
-  document.getElementById("title").textContent = kb.name;
-  document.title = `${kb.name} · mcpbridge`;
-  facts(kb);
+  named(kb);
   show(status, "");
+  if (managesKnowledge(session)) watchSettings(kb);
   canWrite = writesDocuments(session);
   document.getElementById("add").hidden = !canWrite;
   await loadDocs(true);
