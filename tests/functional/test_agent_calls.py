@@ -21,6 +21,7 @@ from mcp.server.lowlevel import Server
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge.adapters.local.sqlite import SqliteStore
+from mcpbridge.agent import audit
 from mcpbridge.agent.arguments import MAX_ARGUMENT_BYTES
 from mcpbridge.agent.calls import call_key
 from mcpbridge.bootstrap import Container
@@ -236,6 +237,42 @@ def test_the_audit_trail_finds_each_call_with_a_digest_of_its_arguments(
     bad = client.get("/api/v1/calls", params={"since": "yesterday"})
     assert bad.status_code == 400, bad.text
     assert bad.json()["code"] == "invalid_time_range"
+
+
+def test_the_audit_trail_reads_a_bounded_number_of_records_per_page_and_misses_none(
+    client: TestClient, service_id: str, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a read budget of 3 records a page, a filter that keeps every other call walks the history in short
+    pages: each kept call appears once, newest first, and the last page says there is nothing after it."""
+    monkeypatch.setattr(audit, "SCAN_BUDGET", 3)
+    ref = tool_ref(client, service_id, "echo")
+    made = []
+    for n in range(7):
+        body = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": f"t{n}"}}).json()
+        made.append(body["pending_id"])
+        if n % 2:  # every other call is followed by one of another tool, which the filter leaves out
+            client.post(CALLS, json={"tool_ref": tool_ref(client, service_id, "snapshot"), "arguments": {}})
+    seen: list[str] = []
+    pages = 0
+    cursor: str | None = None
+    cursors: list[str] = []
+    while True:
+        params = {"tool": "echo", "limit": 2} | ({"cursor": cursor} if cursor else {})
+        page = client.get("/api/v1/calls", params=params)
+        assert page.status_code == 200, page.text
+        assert len(page.json()["items"]) <= 2
+        seen += [e["call_id"] for e in page.json()["items"]]
+        pages += 1
+        cursor = page.json()["next_cursor"]
+        if cursor is None:
+            break
+        cursors.append(cursor)
+        assert pages < 20, "the listing ends"
+    assert seen == made[::-1], "every echo call once, newest first"
+    assert pages >= 4
+    other_listing = client.get("/api/v1/calls", params={"tool": "snapshot", "cursor": cursors[0]})
+    assert other_listing.status_code == 400, other_listing.text
+    assert other_listing.json()["code"] == "invalid_cursor"
 
 
 def test_a_call_runs_at_once_while_another_process_holds_the_store(

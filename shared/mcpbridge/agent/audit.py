@@ -5,7 +5,8 @@ Every call is recorded by the broker (:mod:`mcpbridge.agent.calls`) and kept for
 through which endpoint or agent, the service and tool, a digest of the arguments (SHA-256 of their canonical JSON:
 never the values), the approval (who decided, what, when, with what reason, whether the arguments were replaced and
 the digest of those), the outcome (status, error code) and timings. Workspace admins read every call of the
-workspace; other keys their own user's calls.
+workspace; other keys their own user's calls. Pages are read newest first by call id (ids are time-ordered), a
+bounded number of records at a time (:data:`SCAN_BUDGET`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from mcpbridge.agent.calls import ToolCall, ToolCalls
 from mcpbridge.agent.tool_resolution import ENDPOINT_PREFIX
@@ -87,24 +88,41 @@ def entry_of(call: ToolCall) -> dict[str, Any]:
     }
 
 
+SCAN_BUDGET: Final = 2000
+"""At most this many call records are read for one page: a page whose filters keep few calls may come back short
+(even empty) with a ``next_cursor`` to read on from, so no query reads a whole workspace's history at once."""
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    entries: list[dict[str, Any]]
+    after: str | None
+    """The last call id this page read up to, to read on from; None when no older call is left."""
+
+
 class CallAudit:
     def __init__(self, calls: ToolCalls) -> None:
         self._calls = calls
 
-    def query(self, principal: Principal, filters: CallFilters) -> list[dict[str, Any]]:
-        """The entries of the calls ``filters`` keep (every order: the route pages them newest first)."""
+    def page(self, principal: Principal, filters: CallFilters, *, limit: int, before: str | None = None) -> AuditPage:
+        """Up to ``limit`` entries that ``filters`` keep, newest first, among the calls older than the call id
+        ``before`` (from the newest when None), reading at most :data:`SCAN_BUDGET` records."""
         for bound in (filters.since, filters.until):
             if bound is not None and parse_timestamp(bound) is None:
                 raise InvalidInput("since and until must be ISO 8601 timestamps", code="invalid_time_range")
-        wanted_user = filters.user_id if principal.is_admin else principal.user_id
         if not principal.is_admin and filters.user_id not in (None, principal.user_id):
-            return []
-        entries = []
-        for call in self._calls.every_call(principal.workspace_id):
+            return AuditPage([], None)
+        wanted_user = filters.user_id if principal.is_admin else principal.user_id
+        entries: list[dict[str, Any]] = []
+        for scanned, call in enumerate(self._calls.newest_first(principal.workspace_id, before=before), start=1):
             entry = entry_of(call)
             if _keeps(entry, filters, wanted_user):
                 entries.append(entry)
-        return entries
+                if len(entries) > limit:  # one more than the page: there is a next page, starting after the page
+                    return AuditPage(entries[:limit], entries[limit - 1]["call_id"])
+            if scanned >= SCAN_BUDGET:
+                return AuditPage(entries, call.id)
+        return AuditPage(entries, None)
 
 
 def _keeps(entry: dict[str, Any], filters: CallFilters, user_id: str | None) -> bool:

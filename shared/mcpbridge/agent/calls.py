@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import is_id
-from mcpbridge.domain.items import AnyOf, Compare, Condition, Item, Key, Update, all_of
+from mcpbridge.domain.items import AnyOf, Compare, Condition, Item, Key, Update, all_of, encode_cursor
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.domain.shards import list_partitions, shard_partition
 from mcpbridge.errors import ConditionFailed, Conflict, NotFound
@@ -191,8 +191,20 @@ class ToolCalls:
         return sorted(waiting.values(), key=lambda c: (c.created_at, c.id))
 
     def every_call(self, workspace_id: str) -> builtins.list[ToolCall]:
-        """Every call record of the workspace still kept (for the audit trail)."""
+        """Every call record of the workspace still kept, oldest first."""
         return [_call_of(item) for item in every_item(self._store, f"WS#{workspace_id}", sk_prefix="CALL#")]
+
+    def newest_first(self, workspace_id: str, *, before: str | None = None) -> Iterator[ToolCall]:
+        """The workspace's call records, newest first (ids are time-ordered), read a page at a time as they are
+        consumed; with ``before``, only the calls older than that call id (for the audit trail's pages)."""
+        partition = f"WS#{workspace_id}"
+        cursor = encode_cursor({"pk": partition, "sk": f"CALL#{before}"}) if before else None
+        while True:
+            page = self._store.query(partition, sk_prefix="CALL#", limit=100, cursor=cursor, descending=True)
+            yield from (_call_of(item) for item in page.items)
+            if page.cursor is None:
+                return
+            cursor = page.cursor
 
     def unfinished(self) -> builtins.list[ToolCall]:
         """Every call not in a final status, all workspaces (for recovery after a restart)."""

@@ -73,6 +73,17 @@ def page_of(
     return page, _encode(key(page[-1]), tag) if more and page else None
 
 
+def position_cursor(position: tuple[str, ...], listing: str) -> str:
+    """The cursor of a page that follows ``position`` in ``listing`` (for lists that page themselves by a key)."""
+    return _encode(position, _tag(listing))
+
+
+def cursor_position(cursor: str, listing: str) -> tuple[str, ...]:
+    """The position a cursor made by :func:`position_cursor` for ``listing`` holds; 400 ``invalid_cursor`` for any
+    other cursor."""
+    return _decode(cursor, _tag(listing))
+
+
 def _tag(listing: str) -> str:
     return hashlib.sha256(listing.encode()).hexdigest()[:16]
 

@@ -1,5 +1,7 @@
 """``GET /api/v1/calls``: the audit trail of external tool calls, agent and gateway alike
-(:mod:`mcpbridge.agent.audit`), newest first, filtered and paged by the REST convention."""
+(:mod:`mcpbridge.agent.audit`), newest first, filtered and paged by the REST convention. A page reads a bounded
+number of records: when the filters keep few calls it may hold fewer than ``limit`` entries and still have a
+``next_cursor``."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from mcpbridge.agent.audit import CallAudit, CallFilters
 from mcpbridge.agent.profiles import require_agent_or_approver
 from mcpbridge.http.auth import CurrentPrincipal
 from mcpbridge.http.deps import BrokerDep
-from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
+from mcpbridge.http.paging import cursor_position, cursor_query, limit_query, next_cursor_field, position_cursor
 
 router = APIRouter(prefix="/api/v1/calls", tags=["calls"])
 
@@ -46,18 +48,15 @@ async def list_calls(
     """Every external tool call kept (agents' and published endpoints'), newest first: who called, through which
     endpoint or agent, the tool, a digest of the arguments (never their values), the approval, the outcome and its
     timings, and the decision of the workspace's rules (`policy`: rule and version). `since` (inclusive) and `until`
-    (exclusive) are ISO 8601 times. Admin keys see the workspace's calls, other keys their own."""
+    (exclusive) are ISO 8601 times. Admin keys see the workspace's calls, other keys their own. Each page reads a
+    bounded number of records: with narrow filters a page may hold fewer than `limit` entries (even none) and still
+    carry a `next_cursor`; the listing ends when `next_cursor` is null."""
     if not principal.is_admin:
         require_agent_or_approver(principal)
     filters = CallFilters(since, until, user_id, service_id, tool, outcome, endpoint_id, agent_id, rule_id)
+    listing = f"calls:{filters.describe()}"
+    before = cursor_position(cursor, listing)[0] if cursor else None
     audit = CallAudit(broker.records)
-    entries = await to_thread.run_sync(audit.query, principal, filters)
-    page, next_cursor = page_of(
-        entries,
-        key=lambda e: (e["created_at"], e["call_id"]),
-        limit=limit,
-        cursor=cursor,
-        listing=f"calls:{filters.describe()}",
-        descending=True,
-    )
-    return AuditEntries(items=page, next_cursor=next_cursor)
+    page = await to_thread.run_sync(lambda: audit.page(principal, filters, limit=limit, before=before))
+    next_cursor = position_cursor((page.after,), listing) if page.after else None
+    return AuditEntries(items=page.entries, next_cursor=next_cursor)
