@@ -17,9 +17,9 @@ would do, with mcpbridge's real pieces:
    redirects to mcpbridge's redirect URI with ``code`` and ``state``; that redirect is not followed (nothing listens
    there) but handed to :meth:`ServiceOAuth.complete_callback`, exactly as mcpbridge's callback route would;
 5. :func:`~mcpbridge.client.oauth_calls.call_with_oauth` with a real :class:`~mcpbridge.client.connection.Connection`:
-   list the tools and call the first one. When that is refused with ``OAuthRequired`` for ``insufficient_scope``
-   (a 403 step-up challenge, SEP-835), the user authorizes once more with the scope the refusal names (steps 3-4
-   with ``scope=``), and the operation runs once more; a second refusal is the answer.
+   list the tools and call the first one. When that is refused with ``OAuthRequired``, the user authorizes once
+   more (steps 3-4), with the scope the refusal names when its reason is ``insufficient_scope`` (a 403 step-up
+   challenge, SEP-835), and the operation runs once more; a second refusal is the answer.
 
 Exit status 0 when the tool call worked, 1 otherwise (with the reason on stderr). Nothing printed carries a code, a
 state or a token.
@@ -121,10 +121,12 @@ async def run(server_url: str, data_dir: Path) -> str:
                 container.oauth, service, admin.workspace_id, USER, admin.user_id, list_and_call
             )
         except OAuthRequired as refusal:
-            if refusal.details.get("reason") != "insufficient_scope":
-                raise
-            # Step-up (SEP-835): the user authorizes once more, for the scopes the server asked for; only once.
-            await authorize(str(refusal.details.get("scope") or "") or None)
+            # The user authorizes once more, as mcpbridge's answer asks, and only once: for the scopes the server
+            # asked for after a 403 (step-up, SEP-835), or afresh after a token the server no longer takes, e.g.
+            # once its authorization server changed (SEP-2352: discovery names the new issuer, and the client
+            # registers there rather than presenting the old issuer's client).
+            step_up = refusal.details.get("reason") == "insufficient_scope"
+            await authorize(str(refusal.details.get("scope") or "") or None if step_up else None)
         return await call_with_oauth(container.oauth, service, admin.workspace_id, USER, admin.user_id, list_and_call)
     finally:
         container.close()

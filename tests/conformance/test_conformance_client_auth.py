@@ -44,9 +44,13 @@ PINNED_ONLY = "pinned suite only:"
 SUITES = ("auth", "backcompat")
 """The suite's ``auth`` scenarios and its ``backcompat`` ones (MCP 2025-03-26: no resource metadata, authorization
 server metadata at the server's origin, or none and the default ``/authorize``, ``/token``, ``/register``)."""
+DRAFT_SUITE = "draft"
+"""The newest release's scenarios introduced by MCP 2026-07-28, of which only the ``auth/`` ones are kept (issuer
+checks of RFC 9207, resource and metadata mismatches, ``offline_access``, a change of authorization server): the
+others judge an MCP client's requests, which this entry point does not make as the suite expects."""
 SCENARIO_TIMEOUT_MS = 90_000
 """Per scenario (the suite runs them in parallel: 14 Python processes start at once)."""
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(NPM_CI_TIMEOUT + len(SUITES) * SUITE_TIMEOUT + 120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(NPM_CI_TIMEOUT + (len(SUITES) + 1) * SUITE_TIMEOUT + 120)]
 
 CLIENT = HERE / "oauth_client.py"
 EXPECTED_FAILURES = HERE / "client-expected-failures.txt"
@@ -65,8 +69,33 @@ MUST_PASS = (
     "auth/scope-step-up",
     "auth/2025-03-26-oauth-endpoint-fallback",
 )
-# Scenarios whose MCP server never accepts the token (a 403 on every call): the client fails by design there.
-CLIENT_MAY_FAIL = frozenset({"auth/scope-retry-limit"})
+# The newest release's 2026-07-28 scenarios (its draft suite): must pass there.
+MUST_PASS_NEWEST = (
+    "auth/authorization-server-migration",
+    "auth/resource-mismatch",
+    "auth/metadata-issuer-mismatch",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+)
+# Scenarios whose MCP server never accepts the token (a 403 on every call), and those where the client must stop
+# before asking for a token (an issuer or resource that is not the one discovered): the client fails by design there.
+CLIENT_MAY_FAIL = frozenset(
+    {
+        "auth/scope-retry-limit",
+        "auth/resource-mismatch",
+        "auth/metadata-issuer-mismatch",
+        "auth/iss-supported-missing",
+        "auth/iss-wrong-issuer",
+        "auth/iss-unexpected",
+        "auth/iss-normalized",
+    }
+)
 # What the suite's servers issue: a code, tokens and client secrets that must never appear in the client's output.
 SUITE_SECRETS = ("test-auth-code", "test-token-", "test-client-secret", "test-secret-", "pre-registered-secret")
 _SUMMARY = re.compile(r"^[✓✗] (?P<name>\S+): \d+ passed, \d+ failed", re.MULTILINE)
@@ -141,6 +170,13 @@ def suite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     package = str(request.param)
     work = tmp_path_factory.mktemp("conformance-client")
     runs = [_run_suite(package, name, work) for name in SUITES]
+    if package == CONFORMANCE_NEXT:
+        draft = _run_suite(package, DRAFT_SUITE, work)
+        draft.scenarios = {name: s for name, s in draft.scenarios.items() if name.startswith("auth/")}
+        draft.client_output = {name: out for name, out in draft.client_output.items() if name in draft.scenarios}
+        # Its verdict counts the scenarios left out too: the auth ones' own problems stand for it.
+        draft.returncode = int(any(s.crashed or s.problems for s in draft.scenarios.values()))
+        runs.append(draft)
     return ClientRun(
         package,
         # Non-zero when any suite's own verdict was a failure.
@@ -154,14 +190,15 @@ def suite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 def test_expected_failures_file_is_well_formed() -> None:
     expected = read_expected_failures(EXPECTED_FAILURES)
-    listed = sorted(set(MUST_PASS) & set(expected))
+    listed = sorted(set(MUST_PASS + MUST_PASS_NEWEST) & set(expected))
     assert not listed, f"these scenarios must pass and may not be listed as expected failures: {listed}"
     assert all(name.startswith("auth/") for name in expected), sorted(expected)
 
 
 def test_the_suite_ran_its_auth_scenarios(suite: ClientRun) -> None:
     assert len(suite.scenarios) >= 16, f"only {sorted(suite.scenarios)} ran\n{suite.tail()}"
-    missing = [name for name in MUST_PASS if name not in suite.scenarios]
+    must = MUST_PASS + (MUST_PASS_NEWEST if suite.package == CONFORMANCE_NEXT else ())
+    missing = [name for name in must if name not in suite.scenarios]
     assert not missing, f"the suite no longer has {missing}\n{suite.tail()}"
 
 
@@ -170,6 +207,21 @@ def test_core_scenario_passes(suite: ClientRun, name: str) -> None:
     scenario = suite.scenarios.get(name)
     assert scenario is not None, f"{name} did not run\n{suite.tail()}"
     assert scenario.passed, f"{scenario.explain()}\n--- client output\n{suite.client_output.get(name, '')[-3000:]}"
+
+
+def test_the_2026_07_28_scenarios_pass(suite: ClientRun) -> None:
+    """A change of authorization server (SEP-2352: the client registers anew with the new issuer, never presenting
+    the old one's client), RFC 9207's issuer checks, mismatched resource and metadata, ``offline_access``."""
+    if suite.package != CONFORMANCE_NEXT:
+        pytest.skip("2026-07-28 scenarios: the newest release only")
+    failing = []
+    for name in MUST_PASS_NEWEST:
+        scenario = suite.scenarios.get(name)
+        if scenario is None:
+            failing.append(f"{name} did not run")
+        elif not scenario.passed:
+            failing.append(f"{scenario.explain()}\n--- client output\n{suite.client_output.get(name, '')[-2000:]}")
+    assert not failing, "\n\n".join(failing) + f"\n{suite.tail()}"
 
 
 def expected_failures(package: str) -> dict[str, str]:
