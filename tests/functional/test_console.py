@@ -368,6 +368,27 @@ def test_every_page_and_asset_carries_the_security_headers(client: TestClient, a
     secured(client.get("/console/static/nothing.js"))
 
 
+def test_every_page_is_the_one_shell_filled_with_its_own_main_section(client: TestClient, admin_key: str) -> None:
+    """One head, one header (its nav with the page's own link marked current, the sign-out) and the page's main
+    section, whatever the page: a change to the shell reaches every page."""
+    sign_in(client, admin_key)
+    shell = (STATIC / "shell.html").read_text(encoding="utf-8")
+    head = shell[: shell.index("<title>")]
+    for page in PAGES:
+        html = client.get(page).text
+        assert html.startswith(head), page
+        assert html.count("<main ") == 1 and html.count("</main>") == 1, page
+        assert html.rstrip().endswith("</main>\n</body>\n</html>"), page
+        assert "{" + "main}" not in html and "{" + "title}" not in html, page
+        if page == "/console/signin":
+            assert "<header" not in html and 'id="sign-out"' not in html
+            continue
+        assert html.count('<header class="top">') == 1 and html.count('id="sign-out"') == 1, page
+        current = re.findall(r'<a href="([^"]+)" aria-current="page">', html)
+        assert len(current) == 1 and page.startswith(current[0]), (page, current)
+        assert html.count("<li><a href=") == 10, page
+
+
 def test_assets_are_served_with_their_types_and_nothing_else_is(client: TestClient) -> None:
     types = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
     served = 0
