@@ -377,15 +377,18 @@ def test_every_page_is_the_one_shell_filled_with_its_own_main_section(client: Te
     for page in PAGES:
         html = client.get(page).text
         assert html.startswith(head), page
-        assert html.count("<main ") == 1 and html.count("</main>") == 1, page
+        assert (html.count("<main "), html.count("</main>")) == (1, 1), page
         assert html.rstrip().endswith("</main>\n</body>\n</html>"), page
-        assert "{" + "main}" not in html and "{" + "title}" not in html, page
+        assert "{" + "main}" not in html, page
+        assert "{" + "title}" not in html, page
         if page == "/console/signin":
-            assert "<header" not in html and 'id="sign-out"' not in html
+            assert "<header" not in html
+            assert 'id="sign-out"' not in html
             continue
-        assert html.count('<header class="top">') == 1 and html.count('id="sign-out"') == 1, page
+        assert (html.count('<header class="top">'), html.count('id="sign-out"')) == (1, 1), page
         current = re.findall(r'<a href="([^"]+)" aria-current="page">', html)
-        assert len(current) == 1 and page.startswith(current[0]), (page, current)
+        assert len(current) == 1, (page, current)
+        assert page.startswith(current[0]), (page, current)
         assert html.count("<li><a href=") == 10, page
 
 
