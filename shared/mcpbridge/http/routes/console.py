@@ -12,6 +12,7 @@
     GET    /console/groups                  the groups of users rules name: create, members, delete
     GET    /console/webhooks                the webhooks: add (the signing secret shown once), delete, deliveries
     GET    /console/people                  the users and API keys (admins), the signed-in user's OAuth connections
+    GET    /console/workspaces              the platform's workspaces (its admins): create, rename, disable, delete
     GET    /console/signin                  the sign-in form
     GET    /console/static/{name}           the pages' scripts and style sheet
     GET    /console/session                 who is signed in: role, capabilities, CSRF token (401 when nobody)
@@ -44,7 +45,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import AGENT_CAPABILITY, Principal, is_approver
-from mcpbridge.errors import InvalidInput, MCPBridgeError, NotFound
+from mcpbridge.errors import Forbidden, InvalidInput, MCPBridgeError, NotFound
 from mcpbridge.http.auth import CONSOLE_COOKIE, container_of, principal_of_key
 from mcpbridge.http.console.session import SESSION_SECONDS, end_session, seal_session, session_of
 from mcpbridge.http.problems import problem, problem_from_error
@@ -91,8 +92,11 @@ _NAV: Final = (
     (CONSOLE_PATH + "/groups", "Groups"),
     (CONSOLE_PATH + "/webhooks", "Webhooks"),
     (CONSOLE_PATH + "/people", "People"),
+    (CONSOLE_PATH + "/workspaces", "Workspaces"),
 )
 """The header's links, in order."""
+_PLATFORM_ONLY: Final = frozenset({CONSOLE_PATH + "/workspaces"})
+"""Links shown only to a platform admin (``layout.js`` reveals them; the REST API refuses anyone else anyway)."""
 PAGES: Final = (
     _Page(CONSOLE_PATH, "inbox", "Approvals", CONSOLE_PATH),
     _Page(CONSOLE_PATH + "/approvals/{pending_id}", "call", "Waiting call", CONSOLE_PATH),
@@ -108,6 +112,7 @@ PAGES: Final = (
     _Page(CONSOLE_PATH + "/groups", "groups", "Groups", CONSOLE_PATH + "/groups"),
     _Page(CONSOLE_PATH + "/webhooks", "webhooks", "Webhooks", CONSOLE_PATH + "/webhooks"),
     _Page(CONSOLE_PATH + "/people", "people", "People", CONSOLE_PATH + "/people"),
+    _Page(CONSOLE_PATH + "/workspaces", "workspaces", "Workspaces", CONSOLE_PATH + "/workspaces"),
     _Page(CONSOLE_PATH + "/signin", "signin", "Sign in", None),
 )
 """Every page of the console: each is ``static/shell.html`` filled with the header (``static/header.html``, its
@@ -157,9 +162,11 @@ def _assembled(page: _Page) -> tuple[bytes, str]:
     """A page as served (the shell, the header, its main section) and its ETag, put together once."""
     header = ""
     if page.nav is not None:
-        current = ' aria-current="page"'
+        current, platform = ' aria-current="page"', " hidden data-platform-admin"
         links = "".join(
-            f'<li><a href="{href}"{current if href == page.nav else ""}>{label}</a></li>\n' for href, label in _NAV
+            f"<li{platform if href in _PLATFORM_ONLY else ''}>"
+            f'<a href="{href}"{current if href == page.nav else ""}>{label}</a></li>\n'
+            for href, label in _NAV
         )
         header = _file("header.html")[0].decode().replace("{nav}", links)
     html = (
@@ -224,21 +231,28 @@ class SessionOut(BaseModel):
     knowledge_base_ids: list[str] | None
     can_call_tools: bool = Field(description="Sees and resolves the calls made for its own user.")
     can_approve_calls: bool = Field(description="Sees and resolves every waiting call of the workspace.")
+    is_platform_admin: bool = Field(description="Manages the platform's workspaces (/api/v1/workspaces).")
     csrf_token: str = Field(description="Send it as X-CSRF-Token with every change made with this session.")
     expires_at: int = Field(description="When the session ends (seconds since the epoch).")
 
 
-def _names(container: Container, principal: Principal) -> tuple[str, str | None]:
+def _names(container: Container, principal: Principal) -> tuple[str, str | None, bool]:
+    """The workspace's and the user's names, and whether the key is a platform admin's (as the REST API decides)."""
     workspace = container.identity.get_workspace(principal.workspace_id).name
     try:
         user: str | None = container.users.find(principal.workspace_id, principal.user_id).name
     except NotFound:
         user = None
-    return workspace, user
+    try:
+        container.workspaces.require_operator(principal)
+        platform_admin = True
+    except Forbidden:
+        platform_admin = False
+    return workspace, user, platform_admin
 
 
 async def _session_out(request: Request, principal: Principal, csrf_token: str, expires_at: int) -> SessionOut:
-    workspace_name, user_name = await to_thread.run_sync(_names, container_of(request), principal)
+    workspace_name, user_name, platform_admin = await to_thread.run_sync(_names, container_of(request), principal)
     capabilities = principal.scope.capabilities
     kbs = principal.scope.knowledge_base_ids
     return SessionOut(
@@ -252,6 +266,7 @@ async def _session_out(request: Request, principal: Principal, csrf_token: str, 
         knowledge_base_ids=None if kbs is None else sorted(kbs),
         can_call_tools=principal.scope.allows(AGENT_CAPABILITY),
         can_approve_calls=is_approver(principal),
+        is_platform_admin=platform_admin,
         csrf_token=csrf_token,
         expires_at=expires_at,
     )
