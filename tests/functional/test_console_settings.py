@@ -124,6 +124,9 @@ def test_a_knowledge_bases_settings_change_its_language(hub: ConsoleHub, browser
     until(tab, browser, "document.getElementById('settings-place').open", "the settings opened")
     assert js(tab, "document.getElementById('kb-set-name').value") == "Handbook"
     assert js(tab, "document.getElementById('kb-set-language').value") == "auto"
+    with hub.api() as rest:  # the select offers what the REST API lists, no copy of it
+        languages = rest.get("/api/v1/knowledge/languages").json()["languages"]
+    assert js(tab, "[...document.getElementById('kb-set-language').options].map(o => o.value)") == languages
 
     # Bad input: no name is refused by its field, and nothing changes.
     js(tab, "document.getElementById('kb-set-name').value = '  '")
