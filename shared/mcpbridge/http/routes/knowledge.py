@@ -156,7 +156,7 @@ class LanguagesOut(BaseModel):
     default: str = Field(description="A new knowledge base's language when none is given.")
 
 
-@router.get("/knowledge/languages", operation_id="listKnowledgeLanguages", summary="List keyword search languages")
+@router.get("/knowledge/languages", operation_id="getKnowledgeLanguages", summary="Keyword search languages")
 def list_languages(principal: CurrentPrincipal) -> LanguagesOut:
     """The languages a knowledge base's keyword search may analyse its text in: `auto`, `none`, then the Snowball
     languages (the list the create and update routes check against)."""
