@@ -106,6 +106,7 @@ def main(folder: Path) -> None:
                 "rules": "/console/rules",
                 "groups": "/console/groups",
                 "webhooks": "/console/webhooks",
+                "workspaces": "/console/workspaces",
             }
             for name, path in pages.items():
                 tab.navigate(hub.base + path)

@@ -50,6 +50,7 @@ PAGES = [
     "/console/rules",
     "/console/groups",
     "/console/webhooks",
+    "/console/workspaces",
     "/console/signin",
 ]
 STATIC = REPO_ROOT / "shared" / "mcpbridge" / "http" / "console" / "static"
@@ -148,6 +149,7 @@ def test_signing_in_with_a_good_key_sets_a_sealed_http_only_strict_cookie(client
     assert admin_key not in answer.text
     body = answer.json()
     assert body["role"] == "admin"
+    assert body["is_platform_admin"] is True  # the operator's key from init
     assert body["can_approve_calls"] is True
     assert body["capabilities"] is None
     assert len(body["csrf_token"]) >= 32
@@ -368,6 +370,31 @@ def test_every_page_and_asset_carries_the_security_headers(client: TestClient, a
     secured(client.get("/console/static/nothing.js"))
 
 
+def test_every_page_is_the_one_shell_filled_with_its_own_main_section(client: TestClient, admin_key: str) -> None:
+    """One head, one header (its nav with the page's own link marked current, the sign-out) and the page's main
+    section, whatever the page: a change to the shell reaches every page."""
+    sign_in(client, admin_key)
+    shell = (STATIC / "shell.html").read_text(encoding="utf-8")
+    head = shell[: shell.index("<title>")]
+    for page in PAGES:
+        html = client.get(page).text
+        assert html.startswith(head), page
+        assert (html.count("<main "), html.count("</main>")) == (1, 1), page
+        assert html.rstrip().endswith("</main>\n</body>\n</html>"), page
+        assert "{" + "main}" not in html, page
+        assert "{" + "title}" not in html, page
+        if page == "/console/signin":
+            assert "<header" not in html
+            assert 'id="sign-out"' not in html
+            continue
+        assert (html.count('<header class="top">'), html.count('id="sign-out"')) == (1, 1), page
+        current = re.findall(r'<a href="([^"]+)" aria-current="page">', html)
+        assert len(current) == 1, (page, current)
+        assert page.startswith(current[0]), (page, current)
+        assert html.count("<li><a href=") == 10, page
+        assert html.count('<li hidden data-platform-admin><a href="/console/workspaces"') == 1, page
+
+
 def test_assets_are_served_with_their_types_and_nothing_else_is(client: TestClient) -> None:
     types = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
     served = 0
@@ -457,6 +484,7 @@ def test_the_session_says_what_the_key_may_do_as_the_api_decides_it(client: Test
         assert made.status_code == 201, made.text
         session = sign_in(client, made.json()["key"])
         assert (session["can_call_tools"], session["can_approve_calls"]) == (calls_tools, approves), name
+        assert session["is_platform_admin"] is False, name  # none has manage_workspaces
         assert session["role"] == scope["role"]
         assert session["capabilities"] == sorted(scope["capabilities"])
         pending = client.get("/api/v1/agent/pending")

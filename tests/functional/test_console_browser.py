@@ -475,6 +475,10 @@ def test_every_page_has_no_serious_accessibility_violation(hub: Hub, browser: Ch
     tab.navigate(f"{hub.base}/console/calls")
     until(tab, browser, "document.querySelectorAll('#rows tr').length > 0", "the calls")
     checked["calls"] = axe_violations(tab, source)
+
+    tab.navigate(f"{hub.base}/console/workspaces")  # the operator's key: the platform's workspaces
+    until(tab, browser, "document.getElementById('status').innerText.includes('workspace')", "the workspaces")
+    checked["workspaces"] = axe_violations(tab, source)
     assert checked == {page: [] for page in checked}, json.dumps(checked, indent=1)
 
 

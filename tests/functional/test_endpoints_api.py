@@ -202,9 +202,7 @@ def test_names_are_trimmed_and_limited_in_bytes(client: TestClient) -> None:
 
 
 def test_tools_are_normalised_and_the_rate_defaults(client: TestClient) -> None:
-    body = created(
-        client, tools=[" ask", "nope", "search_knowledge", "ask", "delete_document"], rate_limit_per_minute=0
-    )
+    body = created(client, tools=[" ask", "search_knowledge", "ask", "delete_document"], rate_limit_per_minute=0)
     assert body["tools"] == ["search_knowledge", "ask", "delete_document"]
     assert body["rate_limit_per_minute"] == 60
     assert created(client, rate_limit_per_minute=6000)["rate_limit_per_minute"] == 6000
@@ -223,7 +221,8 @@ def test_knowledge_bases_are_checked_and_deduplicated(client: TestClient) -> Non
         ({"name": "   "}, 400, "invalid_name"),
         ({"name": "x" * 256}, 400, "invalid_name"),
         ({"name": "x", "tools": []}, 400, "no_tools"),
-        ({"name": "x", "tools": ["fly", "teleport"]}, 400, "no_tools"),
+        ({"name": "x", "tools": ["fly", "teleport"]}, 400, "unknown_tool"),
+        ({"name": "x", "tools": ["ask", "fly"]}, 400, "unknown_tool"),
         ({"name": "x", "rate_limit_per_minute": 6001}, 400, "invalid_rate_limit"),
         ({"name": "x", "rate_limit_per_minute": -1}, 400, "invalid_rate_limit"),
         ({"name": "x", "knowledge_base_ids": ["kb_00000000000000000000000000"]}, 404, "kb_not_found"),
@@ -403,7 +402,7 @@ def test_update_changes_only_what_is_sent(client: TestClient) -> None:
     kb = make_kb(client, "A")
     body = created(client, knowledge_base_ids=[kb], rate_limit_per_minute=10)
     url = f"{BASE}/{body['id']}"
-    updated = client.put(url, json={"name": " New name ", "tools": ["ask", "nope"], "rate_limit_per_minute": 0})
+    updated = client.put(url, json={"name": " New name ", "tools": [" ask", "ask"], "rate_limit_per_minute": 0})
     assert updated.status_code == 200, updated.text
     after = updated.json()
     assert after["name"] == "New name"
@@ -429,7 +428,9 @@ def test_update_changes_only_what_is_sent(client: TestClient) -> None:
     [
         ({"name": ""}, 400, "invalid_name"),
         ({"tools": []}, 400, "no_tools"),
-        ({"tools": ["fly"]}, 400, "no_tools"),
+        ({"tools": ["fly"]}, 400, "unknown_tool"),
+        ({"tools": ["ask", " search_knowledge ", "nope"]}, 400, "unknown_tool"),
+        ({"tools": [""]}, 400, "no_tools"),
         ({"rate_limit_per_minute": 6001}, 400, "invalid_rate_limit"),
         ({"knowledge_base_ids": ["kb_00000000000000000000000000"]}, 404, "kb_not_found"),
         ({"default_agent_id": "agent_1"}, 404, "agent_not_found"),
@@ -444,6 +445,24 @@ def test_bad_updates_change_nothing(client: TestClient, body: dict[str, Any], st
     problem(client.put(f"{BASE}/{before['id']}", json=body), status, code)
     (after,) = listed(client)
     assert after == {k: v for k, v in before.items() if k not in ("token", "url", "client_configs")}
+
+
+def test_an_unknown_tool_name_is_refused_naming_it_and_nothing_changes(client: TestClient) -> None:
+    """A typo in the tools refuses the whole change (it would publish less than was meant), naming the tool."""
+    before = created(client, tools=["ask", "search_knowledge"])
+    refused = problem(
+        client.put(f"{BASE}/{before['id']}", json={"name": "renamed", "tools": ["ask", "serch_knowledge"]}),
+        400,
+        "unknown_tool",
+    )
+    assert "serch_knowledge" in refused["detail"]
+    assert refused["details"]["unknown"] == ["serch_knowledge"]
+    assert "search_knowledge" in refused["details"]["known"]
+    (after,) = listed(client)
+    assert after == {k: v for k, v in before.items() if k not in ("token", "url", "client_configs")}
+    assert (after["name"], after["tools"]) == (before["name"], ["search_knowledge", "ask"])
+    problem(client.post(BASE, json={"name": "typo", "tools": ["asc"]}), 400, "unknown_tool")
+    assert len(listed(client)) == 1
 
 
 def test_updates_of_unknown_endpoints_are_404(client: TestClient) -> None:

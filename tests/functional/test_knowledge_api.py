@@ -140,6 +140,27 @@ def test_bad_knowledge_base_input_changes_nothing(
     assert client.get("/api/v1/knowledge-bases").json() == {"items": [], "next_cursor": None}
 
 
+def test_the_languages_listed_are_those_a_knowledge_base_takes(client: TestClient) -> None:
+    """Every language listed is accepted by create and update (and analysed as such); a language not listed is
+    refused. The console's select is filled from this list."""
+    listed = client.get("/api/v1/knowledge/languages")
+    assert listed.status_code == 200, listed.text
+    body = listed.json()
+    assert body["default"] == "auto"
+    assert body["languages"][:2] == ["auto", "none"]
+    assert {"english", "french", "german", "russian"} <= set(body["languages"])
+    kb = make_kb(client)
+    for language in body["languages"]:
+        changed = client.put(f"/api/v1/knowledge-bases/{kb['id']}", json={"language": language})
+        assert changed.status_code == 200, (language, changed.text)
+        assert changed.json()["language"] == language
+    refused = client.put(f"/api/v1/knowledge-bases/{kb['id']}", json={"language": "klingon"})
+    assert refused.status_code == 400, refused.text
+    assert client.get(f"/api/v1/knowledge-bases/{kb['id']}").json()["language"] == body["languages"][-1]
+    anonymous = client.get("/api/v1/knowledge/languages", headers={"Authorization": ""})
+    assert anonymous.status_code == 401, anonymous.text
+
+
 def test_unknown_knowledge_base_is_404_everywhere(client: TestClient) -> None:
     problem(client.get("/api/v1/knowledge-bases/kb_missing"), 404, "kb_not_found")
     problem(

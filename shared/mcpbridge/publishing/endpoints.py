@@ -561,7 +561,18 @@ def _default_tools(principal: Principal) -> list[str]:
 
 
 def _clean_tools(tools: Iterable[str]) -> list[str]:
-    chosen = normalise_tools(list(tools))
+    """The catalog's tools named, each once, in catalog order; a name the catalog does not have is refused (400
+    naming it), so a typo never publishes less than was meant without a word."""
+    named = list(tools)
+    unknown = sorted({name.strip() for name in named} - BY_NAME.keys() - {""})
+    if unknown:
+        shown = ", ".join(_shown(name) for name in unknown[:5])
+        raise InvalidInput(
+            f"unknown tool {shown}: an endpoint's tools are those of GET /api/v1/mcp-endpoints/tools",
+            code="unknown_tool",
+            details={"unknown": [_shown(name) for name in unknown[:20]], "known": [t.name for t in CATALOG]},
+        )
+    chosen = normalise_tools(named)
     if not chosen:
         raise InvalidInput(
             "at least one tool must be enabled", code="no_tools", details={"known": [t.name for t in CATALOG]}

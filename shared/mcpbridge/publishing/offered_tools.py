@@ -59,7 +59,7 @@ DEFAULT_TOOLS: tuple[str, ...] = tuple(tool.name for tool in CATALOG if tool.def
 
 
 def normalise_tools(names: list[str]) -> list[str]:
-    """Known names only, each once, in catalog order (unknown names are dropped, as the spec says)."""
+    """Known names only, each once, in catalog order (an endpoint's create and update refuse unknown names first)."""
     wanted = {name.strip() for name in names}
     return [tool.name for tool in CATALOG if tool.name in wanted]
 

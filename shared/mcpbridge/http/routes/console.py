@@ -12,6 +12,7 @@
     GET    /console/groups                  the groups of users rules name: create, members, delete
     GET    /console/webhooks                the webhooks: add (the signing secret shown once), delete, deliveries
     GET    /console/people                  the users and API keys (admins), the signed-in user's OAuth connections
+    GET    /console/workspaces              the platform's workspaces (its admins): create, rename, disable, delete
     GET    /console/signin                  the sign-in form
     GET    /console/static/{name}           the pages' scripts and style sheet
     GET    /console/session                 who is signed in: role, capabilities, CSRF token (401 when nobody)
@@ -19,8 +20,10 @@
     DELETE /console/session                 sign out (ends the session on the server, clears the cookie)
 
 Every answer carries a strict Content-Security-Policy (the pages' own scripts and style sheet only, no inline code,
-no framing), ``nosniff`` and no referrer. The pages are static files; what they show comes from the REST API,
-called by the pages' scripts with the session cookie (:mod:`mcpbridge.http.console.session`).
+no framing), ``nosniff`` and no referrer. The pages are static files: one shell (``static/shell.html``, with the
+header of ``static/header.html``) filled with each page's main section and script (the table ``PAGES``), put
+together once per process; what they show comes from the REST API, called by the pages' scripts with the session
+cookie (:mod:`mcpbridge.http.console.session`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
@@ -41,7 +45,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import AGENT_CAPABILITY, Principal, is_approver
-from mcpbridge.errors import InvalidInput, MCPBridgeError, NotFound
+from mcpbridge.errors import Forbidden, InvalidInput, MCPBridgeError, NotFound
 from mcpbridge.http.auth import CONSOLE_COOKIE, container_of, principal_of_key
 from mcpbridge.http.console.session import SESSION_SECONDS, end_session, seal_session, session_of
 from mcpbridge.http.problems import problem, problem_from_error
@@ -64,23 +68,55 @@ _MEDIA_TYPES: Final = {
     ".svg": "image/svg+xml",
 }
 _ASSET_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*\.[a-z]+")
-_PAGES: Final = {
-    "inbox": "inbox.html",
-    "call": "call.html",
-    "calls": "calls.html",
-    "signin": "signin.html",
-    "kbs": "kbs.html",
-    "kb": "kb.html",
-    "endpoints": "endpoints.html",
-    "endpoint": "endpoint.html",
-    "services": "services.html",
-    "service": "service.html",
-    "people": "people.html",
-    "quarantine": "quarantine.html",
-    "rules": "rules.html",
-    "groups": "groups.html",
-    "webhooks": "webhooks.html",
-}
+
+
+@dataclass(frozen=True)
+class _Page:
+    """A page of the console: its route, its main section (``static/<name>.html``), its script (``<name>.js``), its
+    title, and the link of the nav it belongs to (``None``: a page without the header, the sign-in form)."""
+
+    path: str
+    name: str
+    title: str
+    nav: str | None
+
+
+_NAV: Final = (
+    (CONSOLE_PATH, "Approvals"),
+    (CONSOLE_PATH + "/calls", "Calls"),
+    (CONSOLE_PATH + "/kbs", "Knowledge"),
+    (CONSOLE_PATH + "/endpoints", "Endpoints"),
+    (CONSOLE_PATH + "/services", "Services"),
+    (CONSOLE_PATH + "/quarantine", "Quarantine"),
+    (CONSOLE_PATH + "/rules", "Rules"),
+    (CONSOLE_PATH + "/groups", "Groups"),
+    (CONSOLE_PATH + "/webhooks", "Webhooks"),
+    (CONSOLE_PATH + "/people", "People"),
+    (CONSOLE_PATH + "/workspaces", "Workspaces"),
+)
+"""The header's links, in order."""
+_PLATFORM_ONLY: Final = frozenset({CONSOLE_PATH + "/workspaces"})
+"""Links shown only to a platform admin (``layout.js`` reveals them; the REST API refuses anyone else anyway)."""
+PAGES: Final = (
+    _Page(CONSOLE_PATH, "inbox", "Approvals", CONSOLE_PATH),
+    _Page(CONSOLE_PATH + "/approvals/{pending_id}", "call", "Waiting call", CONSOLE_PATH),
+    _Page(CONSOLE_PATH + "/calls", "calls", "Calls", CONSOLE_PATH + "/calls"),
+    _Page(CONSOLE_PATH + "/kbs", "kbs", "Knowledge bases", CONSOLE_PATH + "/kbs"),
+    _Page(CONSOLE_PATH + "/kbs/{item_id}", "kb", "Knowledge base", CONSOLE_PATH + "/kbs"),
+    _Page(CONSOLE_PATH + "/endpoints", "endpoints", "Endpoints", CONSOLE_PATH + "/endpoints"),
+    _Page(CONSOLE_PATH + "/endpoints/{item_id}", "endpoint", "Endpoint", CONSOLE_PATH + "/endpoints"),
+    _Page(CONSOLE_PATH + "/services", "services", "Services", CONSOLE_PATH + "/services"),
+    _Page(CONSOLE_PATH + "/services/{item_id}", "service", "Service", CONSOLE_PATH + "/services"),
+    _Page(CONSOLE_PATH + "/quarantine", "quarantine", "Quarantine", CONSOLE_PATH + "/quarantine"),
+    _Page(CONSOLE_PATH + "/rules", "rules", "Rules", CONSOLE_PATH + "/rules"),
+    _Page(CONSOLE_PATH + "/groups", "groups", "Groups", CONSOLE_PATH + "/groups"),
+    _Page(CONSOLE_PATH + "/webhooks", "webhooks", "Webhooks", CONSOLE_PATH + "/webhooks"),
+    _Page(CONSOLE_PATH + "/people", "people", "People", CONSOLE_PATH + "/people"),
+    _Page(CONSOLE_PATH + "/workspaces", "workspaces", "Workspaces", CONSOLE_PATH + "/workspaces"),
+    _Page(CONSOLE_PATH + "/signin", "signin", "Sign in", None),
+)
+"""Every page of the console: each is ``static/shell.html`` filled with the header (``static/header.html``, its
+nav's link marked current) and the page's own main section and script."""
 
 
 class _ConsoleRoute(APIRoute):
@@ -111,19 +147,49 @@ def _file(name: str) -> tuple[bytes, str]:
 
 
 def _served(name: str, media_type: str, request: Request) -> Response:
-    data, etag = _file(name)
+    return _answer(*_file(name), media_type, request)
+
+
+def _answer(data: bytes, etag: str, media_type: str, request: Request) -> Response:
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers=headers)
     return Response(data, media_type=media_type, headers=headers)
 
 
-def _page(page: str, request: Request) -> Response:
-    """A page of the console; without a session cookie, the sign-in page first (then back here)."""
-    if page != "signin" and not request.cookies.get(CONSOLE_COOKIE):
-        back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        return RedirectResponse(f"{CONSOLE_PATH}/signin?next={quote(back, safe='/')}", status_code=303)
-    return _served(_PAGES[page], "text/html; charset=utf-8", request)
+@cache
+def _assembled(page: _Page) -> tuple[bytes, str]:
+    """A page as served (the shell, the header, its main section) and its ETag, put together once."""
+    header = ""
+    if page.nav is not None:
+        current, platform = ' aria-current="page"', " hidden data-platform-admin"
+        links = "".join(
+            f"<li{platform if href in _PLATFORM_ONLY else ''}>"
+            f'<a href="{href}"{current if href == page.nav else ""}>{label}</a></li>\n'
+            for href, label in _NAV
+        )
+        header = _file("header.html")[0].decode().replace("{nav}", links)
+    html = (
+        _file("shell.html")[0]
+        .decode()
+        .replace("{title}", page.title)
+        .replace("{script}", page.name + ".js")
+        .replace("{header}", header)
+        .replace("{main}", _file(page.name + ".html")[0].decode())  # last: a main section may hold braces
+    )
+    data = html.encode()
+    return data, '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
+
+
+def _page_route(page: _Page) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+    async def serve_page(request: Request) -> Response:
+        """A page of the console; without a session cookie, the sign-in page first (then back here)."""
+        if page.nav is not None and not request.cookies.get(CONSOLE_COOKIE):
+            back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"{CONSOLE_PATH}/signin?next={quote(back, safe='/')}", status_code=303)
+        return _answer(*_assembled(page), "text/html; charset=utf-8", request)
+
+    return serve_page
 
 
 @router.api_route("/", methods=["GET", "HEAD"])
@@ -131,79 +197,8 @@ async def root() -> Response:
     return RedirectResponse(CONSOLE_PATH, status_code=302)
 
 
-@router.api_route(CONSOLE_PATH, methods=["GET", "HEAD"])
-async def inbox_page(request: Request) -> Response:
-    return _page("inbox", request)
-
-
-@router.api_route(CONSOLE_PATH + "/approvals/{pending_id}", methods=["GET", "HEAD"])
-async def call_page(pending_id: str, request: Request) -> Response:
-    return _page("call", request)
-
-
-@router.api_route(CONSOLE_PATH + "/calls", methods=["GET", "HEAD"])
-async def calls_page(request: Request) -> Response:
-    return _page("calls", request)
-
-
-@router.api_route(CONSOLE_PATH + "/people", methods=["GET", "HEAD"])
-async def people_page(request: Request) -> Response:
-    return _page("people", request)
-
-
-@router.api_route(CONSOLE_PATH + "/kbs", methods=["GET", "HEAD"])
-async def kbs_page(request: Request) -> Response:
-    return _page("kbs", request)
-
-
-@router.api_route(CONSOLE_PATH + "/kbs/{item_id}", methods=["GET", "HEAD"])
-async def kb_page(item_id: str, request: Request) -> Response:
-    return _page("kb", request)
-
-
-@router.api_route(CONSOLE_PATH + "/endpoints", methods=["GET", "HEAD"])
-async def endpoints_page(request: Request) -> Response:
-    return _page("endpoints", request)
-
-
-@router.api_route(CONSOLE_PATH + "/endpoints/{item_id}", methods=["GET", "HEAD"])
-async def endpoint_page(item_id: str, request: Request) -> Response:
-    return _page("endpoint", request)
-
-
-@router.api_route(CONSOLE_PATH + "/services", methods=["GET", "HEAD"])
-async def services_page(request: Request) -> Response:
-    return _page("services", request)
-
-
-@router.api_route(CONSOLE_PATH + "/services/{item_id}", methods=["GET", "HEAD"])
-async def service_page(item_id: str, request: Request) -> Response:
-    return _page("service", request)
-
-
-@router.api_route(CONSOLE_PATH + "/quarantine", methods=["GET", "HEAD"])
-async def quarantine_page(request: Request) -> Response:
-    return _page("quarantine", request)
-
-
-@router.api_route(CONSOLE_PATH + "/rules", methods=["GET", "HEAD"])
-async def rules_page(request: Request) -> Response:
-    return _page("rules", request)
-
-
-@router.api_route(CONSOLE_PATH + "/groups", methods=["GET", "HEAD"])
-async def groups_page(request: Request) -> Response:
-    return _page("groups", request)
-
-
-@router.api_route(CONSOLE_PATH + "/webhooks", methods=["GET", "HEAD"])
-async def webhooks_page(request: Request) -> Response:
-    return _page("webhooks", request)
-
-
-@router.api_route(CONSOLE_PATH + "/signin", methods=["GET", "HEAD"])
-async def signin_page(request: Request) -> Response:
-    return _page("signin", request)
+for _each in PAGES:
+    router.add_api_route(_each.path, _page_route(_each), methods=["GET", "HEAD"], name=f"console_{_each.name}")
 
 
 @router.api_route(CONSOLE_PATH + "/static/{name}", methods=["GET", "HEAD"])
@@ -236,21 +231,28 @@ class SessionOut(BaseModel):
     knowledge_base_ids: list[str] | None
     can_call_tools: bool = Field(description="Sees and resolves the calls made for its own user.")
     can_approve_calls: bool = Field(description="Sees and resolves every waiting call of the workspace.")
+    is_platform_admin: bool = Field(description="Manages the platform's workspaces (/api/v1/workspaces).")
     csrf_token: str = Field(description="Send it as X-CSRF-Token with every change made with this session.")
     expires_at: int = Field(description="When the session ends (seconds since the epoch).")
 
 
-def _names(container: Container, principal: Principal) -> tuple[str, str | None]:
+def _names(container: Container, principal: Principal) -> tuple[str, str | None, bool]:
+    """The workspace's and the user's names, and whether the key is a platform admin's (as the REST API decides)."""
     workspace = container.identity.get_workspace(principal.workspace_id).name
     try:
         user: str | None = container.users.find(principal.workspace_id, principal.user_id).name
     except NotFound:
         user = None
-    return workspace, user
+    try:
+        container.workspaces.require_operator(principal)
+        platform_admin = True
+    except Forbidden:
+        platform_admin = False
+    return workspace, user, platform_admin
 
 
 async def _session_out(request: Request, principal: Principal, csrf_token: str, expires_at: int) -> SessionOut:
-    workspace_name, user_name = await to_thread.run_sync(_names, container_of(request), principal)
+    workspace_name, user_name, platform_admin = await to_thread.run_sync(_names, container_of(request), principal)
     capabilities = principal.scope.capabilities
     kbs = principal.scope.knowledge_base_ids
     return SessionOut(
@@ -264,6 +266,7 @@ async def _session_out(request: Request, principal: Principal, csrf_token: str, 
         knowledge_base_ids=None if kbs is None else sorted(kbs),
         can_call_tools=principal.scope.allows(AGENT_CAPABILITY),
         can_approve_calls=is_approver(principal),
+        is_platform_admin=platform_admin,
         csrf_token=csrf_token,
         expires_at=expires_at,
     )

@@ -60,7 +60,7 @@ class EndpointIn(BaseModel):
     enabled: bool = True
     knowledge_base_ids: list[str] = Field(default_factory=list, description="Empty: every knowledge base.")
     tools: list[str] | None = Field(
-        default=None, description="Tool whitelist; unknown names are dropped. Omit for the default tools."
+        default=None, description="Tool whitelist (an unknown name is refused). Omit for the default tools."
     )
     default_agent_id: str | None = None
     rate_limit_per_minute: int = Field(default=60, description="Calls per minute, 1 to 6000; 0 means 60.")

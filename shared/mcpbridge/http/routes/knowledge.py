@@ -151,6 +151,20 @@ def delete_knowledge_base(kb_id: KnowledgeBaseId, principal: CurrentPrincipal, b
     return Response(status_code=204)
 
 
+class LanguagesOut(BaseModel):
+    languages: list[str] = Field(description="Every value a knowledge base's language may take, in order.")
+    default: str = Field(description="A new knowledge base's language when none is given.")
+
+
+@router.get("/knowledge/languages", operation_id="getKnowledgeLanguages", summary="Keyword search languages")
+def list_languages(principal: CurrentPrincipal) -> LanguagesOut:
+    """The languages a knowledge base's keyword search may analyse its text in: `auto`, `none`, then the Snowball
+    languages (the list the create and update routes check against)."""
+    from mcpbridge.domain.text_tokens import DEFAULT_LANGUAGE, LANGUAGES  # the stemmers load when needed
+
+    return LanguagesOut(languages=list(LANGUAGES), default=DEFAULT_LANGUAGE)
+
+
 # ---------------------------------------------------------------------------------------------------- retrieval
 
 

@@ -1,6 +1,6 @@
 // One endpoint (/console/endpoints/{id}): what it publishes, enable or disable it, rotate its token (the new configs
-// shown once), its settings (scope, rate limit, sign-in, published external services), the OAuth sign-ins on it
-// (revocable), and deleting it.
+// shown once), its settings (name, description, default agent, scope, rate limit, sign-in, the external services'
+// tools it publishes, ticked among those they list), the OAuth sign-ins on it (revocable), and deleting it.
 import { api } from "./api.js";
 import { confirmButton, fieldError, h, problemText, show, when } from "./dom.js";
 import { showIssued } from "./issued.js";
@@ -20,6 +20,8 @@ function facts(kbNames) {
   const rows = [
     ["State", endpoint.enabled ? "enabled" : "disabled (its clients are refused)"],
     ["URL", `${location.origin}/mcp/${endpoint.id}`],
+    ["Description", endpoint.description || "none"],
+    ["Default agent", endpoint.default_agent_id || "none (the built-in answer)"],
     ["Knowledge bases", kbs],
     ["Tools", endpoint.tools.join(", ")],
     ["External tools", services ? `${services} (${endpoint.external_tool_mode === "search" ? "searched" : "each listed"})` : "none"],
@@ -36,19 +38,62 @@ function facts(kbNames) {
 }
 
 const edit = document.getElementById("edit");
-const FIELD_ERRORS = { rate_limit_per_minute: "ed-rate-error", tools: "ed-tools-error", services: "ed-services-error" };
+const FIELD_ERRORS = {
+  name: "ed-name-error",
+  description: "ed-description-error",
+  default_agent_id: "ed-agent-error",
+  rate_limit_per_minute: "ed-rate-error",
+  tools: "ed-tools-error",
+  services: "ed-services-error",
+};
+/** The field a refusal's code names, when the problem does not say it in details.field. */
+const CODE_FIELDS = {
+  invalid_name: "name",
+  invalid_description: "description",
+  agent_not_found: "default_agent_id",
+  unknown_tool: "tools",
+  no_tools: "tools",
+  invalid_rate_limit: "rate_limit_per_minute",
+};
+const EVERY_TOOL = "*";
 
-function check(name, value, label, checked) {
+function check(name, value, label, checked, attributes = {}) {
   const id = `ed-${name}-${value}`;
-  return h("label", { for: id }, h("input", { type: "checkbox", id, name, value, checked }), label);
+  return h("label", { for: id }, h("input", { type: "checkbox", id, name, value, checked, ...attributes }), label);
 }
 
-/** The form as the endpoint is now: its knowledge bases and tools ticked, each service's published tools. */
+/** A service's tools to tick: its catalog (pulled if it has none yet), those it publishes now among them. */
+async function serviceTools(serviceId, name, published, index) {
+  const prefix = `svc${index}`;
+  const box = h("fieldset", { class: "checks", "data-service": serviceId }, h("legend", {}, `${name} tools`));
+  box.append(check(prefix, "all", "Every enabled tool (*)", published.includes(EVERY_TOOL), { "data-tool": EVERY_TOOL }));
+  let names = [];
+  try {
+    const page = await api("GET", `/api/v1/mcp-services/${encodeURIComponent(serviceId)}/tools?limit=200`);
+    names = page.items.map((tool) => tool.name);
+  } catch (error) {
+    box.append(h("p", { class: "help" }, `Its tools could not be listed: ${problemText(error)}`));
+  }
+  for (const tool of published) if (tool !== EVERY_TOOL && !names.includes(tool)) names.push(tool);
+  names.forEach((tool, at) => box.append(check(`${prefix}-t`, String(at), tool, published.includes(tool), { "data-tool": tool })));
+  return box;
+}
+
+/** The form as the endpoint is now: its name, description and default agent, its knowledge bases and tools ticked,
+ * each service's published tools ticked among the tools it lists. */
 async function fillEdit(kbNames) {
-  const [catalog, services] = await Promise.all([
+  const [catalog, services, agents] = await Promise.all([
     api("GET", "/api/v1/mcp-endpoints/tools"),
     api("GET", "/api/v1/mcp-services?limit=200").catch(() => ({ items: [] })),
+    api("GET", "/api/v1/agents?limit=200").catch(() => ({ items: [] })),
   ]);
+  document.getElementById("ed-name").value = endpoint.name;
+  document.getElementById("ed-description").value = endpoint.description || "";
+  const agentSelect = document.getElementById("ed-agent");
+  const agentNames = new Map(agents.items.map((agent) => [agent.id, agent.name]));
+  if (endpoint.default_agent_id && !agentNames.has(endpoint.default_agent_id)) agentNames.set(endpoint.default_agent_id, endpoint.default_agent_id);
+  agentSelect.append(...[...agentNames].map(([agentId, name]) => h("option", { value: agentId }, name)));
+  agentSelect.value = endpoint.default_agent_id || "";
   const kbBox = document.getElementById("ed-kbs");
   const kbs = new Map(kbNames);
   for (const kb of endpoint.knowledge_base_ids) if (!kbs.has(kb)) kbs.set(kb, kb);
@@ -62,13 +107,8 @@ async function fillEdit(kbNames) {
   for (const serviceId of published.keys()) if (!names.has(serviceId)) names.set(serviceId, serviceId);
   const box = document.getElementById("ed-services");
   if (!names.size) box.append(h("p", { class: "help" }, "No external service registered yet."));
-  for (const [serviceId, name] of names) {
-    const id = `ed-service-${serviceId}`;
-    box.append(
-      h("label", { for: id }, `${name} tools`),
-      h("input", { type: "text", id, "data-service": serviceId, autocomplete: "off", value: (published.get(serviceId) || []).join(", ") }),
-    );
-  }
+  const boxes = await Promise.all([...names].map(([serviceId, name], index) => serviceTools(serviceId, name, published.get(serviceId) || [], index)));
+  box.append(...boxes);
   document.getElementById("ed-rate").value = String(endpoint.rate_limit_per_minute);
   document.getElementById("ed-auth").value = endpoint.auth_mode;
   document.getElementById("ed-mode").value = endpoint.external_tool_mode;
@@ -82,6 +122,11 @@ function clearErrors() {
 /** The body of the PUT, or null when a field is wrong (its error shown by it). */
 function editBody() {
   const chosen = (field) => [...edit.querySelectorAll(`input[name=${field}]:checked`)].map((box) => box.value);
+  const name = document.getElementById("ed-name");
+  if (!name.value.trim()) {
+    fieldError(name, document.getElementById("ed-name-error"), "Give the endpoint a name.");
+    return null;
+  }
   const tools = chosen("tool");
   if (!tools.length) {
     show(document.getElementById("ed-tools-error"), "Tick at least one tool.");
@@ -95,15 +140,14 @@ function editBody() {
     return null;
   }
   const services = [];
-  for (const field of edit.querySelectorAll("input[data-service]")) {
-    const names = field.value.split(",").map((name) => name.trim()).filter(Boolean);
-    if (names.length > 200) {
-      fieldError(field, document.getElementById("ed-services-error"), "At most 200 tools a service.");
-      return null;
-    }
-    if (names.length) services.push({ service_id: field.dataset.service, tools: names });
+  for (const fieldset of edit.querySelectorAll("fieldset[data-service]")) {
+    const names = [...fieldset.querySelectorAll("input[data-tool]:checked")].map((box) => box.dataset.tool);
+    if (names.length) services.push({ service_id: fieldset.dataset.service, tools: names });
   }
   return {
+    name: name.value.trim(),
+    description: document.getElementById("ed-description").value,
+    default_agent_id: document.getElementById("ed-agent").value || null,
     knowledge_base_ids: chosen("kb"),
     tools,
     rate_limit_per_minute: perMinute,
@@ -124,7 +168,7 @@ function showRefusal(error) {
     element.textContent = `${element.textContent} ${each.msg}`.trim();
     placed.add(each);
   }
-  const named = FIELD_ERRORS[error.details?.field];
+  const named = FIELD_ERRORS[error.details?.field] || FIELD_ERRORS[CODE_FIELDS[error.code]];
   if (named && !placed.size) {
     show(document.getElementById(named), error.message);
     return;

@@ -2,6 +2,7 @@
 // uploads with their progress, a document from text or a URL, deleting one, and a search playground.
 import { api, upload } from "./api.js";
 import { confirmButton, fieldError, h, problemText, show, size, when } from "./dom.js";
+import { fillLanguages } from "./languages.js";
 import { startPage } from "./layout.js";
 import { managesKnowledge, writesDocuments } from "./powers.js";
 
@@ -190,10 +191,10 @@ function named(kb) {
   facts(kb);
 }
 
-function fillSettings(kb) {
+async function fillSettings(kb) {
   document.getElementById("kb-set-name").value = kb.name;
   document.getElementById("kb-set-description").value = kb.description || "";
-  document.getElementById("kb-set-language").value = kb.language;
+  await fillLanguages(document.getElementById("kb-set-language"), kb.language);
 }
 
 /** A refusal shown by the field it names (a 422's fields, or an unknown language), else under the form. */
@@ -212,8 +213,8 @@ function settingsRefused(error) {
   if (!placed) show(document.getElementById("settings-error"), problemText(error));
 }
 
-function watchSettings(kb) {
-  fillSettings(kb);
+async function watchSettings(kb) {
+  await fillSettings(kb);
   document.getElementById("settings-place").hidden = false;
   settings.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -231,7 +232,7 @@ function watchSettings(kb) {
     try {
       const saved = await api("PUT", base, body);
       named(saved);
-      fillSettings(saved);
+      await fillSettings(saved);
       show(status, "Settings saved.");
     } catch (error) {
       settingsRefused(error);
@@ -253,7 +254,7 @@ async function main() {
   }
   named(kb);
   show(status, "");
-  if (managesKnowledge(session)) watchSettings(kb);
+  if (managesKnowledge(session)) await watchSettings(kb);
   canWrite = writesDocuments(session);
   document.getElementById("add").hidden = !canWrite;
   await loadDocs(true);

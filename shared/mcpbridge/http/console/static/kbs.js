@@ -2,6 +2,7 @@
 // manage_knowledge, not limited to some knowledge bases: the REST API has the last word).
 import { api } from "./api.js";
 import { fieldError, h, problemText, show } from "./dom.js";
+import { fillLanguages } from "./languages.js";
 import { startPage } from "./layout.js";
 import { createsKnowledgeBases } from "./powers.js";
 
@@ -52,7 +53,7 @@ form.addEventListener("submit", async (event) => {
     return;
   }
   fieldError(name, document.getElementById("kb-name-error"), "");
-  body.language = body.language.trim() || "auto";
+  body.language = body.language || "auto";
   const button = form.querySelector("button[type=submit]");
   button.disabled = true;
   try {
@@ -67,8 +68,9 @@ form.addEventListener("submit", async (event) => {
 more.addEventListener("click", () => load(false));
 
 startPage()
-  .then((session) => {
+  .then(async (session) => {
     form.hidden = !createsKnowledgeBases(session);
+    if (!form.hidden) await fillLanguages(document.getElementById("kb-language"), "auto");
     return load(true);
   })
   .catch((error) => show(problem, `The page could not start: ${error.message}`));

@@ -7,6 +7,8 @@ export async function startPage() {
   const name = session.user_name || session.user_id;
   const powers = session.can_approve_calls ? "approver" : session.role;
   who.textContent = `${name} · ${session.workspace_name} · ${powers}`;
+  // Links for the platform's admins only (the REST API refuses anyone else anyway).
+  for (const link of document.querySelectorAll("[data-platform-admin]")) link.hidden = !session.is_platform_admin;
   document.getElementById("sign-out").addEventListener("click", async () => {
     try {
       await signOut();
