@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.line_windows import FileTools
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
+    from mcpbridge.knowledge.tool_tasks import ToolTasks
     from mcpbridge.knowledge.uploads import DocumentUploads
     from mcpbridge.knowledge.wiki import Wiki
     from mcpbridge.maintenance.failed_jobs import FailedJobs
@@ -367,9 +368,7 @@ class Container:
 
     @cached_property
     def jobs(self) -> Jobs:
-        mode = self.settings.jobs
-        if mode == "auto":
-            mode = "lambda" if self.settings.backend == "aws" and self.settings.indexer_function else "threads"
+        mode = self._jobs_mode()
         if mode == "lambda":
             from mcpbridge.adapters.aws.lambda_jobs import LambdaJobs
 
@@ -379,6 +378,12 @@ class Container:
         from mcpbridge.adapters.local.jobs import InlineJobs, ThreadJobs
 
         return InlineJobs(self.run_job) if mode == "inline" else ThreadJobs(self.run_job, on_failure=self._job_failed)
+
+    def _jobs_mode(self) -> str:
+        mode = self.settings.jobs
+        if mode == "auto":
+            mode = "lambda" if self.settings.backend == "aws" and self.settings.indexer_function else "threads"
+        return mode
 
     def _job_failed(self, kind: str, payload: dict[str, str], exc: Exception, attempts: int) -> None:
         """A local job the thread pool gave up on: recorded as the failed-jobs consumer records one on AWS."""
@@ -412,6 +417,11 @@ class Container:
 
         if kind == "webhook.deliver":
             self.webhooks.deliver(payload["workspace_id"], payload["webhook_id"], payload["delivery_id"])
+            return
+        if kind == "tool_task":  # knowledge.tool_tasks.RUN_JOB: run by the MCP edge, which owns the tools
+            from mcpbridge.http.mcp.tool_tasks import run
+
+            run(self, payload)
             return
 
         run_job(
@@ -757,6 +767,13 @@ class Container:
         from mcpbridge.knowledge.ask_sessions import AskSessions
 
         return AskSessions(self.store, self.clock)
+
+    @cached_property
+    def tool_tasks(self) -> ToolTasks:
+        """``ask`` and ``add_document`` as Tasks; their runs are jobs (this process's, unless the indexer's)."""
+        from mcpbridge.knowledge.tool_tasks import ToolTasks
+
+        return ToolTasks(self.store, self.clock, self.jobs, in_process=self._jobs_mode() != "lambda")
 
     @cached_property
     def oauth(self) -> ServiceOAuth:
