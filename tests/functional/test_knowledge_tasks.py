@@ -23,7 +23,7 @@ from mcpbridge.http.mcp.tool_tasks import owner_of
 from mcpbridge.knowledge.tool_tasks import RESTARTED, RETENTION_SECONDS, task_key
 from tests.support.indexer_lambda import INDEXER_ALIAS_ARN, IndexerRuns, asynchronous_indexer
 from tests.support.modern_rpc import TASKS, modern_request
-from tests.support.oauth_flow import Hub, hub_on, lambda_hub
+from tests.support.oauth_flow import Browser, Hub, OAuthClient, close_clients, hub_on, lambda_hub
 from tests.support.readiness import Worker
 from tests.support.readiness import wait_until as wait_for
 from tests.support.tasks_client import Tasks
@@ -31,6 +31,7 @@ from tests.support.tasks_client import Tasks
 BACKENDS = ["serve", "lambda"]
 MODERN = "2026-07-28"
 WALRUS = "Walruses haul out on sea ice to rest between dives for clams."
+PRIVATE = "Walruses in the private base rest on the pier of the research station."
 
 
 @dataclass
@@ -41,6 +42,8 @@ class World:
     endpoint: dict[str, Any]
     other: dict[str, Any]
     indexer: IndexerRuns | None
+    oauth_token: str
+    """An OAuth access token on ``endpoint`` of a user whose key reaches the first knowledge base only."""
 
 
 @contextlib.contextmanager
@@ -65,10 +68,19 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         kb = hub.post("/api/v1/knowledge-bases", {"name": "Field notes"})["id"]
         document = hub.post(f"/api/v1/knowledge-bases/{kb}/documents", {"title": "Walruses", "content": WALRUS})
         _wait_indexed(hub, kb, document["id"])
+        private = hub.post("/api/v1/knowledge-bases", {"name": "Private"})["id"]
+        secret = hub.post(f"/api/v1/knowledge-bases/{private}/documents", {"title": "Station", "content": PRIVATE})
+        _wait_indexed(hub, private, secret["id"])
         tools = ["ask", "add_document", "search_knowledge", "list_documents"]
         endpoint = hub.publish(name="Tasks", tools=tools)
         other = hub.publish(name="Other", tools=tools)
-        yield World(hub, request.param, kb, endpoint, other, runs)
+        _, key = hub.user_with_key("Ann", knowledge_base_ids=[kb])
+        client = OAuthClient(endpoint["url"])
+        client.discover()
+        assert client.register().status_code == 201
+        token = str(client.tokens(Browser(), key)["access_token"])
+        close_clients()
+        yield World(hub, request.param, kb, endpoint, other, runs, token)
 
 
 def _wait_indexed(hub: Hub, kb: str, document_id: str) -> dict[str, Any]:
@@ -256,3 +268,27 @@ def test_a_task_left_working_by_an_earlier_serve_process_is_failed_with_the_reas
     assert got["status"] == "failed"
     assert got["statusMessage"] == RESTARTED
     assert hub.container.store.get(key)["status"] == "failed"  # type: ignore[index]
+
+
+def test_an_oauth_users_task_is_theirs_and_answers_within_their_access(world: World) -> None:
+    """The user's task runs with the user's access (one knowledge base), not the endpoint's; the endpoint's own
+    token and the user each see only their own tasks."""
+    question = {"name": "ask", "arguments": {"question": "Where do walruses rest?"}}
+    as_user = {**world.endpoint, "token": world.oauth_token}
+    mine = _rpc(as_user, "tools/call", question)["result"]["taskId"]
+    theirs = _rpc(world.endpoint, "tools/call", question)["result"]["taskId"]
+    assert _rpc(world.endpoint, "tasks/get", {"taskId": mine})["error"]["code"] == -32602
+    assert _rpc(as_user, "tasks/get", {"taskId": theirs})["error"]["code"] == -32602
+
+    def ended(who: dict[str, Any], task_id: str) -> dict[str, Any]:
+        def look() -> dict[str, Any] | None:
+            got: dict[str, Any] = _rpc(who, "tasks/get", {"taskId": task_id})["result"]
+            return got if got["status"] != "working" else None
+
+        found: dict[str, Any] = wait_until(look, what="the task to end")
+        return found
+
+    user_refs = ended(as_user, mine)["result"]["structuredContent"]["references"]
+    endpoint_refs = ended(world.endpoint, theirs)["result"]["structuredContent"]["references"]
+    assert {ref["knowledge_base_id"] for ref in user_refs} == {world.kb}
+    assert "Station" in {ref["document_title"] for ref in endpoint_refs}, "the endpoint reaches the private base"
