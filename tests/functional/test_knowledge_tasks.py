@@ -20,8 +20,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcpbridge.http.mcp.tool_tasks import owner_of
-from mcpbridge.knowledge.tool_tasks import RESTARTED, RETENTION_SECONDS, task_key
+from mcpbridge.knowledge.tool_tasks import LOST, RESTARTED, RETENTION_SECONDS, RUN_DEADLINE_SECONDS, task_key
 from tests.support.indexer_lambda import INDEXER_ALIAS_ARN, IndexerRuns, asynchronous_indexer
+from tests.support.live_server import live_server
 from tests.support.modern_rpc import TASKS, modern_request
 from tests.support.oauth_flow import Browser, Hub, OAuthClient, close_clients, hub_on, lambda_hub
 from tests.support.readiness import Worker
@@ -31,6 +32,8 @@ from tests.support.tasks_client import Tasks
 BACKENDS = ["serve", "lambda"]
 MODERN = "2026-07-28"
 WALRUS = "Walruses haul out on sea ice to rest between dives for clams."
+LOCAL = "127.0.0.1"
+"""Where the web page ``add_document`` imports is served (a private address, allowed)."""
 PRIVATE = "Walruses in the private base rest on the pier of the research station."
 
 
@@ -49,11 +52,13 @@ class World:
 @contextlib.contextmanager
 def _hub(backend: str, tmp: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Hub, IndexerRuns | None]]:
     if backend == "serve":
-        with hub_on("local", tmp, monkeypatch, jobs="threads") as hub:
+        with hub_on("local", tmp, monkeypatch, jobs="threads", ssrf_allowlist=LOCAL) as hub:
             yield hub, None
     else:
         with (
-            lambda_hub(monkeypatch, jobs="lambda", indexer_function=INDEXER_ALIAS_ARN) as hub,
+            lambda_hub(
+                monkeypatch, jobs="lambda", indexer_function=INDEXER_ALIAS_ARN, ssrf_allowlist="127.0.0.1"
+            ) as hub,
             asynchronous_indexer() as runs,
         ):
             yield hub, runs
@@ -242,14 +247,19 @@ def test_a_cancelled_task_never_runs(world: World) -> None:
     assert _rpc(endpoint, "tasks/cancel", {"taskId": task.id})["result"]["resultType"] == "complete"
 
 
-def test_a_task_left_working_by_an_earlier_serve_process_is_failed_with_the_reason(world: World) -> None:
-    if world.backend != "serve":
-        pytest.skip("a serve process's own runs")
+def test_a_task_whose_run_was_lost_is_failed_with_the_reason(world: World) -> None:
+    """Under serve, a task left working by an earlier process (since restarted); on AWS, one whose run started longer
+    ago than the indexer's timeout: failed when next read, saying why, and recorded so."""
     hub, endpoint = world.hub, world.endpoint
     workspace = hub.container.identity.installed_workspace_id()
     assert workspace is not None
+    now = int(hub.container.clock.now())
     task_id = "task_01jd8x2k7m00000000000000ab"
     key = task_key(workspace, task_id)
+    if world.backend == "serve":
+        run, reason = {"runner": "process:an-earlier-one", "started_at": now}, RESTARTED
+    else:
+        run, reason = {"started_at": now - RUN_DEADLINE_SECONDS - 60}, LOST
     item = {
         **key.as_dict(),
         "endpoint_id": endpoint["id"],
@@ -257,17 +267,17 @@ def test_a_task_left_working_by_an_earlier_serve_process_is_failed_with_the_reas
         "tool": "ask",
         "arguments": {"question": "Where do walruses rest?"},
         "status": "working",
-        "runner": "process:an-earlier-one",
-        "started_at": int(hub.container.clock.now()),
+        **run,
         "created_at": "2026-12-07T00:00:00Z",
         "updated_at": "2026-12-07T00:00:00Z",
-        "expires_at": int(hub.container.clock.now()) + 3600,
+        "expires_at": now + 3600,
     }
     hub.container.store.put(item)
     got = _rpc(endpoint, "tasks/get", {"taskId": task_id})["result"]
-    assert got["status"] == "failed"
-    assert got["statusMessage"] == RESTARTED
-    assert hub.container.store.get(key)["status"] == "failed"  # type: ignore[index]
+    assert (got["status"], got["statusMessage"]) == ("failed", reason)
+    stored = hub.container.store.get(key)
+    assert stored is not None
+    assert stored["status"] == "failed"
 
 
 def test_an_oauth_users_task_is_theirs_and_answers_within_their_access(world: World) -> None:
@@ -292,3 +302,33 @@ def test_an_oauth_users_task_is_theirs_and_answers_within_their_access(world: Wo
     endpoint_refs = ended(world.endpoint, theirs)["result"]["structuredContent"]["references"]
     assert {ref["knowledge_base_id"] for ref in user_refs} == {world.kb}
     assert "Station" in {ref["document_title"] for ref in endpoint_refs}, "the endpoint reaches the private base"
+
+
+async def _page(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A web page of notes, which ``add_document`` imports by its URL."""
+    body = b"# Narwhals\n\nNarwhals winter under the pack ice of Baffin Bay.\n"
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/markdown")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_add_document_from_a_url_is_fetched_and_indexed_by_the_tasks_run(world: World) -> None:
+    tasks = Tasks(poll_seconds=0.2)
+    with live_server(_page) as site:
+        arguments = {"knowledge_base_id": world.kb, "title": "Narwhals", "url": f"{site}/narwhals.md"}
+
+        async def work(client: Client) -> Any:
+            return await client.call_tool("add_document", arguments)
+
+        added = session(world.endpoint, MODERN, work, tasks)
+    (created,) = tasks.created
+    assert not added.is_error, added.structured_content
+    document = added.structured_content["document"]
+    assert (document["title"], document["parse_status"]) == ("Narwhals", "completed")
+
+    async def search(client: Client) -> Any:
+        return await client.call_tool("search_knowledge", {"query": "Baffin"})
+
+    found = session(world.endpoint, MODERN, search)
+    assert document["id"] in str(found.structured_content), "the imported page is searchable"
+    if world.indexer is not None:
+        assert created.task_id in {event["payload"]["task_id"] for event in world.indexer.of_kind("tool_task")}
