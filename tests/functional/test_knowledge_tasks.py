@@ -218,8 +218,8 @@ def test_only_the_caller_that_asked_reads_or_cancels_its_task(world: World) -> N
     done = wait_until(ended, what="the task to end")
     assert done["status"] == "completed"
     assert done["result"]["structuredContent"]["references"], "the answer cites the document"
-    # An ended task is not cancelled, and stays as it was.
-    assert _rpc(world.endpoint, "tasks/cancel", {"taskId": task_id})["error"]["code"] == -32602
+    # Cancelling an ended task is acknowledged (idempotent) and changes nothing.
+    assert _rpc(world.endpoint, "tasks/cancel", {"taskId": task_id})["result"]["resultType"] == "complete"
     assert _rpc(world.endpoint, "tasks/get", {"taskId": task_id})["result"]["status"] == "completed"
 
 

@@ -8,7 +8,8 @@ gives (an ``isError`` result for a refusal, as that call answers it). ``add_docu
 document's indexing has ended, and completes with the document as it then stands (``parse_status`` ``completed`` or
 ``failed``); a document given as ``content`` is created in the request itself (its text is too large for the task's
 record), one given as ``url`` is fetched by the job. ``tasks/cancel`` cancels a task not yet ended (its result, if
-the run still ends, is dropped; a document already created stays); cancelling an ended task is ``-32602``.
+the run still ends, is dropped; a document already created stays); cancelling an ended task is acknowledged alike
+and changes nothing.
 ``tasks/update`` has nothing to answer: these tools never ask for input. Task ids start ``task_``; gateway calls'
 (``call_``) go to :mod:`mcpbridge.agent.call_tasks`.
 
@@ -23,7 +24,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from mcpbridge.errors import MCPBridgeError, NotFound
-from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError
 from mcpbridge.knowledge.answers import QUESTION_MAX_CHARS
 from mcpbridge.knowledge.tool_tasks import RETENTION_SECONDS, ToolTask
 
@@ -125,18 +125,17 @@ def run(container: Container, payload: dict[str, str]) -> None:
 
 def answer(container: Container, authority: Authority, method: str, task_id: str) -> dict[str, Any]:
     """``tasks/get``, ``tasks/update`` or ``tasks/cancel`` of the caller's task (blocking). Raises ``NotFound`` for
-    any other id, :class:`JsonRpcError` for cancelling an ended task."""
+    any other id."""
     tasks = container.tool_tasks
     owner = owner_of(authority.endpoint.id, authority.user_id)
     task = tasks.find(authority.access.workspace_id, task_id, endpoint_id=authority.endpoint.id, owner=owner)
     if method == "tasks/update":
         return {"resultType": "complete"}
     task = _indexed(container, task)
-    if method == "tasks/cancel":
-        if task.status in ("working", "cancelled"):
+    if method == "tasks/cancel":  # the same acknowledgement for an ended task, left as it ended (idempotent)
+        if task.status == "working":
             tasks.cancel(task)
-            return {"resultType": "complete"}
-        raise JsonRpcError(INVALID_PARAMS, f"Task already {task.status}")
+        return {"resultType": "complete"}
     return {"resultType": "complete", **detailed(task)}
 
 
