@@ -1,9 +1,10 @@
 """A Task's time to its id against the synchronous ``ask``, interleaved in one run.
 
-    python tests/bench/task_latency.py [--rounds 5] [--requests 30]
+    python tests/bench/task_latency.py [--rounds 5] [--requests 30] [--model-seconds 2]
 
 ``mcpbridge serve`` on a fresh data directory (SQLite, the local index, no language model: ``ask`` answers
-extractively), one knowledge base of the bench corpus (:mod:`tests.bench.mcp_endpoint`), an endpoint offering
+extractively; with ``--model-seconds``, an OpenAI-compatible model on 127.0.0.1 that takes that long to reply, the
+same reply each time), one knowledge base of the bench corpus (:mod:`tests.bench.mcp_endpoint`), an endpoint offering
 ``ask``. Each round sends, one request at a time and in an order rotated by round, ``requests`` calls of each kind,
 2026-07-28 over HTTP/1.1 keep-alive:
 
@@ -14,7 +15,7 @@ extractively), one knowledge base of the bench corpus (:mod:`tests.bench.mcp_end
 
 Every answer is checked (a task id; a completed task whose answer matches the synchronous one's). Reported: p50 and
 p95 in ms per kind. For notes, never for assertions. Without a language model ``ask`` is fast, so the id's time is
-close to the synchronous answer's here; with a model the answer takes the model's seconds and the id does not.
+close to the synchronous answer's; with ``--model-seconds`` the answer takes the model's seconds and the id does not.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +45,41 @@ KINDS = ("ask (synchronous)", "ask as a Task: id", "ask as a Task: done")
 QUESTION = {"question": "What do walruses eat?"}
 
 
-def start(stack: ExitStack, workdir: Path) -> tuple[str, str]:
+def slow_model(stack: ExitStack, seconds: float) -> str:
+    """An OpenAI-compatible chat model on 127.0.0.1 replying after ``seconds``: its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            time.sleep(seconds)
+            reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "On sea ice [1]."}}]}
+            body = json.dumps({"id": "bench", "object": "chat.completion", **reply}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    stack.callback(server.shutdown)
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def start(stack: ExitStack, workdir: Path, model_seconds: float | None) -> tuple[str, str]:
     """``mcpbridge serve`` with the corpus indexed: (base URL, admin key)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPBRIDGE_")}
     env["MCPBRIDGE_LOG_LEVEL"] = "WARNING"
+    if model_seconds is not None:
+        env["MCPBRIDGE_LLM_PROVIDER"] = "openai"
+        env["MCPBRIDGE_LLM_BASE_URL"] = slow_model(stack, model_seconds)
+        env["MCPBRIDGE_LLM_API_KEY"] = "bench-key"
+        env["MCPBRIDGE_LLM_MODEL"] = "bench"
+        env["MCPBRIDGE_SSRF_ALLOWLIST"] = "127.0.0.1"
     data = workdir / "data"
     init = subprocess.run(
         [sys.executable, "-m", "mcpbridge.cli", "init", "--json", "--data-dir", str(data)],
@@ -104,7 +137,7 @@ def _answer(result: dict[str, Any]) -> str:
 def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     times: dict[str, list[float]] = {kind: [] for kind in KINDS}
     with ExitStack() as stack:
-        base, key = start(stack, workdir)
+        base, key = start(stack, workdir, args.model_seconds)
         made = endpoint(base, key)
         params = {"name": "ask", "arguments": QUESTION}
         with httpx.Client(timeout=60) as http:
@@ -137,7 +170,12 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 for run in kinds[round_ % 2 :] + kinds[: round_ % 2]:
                     for _ in range(args.requests):
                         run()
-    report: dict[str, Any] = {"python": sys.version.split()[0], "rounds": args.rounds, "requests": args.requests}
+    report: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "rounds": args.rounds,
+        "requests": args.requests,
+        "model_seconds": args.model_seconds,
+    }
     report["results"] = [
         {
             "kind": kind,
@@ -155,6 +193,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=30, help="calls of each kind per round")
     parser.add_argument("--poll-ms", type=int, default=10, help="tasks/get interval while a task works")
+    parser.add_argument("--model-seconds", type=float, default=None, help="a language model this slow (default none)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -162,7 +201,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"{args.rounds} rounds x {args.requests} calls per kind, Python {report['python']}")
+    model = "no language model" if args.model_seconds is None else f"a model replying in {args.model_seconds} s"
+    print(f"{args.rounds} rounds x {args.requests} calls per kind, {model}, Python {report['python']}")
     print(f"{'kind':<22} {'count':>5} {'p50 ms':>8} {'p95 ms':>8}")
     for row in report["results"]:
         print(f"{row['kind']:<22} {row['count']:>5} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f}")
