@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,7 +104,13 @@ class Container:
         if unknown:
             raise TypeError(f"cannot override {', '.join(sorted(unknown))}")
         self.settings = settings
+        self._job_runners: dict[str, Callable[[dict[str, str]], None]] = {}
         self.__dict__.update(overrides)
+
+    def add_job_runner(self, kind: str, run: Callable[[dict[str, str]], None]) -> None:
+        """Run the jobs of ``kind`` with ``run``: a kind whose work an edge owns (the MCP edge's Tasks), registered
+        by that edge in the process that runs it."""
+        self._job_runners[kind] = run
 
     @cached_property
     def telemetry(self) -> Telemetry:
@@ -418,10 +425,9 @@ class Container:
         if kind == "webhook.deliver":
             self.webhooks.deliver(payload["workspace_id"], payload["webhook_id"], payload["delivery_id"])
             return
-        if kind == "tool_task":  # knowledge.tool_tasks.RUN_JOB: run by the MCP edge, which owns the tools
-            from mcpbridge.http.mcp.tool_tasks import run
-
-            run(self, payload)
+        registered = self._job_runners.get(kind)
+        if registered is not None:
+            registered(payload)
             return
 
         run_job(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mcpbridge.errors import MCPBridgeError, NotFound
 from mcpbridge.knowledge.answers import QUESTION_MAX_CHARS
-from mcpbridge.knowledge.tool_tasks import RETENTION_SECONDS, ToolTask
+from mcpbridge.knowledge.tool_tasks import RETENTION_SECONDS, RUN_JOB, ToolTask
 
 if TYPE_CHECKING:
     from mcpbridge.bootstrap import Container
@@ -97,6 +97,11 @@ def _document_id(result: dict[str, Any]) -> str | None:
     document = (result.get("structuredContent") or {}).get("document") or {}
     found = document.get("id")
     return found if isinstance(found, str) else None
+
+
+def register(container: Container) -> None:
+    """Run this process's jobs of Tasks (the ``serve`` process, the indexer function) here."""
+    container.add_job_runner(RUN_JOB, partial(run, container))
 
 
 def run(container: Container, payload: dict[str, str]) -> None:

@@ -39,7 +39,7 @@ from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, NotFound, Unauthenticated
-from mcpbridge.http.mcp import protocol, tool_outputs
+from mcpbridge.http.mcp import protocol, tool_outputs, tool_tasks
 from mcpbridge.http.mcp.app import SERVER_CARD
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
 from mcpbridge.http.mcp.params import declares_extension, elicits_urls
@@ -142,6 +142,7 @@ class McpEndpointApp:
     def __init__(self, container: Container) -> None:
         self._container = container
         self._allowed_of: _Allowed | None = None
+        tool_tasks.register(container)  # the Tasks this app creates run as this process's jobs where jobs are local
 
     @property
     def container(self) -> Container:
@@ -315,8 +316,6 @@ class McpEndpointApp:
 
     def task_answer(self, authority: Authority, name: str, arguments: dict[str, Any], base_url: str) -> dict[str, Any]:
         """A call of ``ask`` or ``add_document`` as a Task (:mod:`.tool_tasks`), in a worker thread."""
-        from mcpbridge.http.mcp import tool_tasks
-
         return tool_tasks.create(self, authority, name, arguments, base_url)
 
 
@@ -428,8 +427,6 @@ class EndpointTools:
 
         def answer() -> dict[str, Any]:
             if task_id.startswith("task_"):  # a knowledge tool's; gateway calls' ids start call_
-                from mcpbridge.http.mcp import tool_tasks
-
                 return tool_tasks.answer(container, authority, method, task_id)
             if not authority.endpoint.services:
                 raise NotFound("no such task", code="task_not_found")
