@@ -24,7 +24,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from mcpbridge.errors import MCPBridgeError, NotFound
-from mcpbridge.knowledge.answers import QUESTION_MAX_CHARS
 from mcpbridge.knowledge.tool_tasks import RETENTION_SECONDS, RUN_JOB, ToolTask
 
 if TYPE_CHECKING:
@@ -85,6 +84,8 @@ def create(
 
 
 def _runs_later(name: str, arguments: dict[str, Any]) -> bool:
+    from mcpbridge.knowledge.answers import QUESTION_MAX_CHARS
+
     if name == "ask":
         question = arguments.get("question")
         return isinstance(question, str) and bool(question.strip()) and len(question) <= QUESTION_MAX_CHARS
