@@ -332,3 +332,21 @@ def test_add_document_from_a_url_is_fetched_and_indexed_by_the_tasks_run(world: 
     assert document["id"] in str(found.structured_content), "the imported page is searchable"
     if world.indexer is not None:
         assert created.task_id in {event["payload"]["task_id"] for event in world.indexer.of_kind("tool_task")}
+
+
+def test_a_task_whose_tool_refuses_completes_with_the_synchronous_error_result(world: World) -> None:
+    """Refused by the run (an unknown session is only found out there): the task completes with the error result
+    the synchronous call answers."""
+    arguments = {"question": "And what do they eat?", "session_id": "ses_01jd8x2k7m0000000000000000"}
+    tasks = Tasks(poll_seconds=0.2)
+
+    async def work(client: Client) -> Any:
+        return await client.call_tool("ask", arguments)
+
+    as_task = session(world.endpoint, MODERN, work, tasks)
+    synchronous = session(world.endpoint, MODERN, work)
+    assert len(tasks.created) == 1
+    assert tasks.polls[-1].status == "completed"
+    assert as_task.is_error
+    assert as_task.structured_content == synchronous.structured_content
+    assert as_task.structured_content["error"]["code"] == "session_not_found"
