@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.line_windows import FileTools
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
+    from mcpbridge.knowledge.tool_tasks import ToolTasks
     from mcpbridge.knowledge.uploads import DocumentUploads
     from mcpbridge.knowledge.wiki import Wiki
     from mcpbridge.maintenance.failed_jobs import FailedJobs
@@ -102,7 +104,13 @@ class Container:
         if unknown:
             raise TypeError(f"cannot override {', '.join(sorted(unknown))}")
         self.settings = settings
+        self._job_runners: dict[str, Callable[[dict[str, str]], None]] = {}
         self.__dict__.update(overrides)
+
+    def add_job_runner(self, kind: str, run: Callable[[dict[str, str]], None]) -> None:
+        """Run the jobs of ``kind`` with ``run``: a kind whose work an edge owns (the MCP edge's Tasks), registered
+        by that edge in the process that runs it."""
+        self._job_runners[kind] = run
 
     @cached_property
     def telemetry(self) -> Telemetry:
@@ -367,9 +375,7 @@ class Container:
 
     @cached_property
     def jobs(self) -> Jobs:
-        mode = self.settings.jobs
-        if mode == "auto":
-            mode = "lambda" if self.settings.backend == "aws" and self.settings.indexer_function else "threads"
+        mode = self._jobs_mode()
         if mode == "lambda":
             from mcpbridge.adapters.aws.lambda_jobs import LambdaJobs
 
@@ -379,6 +385,12 @@ class Container:
         from mcpbridge.adapters.local.jobs import InlineJobs, ThreadJobs
 
         return InlineJobs(self.run_job) if mode == "inline" else ThreadJobs(self.run_job, on_failure=self._job_failed)
+
+    def _jobs_mode(self) -> str:
+        mode = self.settings.jobs
+        if mode == "auto":
+            mode = "lambda" if self.settings.backend == "aws" and self.settings.indexer_function else "threads"
+        return mode
 
     def _job_failed(self, kind: str, payload: dict[str, str], exc: Exception, attempts: int) -> None:
         """A local job the thread pool gave up on: recorded as the failed-jobs consumer records one on AWS."""
@@ -412,6 +424,10 @@ class Container:
 
         if kind == "webhook.deliver":
             self.webhooks.deliver(payload["workspace_id"], payload["webhook_id"], payload["delivery_id"])
+            return
+        registered = self._job_runners.get(kind)
+        if registered is not None:
+            registered(payload)
             return
 
         run_job(
@@ -757,6 +773,13 @@ class Container:
         from mcpbridge.knowledge.ask_sessions import AskSessions
 
         return AskSessions(self.store, self.clock)
+
+    @cached_property
+    def tool_tasks(self) -> ToolTasks:
+        """``ask`` and ``add_document`` as Tasks; their runs are jobs (this process's, unless the indexer's)."""
+        from mcpbridge.knowledge.tool_tasks import ToolTasks
+
+        return ToolTasks(self.store, self.clock, self.jobs, in_process=self._jobs_mode() != "lambda")
 
     @cached_property
     def oauth(self) -> ServiceOAuth:

@@ -102,7 +102,10 @@ def make_handler(surface: Surface | Literal["mcp_endpoint"]) -> LambdaHandler:
 def make_job_handler() -> LambdaHandler:
     """The indexer function: runs one background job per (asynchronous) invocation; a job that raises is retried
     by Lambda. After each job it reports the indexing backlog (``IndexingBacklog``)."""
+    from mcpbridge.http.mcp.tool_tasks import register
+
     container = lambda_container()
+    register(container)  # ask and add_document run as Tasks here, invoked by the MCP endpoint function
     logging_ = LambdaLogging(container.settings.log_level)
     backlog: list[float] = []  # [when it was counted, the count]
     freeze_startup_objects(collect=False)

@@ -665,7 +665,7 @@ def test_bedrock_access_is_conditional_and_per_model() -> None:
     uses = {
         "AdminApiFunction": {"EmbeddingOnBedrock", "LlmOnBedrock"},  # query embeddings, answers
         "McpEndpointFunction": {"EmbeddingOnBedrock", "LlmOnBedrock"},
-        INDEXER: {"EmbeddingOnBedrock"},  # document embeddings
+        INDEXER: {"EmbeddingOnBedrock", "LlmOnBedrock"},  # document embeddings; answers of ask run as Tasks
         RECOVERY: set(),
         "OAuthCallbackFunction": set(),
         "AuthorizationServerFunction": set(),

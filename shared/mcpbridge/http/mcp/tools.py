@@ -171,6 +171,10 @@ def _document(document: Document) -> dict[str, Any]:
     return DocumentOut.of(document).model_dump(exclude={"content"})
 
 
+document_view = _document
+"""A document as the tools answer it (its text left out)."""
+
+
 # ---------------------------------------------------------------------------------------------------- read tools
 
 

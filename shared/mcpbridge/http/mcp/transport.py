@@ -39,7 +39,7 @@ from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, NotFound, Unauthenticated
-from mcpbridge.http.mcp import protocol, tool_outputs
+from mcpbridge.http.mcp import protocol, tool_outputs, tool_tasks
 from mcpbridge.http.mcp.app import SERVER_CARD
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
 from mcpbridge.http.mcp.params import declares_extension, elicits_urls
@@ -55,6 +55,8 @@ log = logging.getLogger("mcpbridge.mcp")
 CHECK_CALL = "check_call"
 SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"
+TASK_TOOLS = frozenset({"ask", "add_document"})
+"""The knowledge tools that run as Tasks for a client declaring the extension (:mod:`.tool_tasks`)."""
 IDEMPOTENCY_META = "io.mcpbridge/idempotency-key"
 """The ``_meta`` key of a ``tools/call`` of a published external tool that makes retries return the first call."""
 
@@ -140,6 +142,7 @@ class McpEndpointApp:
     def __init__(self, container: Container) -> None:
         self._container = container
         self._allowed_of: _Allowed | None = None
+        tool_tasks.register(container)  # the Tasks this app creates run as this process's jobs where jobs are local
 
     @property
     def container(self) -> Container:
@@ -309,18 +312,32 @@ class McpEndpointApp:
             return refused
         if authority.user_id is not None:
             log.info("tool %s on endpoint %s, as user %s (OAuth)", name, endpoint.id, authority.user_id)
-        base_url = container.settings.public_base_url or base_url
-        context = ToolContext(
-            container, authority.access, endpoint.id, authority.user_id, base_url, endpoint.default_agent_id
-        )
-        try:
-            data = SPECS_BY_NAME[name].handler(context, arguments)
-        except MCPBridgeError as exc:
-            return error_result(exc.code, exc.message, exc.status)
-        except Exception:
-            log.exception("tool %s failed on endpoint %s", name, endpoint.id)
-            return error_result("internal_error", "the tool failed unexpectedly", 500)
-        return _json_result(data)
+        return tool_result(container, authority, name, arguments, container.settings.public_base_url or base_url)
+
+    def task_answer(self, authority: Authority, name: str, arguments: dict[str, Any], base_url: str) -> dict[str, Any]:
+        """A call of ``ask`` or ``add_document`` as a Task (:mod:`.tool_tasks`), in a worker thread."""
+        return tool_tasks.create(self, authority, name, arguments, base_url)
+
+
+def tool_result(
+    container: Container, authority: Authority, name: str, arguments: dict[str, Any], base_url: str
+) -> dict[str, Any]:
+    """What one admitted call of a knowledge tool answers (blocking): its result, or the error result."""
+    endpoint = authority.endpoint
+    context = ToolContext(
+        container, authority.access, endpoint.id, authority.user_id, base_url, endpoint.default_agent_id
+    )
+    try:
+        data = SPECS_BY_NAME[name].handler(context, arguments)
+    except MCPBridgeError as exc:
+        return error_result(exc.code, exc.message, exc.status)
+    except Exception:
+        log.exception("tool %s failed on endpoint %s", name, endpoint.id)
+        return error_result("internal_error", "the tool failed unexpectedly", 500)
+    return _json_result(data)
+
+
+json_result = _json_result
 
 
 class EndpointTools:
@@ -369,6 +386,10 @@ class EndpointTools:
         if name in self._authority.tools and name in SPECS_BY_NAME:
             if resume is not None:  # a knowledge tool never asks for input: no state of ours names it
                 raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
+            if name in TASK_TOOLS and modern and declares_extension(meta, TASKS_EXTENSION):
+                return await anyio.to_thread.run_sync(
+                    self._app.task_answer, self._authority, name, arguments, self._base_url
+                )
             # One worker thread for the limit, the use record and the tool: each hop to a thread costs a wake-up.
             return await anyio.to_thread.run_sync(self._app.run_tool, self._authority, name, arguments, self._base_url)
         if self._authority.endpoint.services:
@@ -397,14 +418,19 @@ class EndpointTools:
 
     @property
     def tasks_offered(self) -> bool:
-        """Calls become Tasks only on endpoints that publish external tools (:mod:`mcpbridge.agent.call_tasks`)."""
-        return bool(self._authority.endpoint.services)
+        """Calls become Tasks on endpoints that publish external tools (:mod:`mcpbridge.agent.call_tasks`) or offer
+        ``ask`` or ``add_document`` (:mod:`.tool_tasks`)."""
+        return bool(self._authority.endpoint.services) or not TASK_TOOLS.isdisjoint(self._authority.tools)
 
     async def task(self, method: str, task_id: str, input_responses: Mapping[str, Any] | None) -> dict[str, Any]:
         container, authority = self._app.container, self._authority
-        publication = container.publication_of(authority.endpoint)
 
         def answer() -> dict[str, Any]:
+            if task_id.startswith("task_"):  # a knowledge tool's; gateway calls' ids start call_
+                return tool_tasks.answer(container, authority, method, task_id)
+            if not authority.endpoint.services:
+                raise NotFound("no such task", code="task_not_found")
+            publication = container.publication_of(authority.endpoint)
             return container.gateway.task(publication, self._caller(), method, task_id, input_responses, self._base_url)
 
         try:
