@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.line_windows import FileTools
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
+    from mcpbridge.knowledge.shares import KnowledgeShares
     from mcpbridge.knowledge.uploads import DocumentUploads
     from mcpbridge.knowledge.wiki import Wiki
     from mcpbridge.maintenance.failed_jobs import FailedJobs
@@ -427,6 +428,12 @@ class Container:
         from mcpbridge.knowledge.bases import KnowledgeBases
 
         return KnowledgeBases(self.store, self.clock, self.jobs)
+
+    @cached_property
+    def knowledge_shares(self) -> KnowledgeShares:
+        from mcpbridge.knowledge.shares import KnowledgeShares
+
+        return KnowledgeShares(self.store, self.clock, self.knowledge_bases)
 
     @cached_property
     def documents(self) -> Documents:

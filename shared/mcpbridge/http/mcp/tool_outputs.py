@@ -106,6 +106,25 @@ def output_schemas() -> dict[str, dict[str, Any]]:
                 "total": _INTEGER,
             }
         ),
+        "list_shared_knowledge_bases": _object(
+            {
+                "knowledge_bases": _array(
+                    _object(
+                        {
+                            "id": _STRING,
+                            "name": _STRING,
+                            "description": _STRING,
+                            "capabilities": _array({"type": "string", "enum": ["keyword", "semantic", "wiki"]}),
+                            "document_count": _INTEGER,
+                            "owner_workspace_id": _STRING,
+                            "permission": {"type": "string", "enum": ["read", "write"]},
+                            "searched_by_default": _BOOLEAN,
+                        }
+                    )
+                ),
+                "total": _INTEGER,
+            }
+        ),
         "search_knowledge": _object(
             {
                 "query": _STRING,
@@ -244,6 +263,7 @@ _SHAPES: Final = {
 }
 _ICON_OF_TOOL: Final = {
     "list_knowledge_bases": "library",
+    "list_shared_knowledge_bases": "library",
     "search_knowledge": "search",
     "grep_chunks": "search",
     "list_documents": "document",

@@ -191,6 +191,29 @@ def list_knowledge_bases(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     }
 
 
+def list_shared_knowledge_bases(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """What other workspaces share with the endpoint's workspace and its scope reaches (an endpoint without a limited
+    scope lists every share of its workspace; it reaches one when a call names it)."""
+    shared = ctx.container.knowledge_shares.shared_with(ctx.access)
+    semantic = ctx.container.embedder is not None
+    return {
+        "knowledge_bases": [
+            {
+                "id": s.knowledge_base.id,
+                "name": s.knowledge_base.name,
+                "description": s.knowledge_base.description,
+                "capabilities": capabilities(s.knowledge_base, semantic=semantic),
+                "document_count": s.knowledge_base.document_count,
+                "owner_workspace_id": s.knowledge_base.workspace_id,
+                "permission": s.permission,
+                "searched_by_default": ctx.access.knowledge_base_ids is not None,
+            }
+            for s in shared
+        ],
+        "total": len(shared),
+    }
+
+
 def search_knowledge(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     query = _required(args, "query", max_chars=2000)
     mode = args.get("mode") or "hybrid"
@@ -473,6 +496,14 @@ SPECS: tuple[ToolSpec, ...] = (
         "many documents it holds. Call this first.",
         _schema({}, []),
         list_knowledge_bases,
+    ),
+    ToolSpec(
+        "list_shared_knowledge_bases",
+        "List the knowledge bases other workspaces share with this one: owner workspace, permission (read or write; "
+        "new documents belong to the owner). Those with searched_by_default=false are searched and read when a call "
+        "names them (knowledge_base_ids) or their documents.",
+        _schema({}, []),
+        list_shared_knowledge_bases,
     ),
     ToolSpec(
         "search_knowledge",
