@@ -65,6 +65,22 @@ DELETE_JOB = "delete_document"
 _CONTENT_TYPES: dict[DocumentFormat, str] = {"markdown": "text/markdown", "text": "text/plain"}
 
 
+def reachable_document(store: Store, access: KnowledgeAccess, document_id: str) -> Item | None:
+    """The item of a document ``access`` reaches, in its workspace or in a knowledge base shared with it (a caller not
+    limited to some knowledge bases names the document, so every share of its workspace counts)."""
+    item = store.get(doc_key(access.workspace_id, document_id))
+    if item is not None and access.allows(item["knowledge_base_id"]):
+        return item
+    by_owner: dict[str, set[str]] = {}
+    for share in reachable_shares(store, access, named=True):
+        by_owner.setdefault(share.owner_workspace_id, set()).add(share.knowledge_base_id)
+    for owner, kb_ids in by_owner.items():
+        item = store.get(doc_key(owner, document_id))
+        if item is not None and item["knowledge_base_id"] in kb_ids:
+            return item
+    return None
+
+
 def doc_key(workspace_id: str, document_id: str) -> Key:
     return Key(f"WS#{workspace_id}", f"DOC#{document_id}")
 
@@ -331,17 +347,10 @@ class Documents:
     def get(self, access: KnowledgeAccess, document_id: str) -> Document:
         """A document of a knowledge base ``access`` reaches: the workspace's own, or one shared with it (a caller not
         limited to some knowledge bases names the document, so every share of its workspace counts)."""
-        item = self._store.get(doc_key(access.workspace_id, document_id))
-        if item is not None and access.allows(item["knowledge_base_id"]):
-            return _document_of(item)
-        by_owner: dict[str, set[str]] = {}
-        for share in reachable_shares(self._store, access, named=True):
-            by_owner.setdefault(share.owner_workspace_id, set()).add(share.knowledge_base_id)
-        for owner, kb_ids in by_owner.items():
-            item = self._store.get(doc_key(owner, document_id))
-            if item is not None and item["knowledge_base_id"] in kb_ids:
-                return _document_of(item)
-        raise NotFound(f"document {document_id!r} was not found", code="document_not_found")
+        item = reachable_document(self._store, access, document_id)
+        if item is None:
+            raise NotFound(f"document {document_id!r} was not found", code="document_not_found")
+        return _document_of(item)
 
     def text(self, document: Document) -> str | None:
         """The canonical text of an indexed document (None before its first successful indexing)."""

@@ -81,6 +81,12 @@ def reachable_share(store: Store, access: KnowledgeAccess, kb_id: str) -> Receiv
     return received_share(store, access.workspace_id, kb_id)
 
 
+def owner_workspace(store: Store, access: KnowledgeAccess, kb_id: str) -> str:
+    """The workspace that holds ``kb_id`` for a caller: the owner of a share it reaches, else its own."""
+    share = reachable_share(store, access, kb_id)
+    return access.workspace_id if share is None else share.owner_workspace_id
+
+
 def withdraw_shares(store: Store, owner_workspace_id: str, kb_id: str) -> None:
     """Withdraw every share of a knowledge base (it is being deleted)."""
     for item in list(every_item(store, f"WS#{owner_workspace_id}", sk_prefix=f"KBSHARE#{kb_id}#")):

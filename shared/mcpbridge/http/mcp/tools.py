@@ -225,7 +225,7 @@ def search_knowledge(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     outcome = service.search(scope, query, mode=mode, limit=_int(args, "limit", 10, 1, 30))
     results = [{**ChunkOut.of(h.chunk).model_dump(), "score": round(h.score, 6)} for h in outcome.hits]
     images = ctx.container.document_images
-    found = {n: images.images_of(ctx.access.workspace_id, h.chunk) for n, h in enumerate(outcome.hits)}
+    found = {n: images.images_of(ctx.access, h.chunk) for n, h in enumerate(outcome.hits)}
     if any(found.values()):
         # An image chunk carries its image, linked as in ask (once per call, scope checked again).
         links = _image_links(ctx, [ref for refs in found.values() for ref in refs])
