@@ -13,6 +13,7 @@ from mcpbridge.http.auth import CurrentPrincipal, knowledge_access, service_of
 from mcpbridge.http.deps import SemanticDep
 from mcpbridge.http.fields import KnowledgeBaseId, WorkspaceId
 from mcpbridge.http.openapi import problems
+from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.http.views import KnowledgeBaseOut, Timestamp
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class ShareOut(BaseModel):
 
 class ShareList(BaseModel):
     items: list[ShareOut]
+    next_cursor: str | None = next_cursor_field()
 
 
 class SharedKnowledgeBaseOut(KnowledgeBaseOut):
@@ -65,6 +67,7 @@ class SharedKnowledgeBaseOut(KnowledgeBaseOut):
 
 class SharedKnowledgeBaseList(BaseModel):
     items: list[SharedKnowledgeBaseOut]
+    next_cursor: str | None = next_cursor_field()
 
 
 _SHARE_PROBLEMS = problems(400, 403, 404)
@@ -92,9 +95,23 @@ def share_knowledge_base(
     summary="List a knowledge base's shares",
     responses=problems(403, 404),
 )
-def list_knowledge_base_shares(kb_id: KnowledgeBaseId, principal: CurrentPrincipal, shares: SharesDep) -> ShareList:
-    """The workspaces one of the workspace's own knowledge bases is shared with (owner's admin only)."""
-    return ShareList(items=[ShareOut.of(share) for share in shares.shares(principal, kb_id)])
+def list_knowledge_base_shares(
+    kb_id: KnowledgeBaseId,
+    principal: CurrentPrincipal,
+    shares: SharesDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
+) -> ShareList:
+    """The workspaces one of the workspace's own knowledge bases is shared with, by workspace id (owner's admin
+    only)."""
+    page, next_cursor = page_of(
+        shares.shares(principal, kb_id),
+        key=lambda share: (share.workspace_id,),
+        limit=limit,
+        cursor=cursor,
+        listing=f"kb-shares:{kb_id}",
+    )
+    return ShareList(items=[ShareOut.of(share) for share in page], next_cursor=next_cursor)
 
 
 @router.delete(
@@ -119,11 +136,21 @@ def unshare_knowledge_base(
     summary="List knowledge bases shared with this workspace",
 )
 def list_shared_knowledge_bases(
-    principal: CurrentPrincipal, shares: SharesDep, semantic: SemanticDep
+    principal: CurrentPrincipal,
+    shares: SharesDep,
+    semantic: SemanticDep,
+    limit: int = limit_query(),
+    cursor: str | None = cursor_query(),
 ) -> SharedKnowledgeBaseList:
     """The knowledge bases other workspaces share with the key's workspace (for a key limited to some knowledge
-    bases, those among them), with the permission each share gives."""
-    found = shares.shared_with(knowledge_access(principal, "read"))
+    bases, those among them), by name (case-insensitive), with the permission each share gives."""
+    found, next_cursor = page_of(
+        shares.shared_with(knowledge_access(principal, "read")),
+        key=lambda s: (s.knowledge_base.name.casefold(), s.knowledge_base.id),
+        limit=limit,
+        cursor=cursor,
+        listing="shared-knowledge-bases",
+    )
     return SharedKnowledgeBaseList(
         items=[
             SharedKnowledgeBaseOut(
@@ -133,5 +160,6 @@ def list_shared_knowledge_bases(
                 shared_at=s.shared_at,
             )
             for s in found
-        ]
+        ],
+        next_cursor=next_cursor,
     )
