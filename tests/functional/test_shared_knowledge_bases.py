@@ -153,7 +153,7 @@ def test_an_endpoint_of_the_workspace_shared_with_reads_the_base_until_the_share
             "listed": structured(await client.call_tool("list_documents", {"knowledge_base_id": "polar HANDBOOK"})),
             "ask": structured(await client.call_tool("ask", {"question": "When do walruses haul out?"})),
             "resources": [str(r.uri) for r in (await client.list_resources()).resources],
-            "resource": (await client.read_resource(handbook_uri)).contents[0].text,
+            "resource": (await client.read_resource(handbook_uri)).contents[0].model_dump().get("text", ""),
             "outside": await client.call_tool("read_document", {"document_id": world.narwhals}),
             "other_base": await client.call_tool("list_documents", {"knowledge_base_id": world.plans}),
         }
