@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from mcpbridge.cli import main
 from mcpbridge.http.mcp.resources import document_uri
 from mcpbridge.knowledge.documents import doc_key
 from tests.support.oauth_flow import Hub, hub_on
@@ -312,3 +314,53 @@ def test_refused_share_requests_change_nothing(world: World) -> None:
     assert world.shares() == before
     assert [s["permission"] for s in world.ok("GET", SHARED, world.b_admin)["items"]] == ["read"]
     assert world.ok("GET", SHARED, world.c_admin)["items"] == []
+
+
+# ---------------------------------------------------------------------------------------------------- CLI
+
+
+def cli(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, env: dict[str, str], *args: str
+) -> tuple[int, str]:
+    """``mcpbridge <args> --json`` against the hub: its exit status and what it printed."""
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith("MCPBRIDGE_"):
+                patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        code = main([*args, "--json"])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_the_cli_shares_lists_and_withdraws(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = str(tmp_path / "config")
+    owner = {"MCPBRIDGE_URL": world.hub.base_url, "MCPBRIDGE_API_KEY": world.hub.admin_key, "XDG_CONFIG_HOME": config}
+    beta = {**owner, "MCPBRIDGE_API_KEY": world.b_admin}
+
+    code, out = cli(capsys, monkeypatch, owner, "kb", "share", "polar handbook", world.b_id, "--permission", "write")
+    assert code == 0, out
+    assert json.loads(out)["permission"] == "write"
+    code, out = cli(capsys, monkeypatch, owner, "kb", "shares", "Polar handbook")
+    assert [(s["workspace_id"], s["permission"]) for s in json.loads(out)["items"]] == [(world.b_id, "write")]
+    code, out = cli(capsys, monkeypatch, beta, "kb", "shared")
+    assert [s["id"] for s in json.loads(out)["items"]] == [world.handbook]
+
+    # Refused: B withdrawing A's share, A sharing with a workspace that does not exist; nothing changes.
+    code, out = cli(capsys, monkeypatch, beta, "kb", "unshare", world.handbook, world.b_id)
+    assert code == 1
+    assert "not found" in out
+    code, out = cli(capsys, monkeypatch, owner, "kb", "share", "polar handbook", "ws_0000000000000000000000000")
+    assert code == 1
+    assert "workspace" in out
+    assert [s["workspace_id"] for s in world.shares()] == [world.b_id]
+
+    code, out = cli(capsys, monkeypatch, owner, "kb", "unshare", "polar handbook", world.b_id)
+    assert code == 0, out
+    assert world.shares() == []
+    code, out = cli(capsys, monkeypatch, beta, "kb", "shared")
+    assert json.loads(out)["items"] == []
