@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcpbridge.cli import main
 from mcpbridge.http.mcp.resources import document_uri
 from mcpbridge.knowledge.documents import doc_key
+from mcpbridge.knowledge.share_records import owner_share_key, received_share_key
 from tests.support.oauth_flow import Hub, hub_on
 
 KBS = "/api/v1/knowledge-bases"
@@ -364,3 +365,17 @@ def test_the_cli_shares_lists_and_withdraws(
     assert world.shares() == []
     code, out = cli(capsys, monkeypatch, beta, "kb", "shared")
     assert json.loads(out)["items"] == []
+
+
+def test_deleting_the_base_or_a_workspace_takes_its_shares_with_it(world: World) -> None:
+    world.share(world.b_id)
+    world.share(world.c_id, "write")
+    store = world.hub.container.store
+    # The platform admin deletes C: its share goes from A's list too, B's stays.
+    world.ok("DELETE", f"/api/v1/workspaces/{world.c_id}", world.hub.admin_key, 202)
+    assert [s["workspace_id"] for s in world.shares()] == [world.b_id]
+    assert store.get(owner_share_key(world.a_id, world.handbook, world.c_id)) is None
+    # A deletes the knowledge base: nothing is shared with B any more, and no record of it is left on B's side.
+    world.ok("DELETE", f"{KBS}/{world.handbook}", world.hub.admin_key, 204)
+    assert world.ok("GET", SHARED, world.b_admin)["items"] == []
+    assert store.get(received_share_key(world.b_id, world.handbook)) is None

@@ -87,6 +87,19 @@ def owner_workspace(store: Store, access: KnowledgeAccess, kb_id: str) -> str:
     return access.workspace_id if share is None else share.owner_workspace_id
 
 
+def forget_workspace_shares(store: Store, workspace_id: str) -> None:
+    """Withdraw every share a workspace being purged gave or received, both sides of each."""
+    for item in list(every_item(store, f"WS#{workspace_id}", sk_prefix="KBSHARE#")):
+        withdraw_shares(store, workspace_id, str(item["kb_id"]))
+    for share in received_shares(store, workspace_id):
+        store.transact(
+            [
+                Remove(owner_share_key(share.owner_workspace_id, share.knowledge_base_id, workspace_id)),
+                Remove(received_share_key(workspace_id, share.knowledge_base_id)),
+            ]
+        )
+
+
 def withdraw_shares(store: Store, owner_workspace_id: str, kb_id: str) -> None:
     """Withdraw every share of a knowledge base (it is being deleted)."""
     for item in list(every_item(store, f"WS#{owner_workspace_id}", sk_prefix=f"KBSHARE#{kb_id}#")):
