@@ -312,6 +312,21 @@ def test_refused_share_requests_change_nothing(world: World) -> None:
     _, narrow = world.hub.user_with_key("Ad", role="admin", knowledge_base_ids=[world.handbook])
     problem(world.call("PUT", f"{path}/{world.c_id}", narrow, json={}), 403, "scope_exceeded")
 
+    # Through a read-only share B changes nothing of A's: not the knowledge base, its documents or its wiki.
+    b = world.b_admin
+    problem(world.call("PUT", f"{KBS}/{world.handbook}", b, json={"name": "Mine now"}), 404, "kb_not_found")
+    problem(world.call("DELETE", f"{KBS}/{world.handbook}", b), 404, "kb_not_found")
+    problem(world.call("DELETE", f"/api/v1/documents/{world.walruses}", b), 403, "kb_share_read_only")
+    update = {"title": "Renamed"}
+    problem(world.call("PUT", f"/api/v1/documents/{world.walruses}", b, json=update), 403, "kb_share_read_only")
+    added = {"title": "More", "content": "More walruses."}
+    problem(world.call("POST", f"{KBS}/{world.handbook}/documents", b, json=added), 403, "kb_share_read_only")
+    page = {"slug": "walrus", "type": "concept", "title": "Walrus", "content": "A walrus."}
+    problem(world.call("POST", f"{KBS}/{world.handbook}/wiki/pages", b, json=page), 404, "kb_not_found")
+    kb = world.ok("GET", f"{KBS}/{world.handbook}", world.hub.admin_key)
+    assert (kb["name"], kb["document_count"], kb["wiki_page_count"]) == ("Polar handbook", 1, 0)
+    assert world.ok("GET", f"/api/v1/documents/{world.walruses}", world.hub.admin_key)["title"] == "Walruses"
+
     assert world.shares() == before
     assert [s["permission"] for s in world.ok("GET", SHARED, world.b_admin)["items"]] == ["read"]
     assert world.ok("GET", SHARED, world.c_admin)["items"] == []
