@@ -394,3 +394,24 @@ def test_deleting_the_base_or_a_workspace_takes_its_shares_with_it(world: World)
     world.ok("DELETE", f"{KBS}/{world.handbook}", world.hub.admin_key, 204)
     assert world.ok("GET", SHARED, world.b_admin)["items"] == []
     assert store.get(received_share_key(world.b_id, world.handbook)) is None
+
+
+def test_an_endpoint_without_a_scope_reaches_a_shared_base_only_by_naming_it(world: World) -> None:
+    world.share(world.b_id)
+    endpoint = world.ok("POST", "/api/v1/mcp-endpoints", world.b_admin, 201, json={"name": "Everything of Beta"})
+
+    async def reads(client: Client) -> dict[str, Any]:
+        named = {"query": "walruses", "knowledge_base_ids": ["Polar handbook"]}
+        return {
+            "shared": structured(await client.call_tool("list_shared_knowledge_bases", {})),
+            "bases": structured(await client.call_tool("list_knowledge_bases", {})),
+            "default": structured(await client.call_tool("search_knowledge", {"query": "walruses tusks"})),
+            "named": structured(await client.call_tool("search_knowledge", named)),
+        }
+
+    seen = session(endpoint, reads)
+    (shared,) = seen["shared"]["knowledge_bases"]
+    assert (shared["id"], shared["searched_by_default"]) == (world.handbook, False)
+    assert [kb["id"] for kb in seen["bases"]["knowledge_bases"]] == [world.b_notes]
+    assert all(hit["knowledge_base_id"] == world.b_notes for hit in seen["default"]["results"])
+    assert {hit["document_id"] for hit in seen["named"]["results"]} == {world.walruses}
