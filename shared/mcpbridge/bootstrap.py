@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from mcpbridge.knowledge.line_windows import FileTools
     from mcpbridge.knowledge.reading import DocumentReader
     from mcpbridge.knowledge.search import KnowledgeSearch
+    from mcpbridge.knowledge.shares import KnowledgeShares
     from mcpbridge.knowledge.tool_tasks import ToolTasks
     from mcpbridge.knowledge.uploads import DocumentUploads
     from mcpbridge.knowledge.wiki import Wiki
@@ -443,6 +444,12 @@ class Container:
         from mcpbridge.knowledge.bases import KnowledgeBases
 
         return KnowledgeBases(self.store, self.clock, self.jobs)
+
+    @cached_property
+    def knowledge_shares(self) -> KnowledgeShares:
+        from mcpbridge.knowledge.shares import KnowledgeShares
+
+        return KnowledgeShares(self.store, self.clock, self.knowledge_bases)
 
     @cached_property
     def documents(self) -> Documents:

@@ -25,6 +25,7 @@ from tests.support.containers import container_on
 BASE = "/api/v1/mcp-endpoints"
 READ_TOOLS = [
     "list_knowledge_bases",
+    "list_shared_knowledge_bases",
     "search_knowledge",
     "grep_chunks",
     "list_documents",

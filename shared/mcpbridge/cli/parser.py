@@ -367,6 +367,7 @@ def _add_kb(commands: Commands) -> None:
     search.add_argument("--limit", type=int, default=10, help="results, 1 to 30 (default 10)")
     _add_kb_ask(actions)
     _add_kb_filing(actions)
+    _add_kb_shares(actions)
     delete = _leaf(
         actions,
         "delete",
@@ -375,6 +376,46 @@ def _add_kb(commands: Commands) -> None:
         "knowledge:kb_delete",
     )
     delete.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
+
+
+def _add_kb_shares(actions: Commands) -> None:
+    share = _leaf(
+        actions,
+        "share",
+        "share a knowledge base with another workspace",
+        "mcpbridge kb share handbook ws_... --permission read",
+        "kb_shares:kb_share",
+        details="That workspace's endpoints and keys reach it once their scope lists it; write lets them add, update "
+        "and delete its documents (new ones belong to this workspace). Sharing again changes the permission.",
+    )
+    share.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
+    share.add_argument("target", metavar="WORKSPACE", help="the workspace's id (ws_...)")
+    share.add_argument("--permission", choices=("read", "write"), default="read", help="default read")
+    shares = _leaf(
+        actions,
+        "shares",
+        "the workspaces a knowledge base is shared with",
+        "mcpbridge kb shares handbook",
+        "kb_shares:kb_shares",
+    )
+    shares.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
+    unshare = _leaf(
+        actions,
+        "unshare",
+        "withdraw a knowledge base's share with a workspace",
+        "mcpbridge kb unshare handbook ws_...",
+        "kb_shares:kb_unshare",
+        details="Every later request from that workspace for it is refused, endpoints that still list it included.",
+    )
+    unshare.add_argument("kb", metavar="KB", help="the knowledge base's id (kb_...) or name")
+    unshare.add_argument("target", metavar="WORKSPACE", help="the workspace's id (ws_...)")
+    _leaf(
+        actions,
+        "shared",
+        "knowledge bases other workspaces share with yours",
+        "mcpbridge kb shared",
+        "kb_shares:kb_shared",
+    )
 
 
 def _add_document_filters(documents: argparse.ArgumentParser) -> None:

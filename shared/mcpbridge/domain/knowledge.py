@@ -133,6 +133,8 @@ class KnowledgeBase:
     language: str = "auto"
     """How keyword search analyses the text (``text_tokens.LANGUAGES``): stems and stop words of that language."""
     reanalysis: Reanalysis | None = None
+    shared_permission: Literal["read", "write"] | None = None
+    """For a knowledge base another workspace (``workspace_id``) shares with the caller's: what the share allows."""
 
 
 @dataclass(frozen=True)

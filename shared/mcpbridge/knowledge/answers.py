@@ -165,7 +165,7 @@ class Answerer:
         return Answer(text, references, session_id, mode, notices, agent.id if mode == "agent" and agent else None)
 
     def _images_of(self, access: KnowledgeAccess, hit: Hit) -> tuple[ImageRef, ...]:
-        return () if self._images is None else tuple(self._images.images_of(access.workspace_id, hit.chunk))
+        return () if self._images is None else tuple(self._images.images_of(access, hit.chunk))
 
     def _compose(
         self,

@@ -12,6 +12,7 @@ and the knowledge base shows the job's progress until it is done.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterable
 
 from mcpbridge.domain.identity import timestamp
@@ -20,7 +21,14 @@ from mcpbridge.domain.items import AllOf, Compare, Condition, Item, ItemExists, 
 from mcpbridge.domain.knowledge import KnowledgeAccess, KnowledgeBase, Reanalysis
 from mcpbridge.domain.names import clean_description, clean_name, fold
 from mcpbridge.domain.text_tokens import DEFAULT_LANGUAGE, LANGUAGES
-from mcpbridge.errors import ConditionFailed, Conflict, InvalidInput, NotFound
+from mcpbridge.errors import ConditionFailed, Conflict, Forbidden, InvalidInput, NotFound
+from mcpbridge.knowledge.share_records import (
+    ReceivedShare,
+    reachable_share,
+    reachable_shares,
+    received_shares,
+    withdraw_shares,
+)
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Jobs, Store
 
@@ -81,15 +89,50 @@ class KnowledgeBases:
         return _kb_of(item)
 
     def list_bases(self, access: KnowledgeAccess) -> list[KnowledgeBase]:
+        """The workspace's own knowledge bases ``access`` allows, and those shared with it that its scope lists."""
         items = every_item(self._store, f"WS#{access.workspace_id}", sk_prefix="KB#")
         found = [_kb_of(i) for i in items if access.allows(i["id"])]
+        found += self._shared(reachable_shares(self._store, access))
         return sorted(found, key=lambda kb: (fold(kb.name), kb.id))
 
     def get(self, access: KnowledgeAccess, kb_id: str) -> KnowledgeBase:
+        """One knowledge base ``access`` reaches: its workspace's own, or one shared with the workspace (see
+        ``knowledge.share_records`` for when a share is reached)."""
+        item = self._store.get(kb_key(access.workspace_id, kb_id)) if access.allows(kb_id) else None
+        if item is not None:
+            return _kb_of(item)
+        share = reachable_share(self._store, access, kb_id)
+        for kb in self._shared([share] if share is not None else []):
+            return kb
+        raise NotFound(f"knowledge base {kb_id!r} was not found", code="kb_not_found")
+
+    def own(self, access: KnowledgeAccess, kb_id: str) -> KnowledgeBase:
+        """One of the workspace's own knowledge bases (a shared one is not found: only its owner changes it)."""
         item = self._store.get(kb_key(access.workspace_id, kb_id)) if access.allows(kb_id) else None
         if item is None:
             raise NotFound(f"knowledge base {kb_id!r} was not found", code="kb_not_found")
         return _kb_of(item)
+
+    def owner_access(self, access: KnowledgeAccess, kb_id: str, *, write: bool = False) -> KnowledgeAccess:
+        """The access to act on ``kb_id`` with, in the workspace that owns it: ``access`` itself for an own
+        knowledge base; for a shared one, that knowledge base alone in its owner's workspace (``write``: only when
+        the share allows writing, 403 otherwise)."""
+        kb = self.get(access, kb_id)
+        if kb.workspace_id == access.workspace_id:
+            return access
+        if write and kb.shared_permission != "write":
+            raise Forbidden(
+                f"knowledge base {kb_id!r} is shared with this workspace read-only", code="kb_share_read_only"
+            )
+        return KnowledgeAccess(kb.workspace_id, frozenset({kb_id}))
+
+    def _shared(self, shares: Iterable[ReceivedShare]) -> list[KnowledgeBase]:
+        found: list[KnowledgeBase] = []
+        for share in shares:
+            item = self._store.get(kb_key(share.owner_workspace_id, share.knowledge_base_id))
+            if item is not None:
+                found.append(dataclasses.replace(_kb_of(item), shared_permission=share.permission))
+        return found
 
     def select(self, access: KnowledgeAccess, selectors: Iterable[str] | None) -> list[KnowledgeBase]:
         """Knowledge bases named by id or case-insensitive name (all reachable ones when there are no selectors).
@@ -103,9 +146,16 @@ class KnowledgeBases:
             return available
         by_id = {kb.id: kb for kb in available}
         by_name = {fold(kb.name): kb for kb in available}
+        named: dict[str, KnowledgeBase] | None = None
         chosen: dict[str, KnowledgeBase] = {}
         for selector in wanted:
             kb = by_id.get(selector) or by_name.get(fold(selector))
+            if kb is None and access.knowledge_base_ids is None:
+                # A caller not limited to some knowledge bases reaches a shared one by naming it.
+                if named is None:
+                    shared = self._shared(received_shares(self._store, access.workspace_id))
+                    named = {kb.id: kb for kb in shared} | {fold(kb.name): kb for kb in shared}
+                kb = named.get(selector) or named.get(fold(selector))
             if kb is None:
                 raise NotFound(
                     f"knowledge base {selector!r} was not found or is out of scope; list the knowledge bases to see "
@@ -125,7 +175,7 @@ class KnowledgeBases:
         language: str | None = None,
     ) -> KnowledgeBase:
         """Change the name, description and/or language; a new language re-analyses the index in the background."""
-        current = self.get(access, kb_id)
+        current = self.own(access, kb_id)
         changes: dict[str, object] = {"updated_at": timestamp(self._clock.now())}
         if description is not None:
             changes["description"] = clean_description(description)
@@ -191,7 +241,7 @@ class KnowledgeBases:
 
     def delete(self, access: KnowledgeAccess, kb_id: str) -> None:
         """Remove the knowledge base now; its documents, pages and index are cleaned up by a job."""
-        current = self.get(access, kb_id)
+        current = self.own(access, kb_id)
         try:
             self._store.transact(
                 [
@@ -204,6 +254,7 @@ class KnowledgeBases:
         except ConditionFailed:
             raise NotFound(f"knowledge base {kb_id!r} was not found", code="kb_not_found") from None
         self._jobs.submit("purge_knowledge_base", {"workspace_id": access.workspace_id, "knowledge_base_id": kb_id})
+        withdraw_shares(self._store, access.workspace_id, kb_id)
 
 
 def _kb_of(item: Item) -> KnowledgeBase:

@@ -46,6 +46,7 @@ from mcpbridge.knowledge.bases import KnowledgeBases, kb_key
 from mcpbridge.knowledge.chunking import chunk_document
 from mcpbridge.knowledge.images import DocumentImages
 from mcpbridge.knowledge.parsing import parse_document
+from mcpbridge.knowledge.share_records import reachable_shares
 from mcpbridge.observability import masked_url
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.paging import every_item
@@ -62,6 +63,22 @@ INDEX_CONTENTION = frozenset({"index_busy", "index_contention"})
 """Codes of ``Unavailable`` meaning another writer held the knowledge base's index: worth trying again later."""
 DELETE_JOB = "delete_document"
 _CONTENT_TYPES: dict[DocumentFormat, str] = {"markdown": "text/markdown", "text": "text/plain"}
+
+
+def reachable_document(store: Store, access: KnowledgeAccess, document_id: str) -> Item | None:
+    """The item of a document ``access`` reaches, in its workspace or in a knowledge base shared with it (a caller not
+    limited to some knowledge bases names the document, so every share of its workspace counts)."""
+    item = store.get(doc_key(access.workspace_id, document_id))
+    if item is not None and access.allows(item["knowledge_base_id"]):
+        return item
+    by_owner: dict[str, set[str]] = {}
+    for share in reachable_shares(store, access, named=True):
+        by_owner.setdefault(share.owner_workspace_id, set()).add(share.knowledge_base_id)
+    for owner, kb_ids in by_owner.items():
+        item = store.get(doc_key(owner, document_id))
+        if item is not None and item["knowledge_base_id"] in kb_ids:
+            return item
+    return None
 
 
 def doc_key(workspace_id: str, document_id: str) -> Key:
@@ -165,7 +182,7 @@ class Documents:
         self, access: KnowledgeAccess, kb_id: str, *, title: str, url: str, filing: Filing = UNFILED
     ) -> Document:
         title = clean_title(title)
-        self._bases.get(access, kb_id)
+        self._bases.owner_access(access, kb_id, write=True)
         # Fetched now, through the SSRF guard (every redirect and resolved address checked), so a refusal is
         # reported to the caller and nothing is stored. Imported here: httpx2 is ~50 ms of the MCP endpoint's cold
         # start, and only this operation needs it there.
@@ -224,7 +241,8 @@ class Documents:
         filename: str | None = None,
         filing: Filing = UNFILED,
     ) -> Document:
-        self._bases.get(access, kb_id)
+        # Into a shared knowledge base (when its share allows writing), the document is its owner's.
+        access = self._bases.owner_access(access, kb_id, write=True)
         document_id = new_id("doc")
         self._blobs.put(blob_key(access.workspace_id, document_id, 1, "source"), data, content_type=content_type)
         return self.register(
@@ -327,8 +345,10 @@ class Documents:
     # ------------------------------------------------------------------------------------------ read
 
     def get(self, access: KnowledgeAccess, document_id: str) -> Document:
-        item = self._store.get(doc_key(access.workspace_id, document_id))
-        if item is None or not access.allows(item["knowledge_base_id"]):
+        """A document of a knowledge base ``access`` reaches: the workspace's own, or one shared with it (a caller not
+        limited to some knowledge bases names the document, so every share of its workspace counts)."""
+        item = reachable_document(self._store, access, document_id)
+        if item is None:
             raise NotFound(f"document {document_id!r} was not found", code="document_not_found")
         return _document_of(item)
 
@@ -371,9 +391,9 @@ class Documents:
     ) -> list[Document]:
         """Every document of the knowledge base whose title contains ``keyword`` (case-insensitive) and that
         ``shelf`` selects (published ones by default), newest first."""
-        self._bases.get(access, kb_id)
+        owner = self._bases.get(access, kb_id).workspace_id
         wanted = (keyword or "").strip().casefold()
-        found = [d for d in self._all_of_kb(kb_id) if d.workspace_id == access.workspace_id and shelf.holds(d)]
+        found = [d for d in self._all_of_kb(kb_id) if d.workspace_id == owner and shelf.holds(d)]
         if wanted:
             found = [d for d in found if wanted in d.title.casefold()]
         found.sort(key=lambda d: d.id, reverse=True)  # ids are time-ordered
@@ -399,6 +419,7 @@ class Documents:
         or status re-indexes the document (a draft leaves the index, a published one enters it); tags and folder
         alone change only how it is filed."""
         current = self.get(access, document_id)
+        access = self._bases.owner_access(access, current.knowledge_base_id, write=True)
         if all(given is None for given in (title, content, status, tags, folder)):
             raise InvalidInput("give a new title, content, status, tags or folder", code="nothing_to_update")
         changes = _filing_changes(status, tags, folder)
@@ -466,6 +487,7 @@ class Documents:
         """Remove the document now; its chunks (a rewrite of the index) and blobs go in a ``delete_document`` job,
         which a marker item (in the same transaction) lets the sweep re-drive if the job is lost."""
         current = self.get(access, document_id)
+        access = self._bases.owner_access(access, current.knowledge_base_id, write=True)
         workspace_id, kb_id = access.workspace_id, current.knowledge_base_id
         marker: Item = {
             **deletion_key(workspace_id, document_id).as_dict(),
@@ -500,6 +522,7 @@ class Documents:
         same way). ``chunk_id``: the chunk's id (``<document>#00003``) or its number. Indexing the document again
         (a new version) brings it back."""
         current = self.get(access, document_id)
+        access = self._bases.owner_access(access, current.knowledge_base_id, write=True)
         seq = _chunk_seq(document_id, chunk_id)
         if current.parse_status != "completed" or current.indexed_version != current.version:
             raise Conflict(

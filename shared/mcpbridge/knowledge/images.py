@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from mcpbridge.domain.knowledge import Chunk, ChunkDraft, ChunkType, ParsedDocument, ParsedImage
+from mcpbridge.domain.knowledge import Chunk, ChunkDraft, ChunkType, KnowledgeAccess, ParsedDocument, ParsedImage
 from mcpbridge.errors import InvalidInput, MCPBridgeError
 from mcpbridge.ports import Blobs, ImageDescriber, Ocr, Store
 
@@ -188,21 +188,22 @@ class DocumentImages:
             return ""
         return _clean(text)[:OCR_TEXT_MAX]
 
-    def images_of(self, workspace_id: str, chunk: Chunk) -> list[ImageRef]:
+    def images_of(self, access: KnowledgeAccess, chunk: Chunk) -> list[ImageRef]:
         """The image an ``image_ocr``/``image_caption`` chunk was made from, in the document's indexed version (none
-        for other chunks)."""
+        for other chunks, or for a document ``access`` no longer reaches: a share withdrawn meanwhile)."""
         if chunk.type not in ("image_ocr", "image_caption") or not chunk.heading_path:
             return []
         match = _HEADING.match(chunk.heading_path[-1])
         if match is None:
             return []
-        from mcpbridge.knowledge.documents import doc_key  # documents imports this module
+        from mcpbridge.knowledge.documents import reachable_document  # documents imports this module
 
-        item = self._store.get(doc_key(workspace_id, chunk.document_id))
+        item = reachable_document(self._store, access, chunk.document_id)
         version = None if item is None else item.get("indexed_version")
         if version is None or item is None or item.get("knowledge_base_id") != chunk.knowledge_base_id:
             return []
         version = int(version)
+        workspace_id = str(item["workspace_id"])
         n = int(match.group(1))
         for image in self.manifest(workspace_id, chunk.document_id, version):
             if image.n == n:

@@ -93,7 +93,12 @@ class DocumentUploads:
                 code="document_too_large",
                 details={"limit_bytes": limit},
             )
-        self._bases.get(access, kb_id)
+        if self._bases.owner_access(access, kb_id, write=True).workspace_id != access.workspace_id:
+            raise InvalidInput(
+                "files are uploaded to a workspace's own knowledge bases; add a document to a shared one as text or "
+                "a URL",
+                code="shared_kb_upload",
+            )
         token = secrets.token_urlsafe(32)
         now = self._clock.now()
         upload = Upload(

@@ -126,7 +126,7 @@ class Wiki:
         content: str,
         links: Sequence[str] = (),
     ) -> WikiPage:
-        self._bases.get(access, kb_id)
+        self._bases.own(access, kb_id)  # a shared knowledge base's wiki is its owner's to write
         slug, page_type, title, content = (
             clean_slug(slug),
             _clean_type(type),
@@ -164,9 +164,9 @@ class Wiki:
         return _page_of(item)
 
     def get(self, access: KnowledgeAccess, kb_id: str, slug: str) -> WikiPage:
-        self._bases.get(access, kb_id)
+        owner = self._bases.get(access, kb_id).workspace_id
         item = self._store.get(page_key(kb_id, clean_slug(slug)))
-        if item is None or item.get("workspace_id") != access.workspace_id:
+        if item is None or item.get("workspace_id") != owner:
             raise NotFound(f"wiki page {slug!r} was not found", code="page_not_found")
         return _page_of(item)
 
@@ -181,6 +181,7 @@ class Wiki:
         content: str | None = None,
         links: Sequence[str] | None = None,
     ) -> WikiPage:
+        self._bases.own(access, kb_id)
         current = self.get(access, kb_id, slug)
         changes: dict[str, object] = {"updated_at": timestamp(self._clock.now())}
         if type is not None:
@@ -200,6 +201,7 @@ class Wiki:
         return _page_of(item)
 
     def delete(self, access: KnowledgeAccess, kb_id: str, slug: str) -> None:
+        self._bases.own(access, kb_id)
         current = self.get(access, kb_id, slug)
         try:
             self._store.transact(

@@ -5,8 +5,11 @@ after the endpoint's scope is checked again (the endpoint exists and is open, it
 its knowledge bases, and the caller's, include the document's); the stored document and session keep the
 ``resource://`` form. A link is a random token whose SHA-256 names a record kept until it expires:
 
-    IMGLINK#<sha256(token)> / IMGLINK   {workspace_id, endpoint_id, kb_scope, document_id, version, n, content_type,
-                                         expires_at}
+    IMGLINK#<sha256(token)> / IMGLINK   {workspace_id, owner_workspace_id, endpoint_id, kb_scope, document_id,
+                                         version, n, content_type, expires_at}
+
+(``owner_workspace_id``: the workspace holding the document, another one's for a knowledge base shared with the
+endpoint's; the image's blob is looked up anew at fetch, so a withdrawn share refuses its links.)
 
 At fetch the same checks run again (an endpoint narrowed, disabled or deleted since refuses its links), then the
 image is served: on AWS by a redirect to a presigned S3 GET (valid no longer than the link), locally by ``serve``.
@@ -24,7 +27,7 @@ from typing import Final
 from mcpbridge.domain.items import Key
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Forbidden, NotFound
-from mcpbridge.knowledge.documents import doc_key
+from mcpbridge.knowledge.documents import reachable_document
 from mcpbridge.knowledge.images import ImageRef, image_blob
 from mcpbridge.ports import BlobLinks, Blobs, Clock, Store
 from mcpbridge.publishing.endpoints import EndpointService
@@ -81,14 +84,15 @@ class ImageLinks:
         return made
 
     def issue(self, endpoint_id: str, access: KnowledgeAccess, ref: ImageRef, base_url: str) -> str | None:
-        kb_id = self._reachable(endpoint_id, access.workspace_id, access.knowledge_base_ids, ref.document_id)
-        if kb_id is None:
+        found = self._reachable(endpoint_id, access.workspace_id, access.knowledge_base_ids, ref.document_id)
+        if found is None:
             return None
         token = secrets.token_urlsafe(32)
         self._store.put(
             {
                 **link_key(token).as_dict(),
                 "workspace_id": access.workspace_id,
+                "owner_workspace_id": found[1],
                 "endpoint_id": endpoint_id,
                 "kb_scope": None if access.knowledge_base_ids is None else sorted(access.knowledge_base_ids),
                 "document_id": ref.document_id,
@@ -109,18 +113,16 @@ class ImageLinks:
         if item is None or remaining <= 0:
             raise NotFound("no such image link, or it has expired", code="image_link_not_found")
         scope = item.get("kb_scope")
-        kb_id = self._reachable(
+        found = self._reachable(
             str(item["endpoint_id"]),
             str(item["workspace_id"]),
             None if scope is None else frozenset(scope),
             str(item["document_id"]),
         )
-        if kb_id is None:
+        if found is None:
             raise Forbidden("this image link's endpoint no longer reaches the document", code="image_link_refused")
         content_type = str(item["content_type"])
-        key = image_blob(
-            str(item["workspace_id"]), str(item["document_id"]), int(item["version"]), int(item["n"]), content_type
-        )
+        key = image_blob(found[1], str(item["document_id"]), int(item["version"]), int(item["n"]), content_type)
         if self._links is not None:
             url = self._links.download_url(
                 key, expires_in=min(remaining, REDIRECT_SECONDS_MAX), content_type=content_type
@@ -133,9 +135,10 @@ class ImageLinks:
 
     def _reachable(
         self, endpoint_id: str, workspace_id: str, caller_scope: frozenset[str] | None, document_id: str
-    ) -> str | None:
-        """The document's knowledge base when the endpoint (open, in that workspace) and the caller's scope both
-        reach it; None otherwise."""
+    ) -> tuple[str, str] | None:
+        """The document's knowledge base and the workspace holding it (the endpoint's, or the owner of a knowledge
+        base shared with it) when the endpoint (open, in that workspace) and the caller's scope both reach it; None
+        otherwise (a share withdrawn since included)."""
         endpoint = self._endpoints.find(endpoint_id)
         if endpoint is None or endpoint.workspace_id != workspace_id:
             return None
@@ -143,12 +146,10 @@ class ImageLinks:
             self._endpoints.require_open(endpoint)
         except Forbidden:
             return None
-        document = self._store.get(doc_key(workspace_id, document_id))
+        document = reachable_document(self._store, KnowledgeAccess(workspace_id, caller_scope), document_id)
         if document is None:
             return None
         kb_id = str(document["knowledge_base_id"])
         if not endpoint.knowledge_access().allows(kb_id):
             return None
-        if caller_scope is not None and kb_id not in caller_scope:
-            return None
-        return kb_id
+        return kb_id, str(document["workspace_id"])

@@ -38,6 +38,7 @@ class CatalogTool:
 
 CATALOG: tuple[CatalogTool, ...] = (
     CatalogTool("list_knowledge_bases", "read", "List knowledge bases", True),
+    CatalogTool("list_shared_knowledge_bases", "read", "List shared knowledge bases", True),
     CatalogTool("search_knowledge", "read", "Search knowledge", True),
     CatalogTool("grep_chunks", "read", "Grep chunks by regex", True),
     CatalogTool("list_documents", "read", "List documents", True),

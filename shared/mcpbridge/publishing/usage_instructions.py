@@ -29,6 +29,7 @@ DESCRIPTION_CHARS = 200
 # What each knowledge tool is for, in a line a person (or a model) can act on.
 PURPOSE: dict[str, str] = {
     "list_knowledge_bases": "start here: which knowledge bases exist and what each supports",
+    "list_shared_knowledge_bases": "knowledge bases other workspaces share with this one (read or write)",
     "search_knowledge": "questions in natural language (hybrid keyword and semantic search); cite document and lines",
     "grep_chunks": "exact words or a regular expression",
     "list_documents": "browse a knowledge base's documents (by title, tag or folder)",

@@ -36,6 +36,7 @@ from mcpbridge.identity.records import workspace_key
 from mcpbridge.identity.workspaces import PURGE_JOB, Workspaces
 from mcpbridge.knowledge.bases import kb_key
 from mcpbridge.knowledge.documents import Documents, blob_key
+from mcpbridge.knowledge.share_records import forget_workspace_shares
 from mcpbridge.oauth.attempts import forget_attempts
 from mcpbridge.paging import delete_every_item, every_item
 from mcpbridge.ports import Blobs, Jobs, Store
@@ -79,6 +80,7 @@ class WorkspacePurge:
                 self._calls, self._steps(), waiting, code="workspace_deleted", why="the workspace was deleted"
             )
         forget_attempts(self._store, workspace_id)
+        forget_workspace_shares(self._store, workspace_id)  # the other side of each lives in another workspace
         self._purge_knowledge(workspace_id)
         self._snapshots.forget_scope(workspace_id)
         for endpoint in list(every_item(self._store, partition, sk_prefix="MCPEP#")):

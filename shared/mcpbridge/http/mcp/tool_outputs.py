@@ -87,24 +87,27 @@ def _chunk() -> dict[str, Any]:
     return _view(ChunkOut)
 
 
+def _bases(**extra: Any) -> dict[str, Any]:
+    """A list of knowledge bases, each with ``extra`` fields."""
+    kb = {
+        "id": _STRING,
+        "name": _STRING,
+        "description": _STRING,
+        "capabilities": _array({"type": "string", "enum": ["keyword", "semantic", "wiki"]}),
+        "document_count": _INTEGER,
+        **extra,
+    }
+    return _object({"knowledge_bases": _array(_object(kb)), "total": _INTEGER})
+
+
 def output_schemas() -> dict[str, dict[str, Any]]:
     """Each knowledge tool's output schema, by tool name."""
     return {
-        "list_knowledge_bases": _object(
-            {
-                "knowledge_bases": _array(
-                    _object(
-                        {
-                            "id": _STRING,
-                            "name": _STRING,
-                            "description": _STRING,
-                            "capabilities": _array({"type": "string", "enum": ["keyword", "semantic", "wiki"]}),
-                            "document_count": _INTEGER,
-                        }
-                    )
-                ),
-                "total": _INTEGER,
-            }
+        "list_knowledge_bases": _bases(),
+        "list_shared_knowledge_bases": _bases(
+            owner_workspace_id=_STRING,
+            permission={"type": "string", "enum": ["read", "write"]},
+            searched_by_default=_BOOLEAN,
         ),
         "search_knowledge": _object(
             {
@@ -244,6 +247,7 @@ _SHAPES: Final = {
 }
 _ICON_OF_TOOL: Final = {
     "list_knowledge_bases": "library",
+    "list_shared_knowledge_bases": "library",
     "search_knowledge": "search",
     "grep_chunks": "search",
     "list_documents": "document",

@@ -195,6 +195,29 @@ def list_knowledge_bases(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     }
 
 
+def list_shared_knowledge_bases(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """What other workspaces share with the endpoint's workspace and its scope reaches (an endpoint without a limited
+    scope lists every share of its workspace; it reaches one when a call names it)."""
+    shared = ctx.container.knowledge_shares.shared_with(ctx.access)
+    semantic = ctx.container.embedder is not None
+    return {
+        "knowledge_bases": [
+            {
+                "id": s.knowledge_base.id,
+                "name": s.knowledge_base.name,
+                "description": s.knowledge_base.description,
+                "capabilities": capabilities(s.knowledge_base, semantic=semantic),
+                "document_count": s.knowledge_base.document_count,
+                "owner_workspace_id": s.knowledge_base.workspace_id,
+                "permission": s.permission,
+                "searched_by_default": ctx.access.knowledge_base_ids is not None,
+            }
+            for s in shared
+        ],
+        "total": len(shared),
+    }
+
+
 def search_knowledge(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     query = _required(args, "query", max_chars=2000)
     mode = args.get("mode") or "hybrid"
@@ -206,7 +229,7 @@ def search_knowledge(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     outcome = service.search(scope, query, mode=mode, limit=_int(args, "limit", 10, 1, 30))
     results = [{**ChunkOut.of(h.chunk).model_dump(), "score": round(h.score, 6)} for h in outcome.hits]
     images = ctx.container.document_images
-    found = {n: images.images_of(ctx.access.workspace_id, h.chunk) for n, h in enumerate(outcome.hits)}
+    found = {n: images.images_of(ctx.access, h.chunk) for n, h in enumerate(outcome.hits)}
     if any(found.values()):
         # An image chunk carries its image, linked as in ask (once per call, scope checked again).
         links = _image_links(ctx, [ref for refs in found.values() for ref in refs])
@@ -477,6 +500,14 @@ SPECS: tuple[ToolSpec, ...] = (
         "many documents it holds. Call this first.",
         _schema({}, []),
         list_knowledge_bases,
+    ),
+    ToolSpec(
+        "list_shared_knowledge_bases",
+        "List the knowledge bases other workspaces share with this one: owner workspace, permission (read or write; "
+        "new documents belong to the owner). Those with searched_by_default=false are searched and read when a call "
+        "names them (knowledge_base_ids) or their documents.",
+        _schema({}, []),
+        list_shared_knowledge_bases,
     ),
     ToolSpec(
         "search_knowledge",
