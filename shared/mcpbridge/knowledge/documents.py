@@ -15,6 +15,10 @@ does nothing once a newer one exists. Deleting one returns at once too: the item
 when its current job was submitted, for the sweep that re-drives jobs that never ended
 (``knowledge.document_recovery``). A job that finds the knowledge base's index busy puts the document back to
 ``pending`` and raises, so the job runner tries it again later rather than failing the document.
+
+A draft is parsed and indexed too, but in an index of its own (``drafts_index``), which only a search that asks for
+drafts reads: published documents are all that every other read (default searches, endpoints, ``ask``) can reach,
+since none of them ever names that index.
 """
 
 # Over 400 lines: a document's whole life: create, fetch, parse, index, update, delete, resume.
@@ -24,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from mcpbridge.domain.document_filing import PUBLISHED, Filing, Shelf, clean_folder, clean_status, clean_tags
@@ -61,7 +65,13 @@ DELETING = "DOCS_DELETING"
 INDEX_CONTENTION = frozenset({"index_busy", "index_contention"})
 """Codes of ``Unavailable`` meaning another writer held the knowledge base's index: worth trying again later."""
 DELETE_JOB = "delete_document"
+DRAFTS_SUFFIX: Final = "-drafts"
 _CONTENT_TYPES: dict[DocumentFormat, str] = {"markdown": "text/markdown", "text": "text/plain"}
+
+
+def drafts_index(kb_id: str) -> str:
+    """The index holding a knowledge base's drafts (its chunks carry this id as their knowledge base)."""
+    return f"{kb_id}{DRAFTS_SUFFIX}"
 
 
 def doc_key(workspace_id: str, document_id: str) -> Key:
@@ -541,6 +551,7 @@ class Documents:
     def run_deletion(self, workspace_id: str, kb_id: str, document_id: str, version: int) -> None:
         """Remove a deleted document's chunks and blobs, then its marker; safe to run twice."""
         self._index.delete_document(kb_id, document_id)
+        self._index.delete_document(drafts_index(kb_id), document_id)
         for number in range(1, version + 1):
             for part in ("source", "text"):
                 self._blobs.delete(blob_key(workspace_id, document_id, number, part))
@@ -570,7 +581,7 @@ class Documents:
             return  # deleted, or superseded by a newer version with its own job
         document = _document_of(item)
         if document.status == "draft":
-            self._keep_out_of_index(key, document, version)
+            self._index_draft(key, document, version)
             return
         try:
             chunks, vectors, line_count, text, notices = self._prepare(document)
@@ -582,18 +593,13 @@ class Documents:
             self._index.replace_document(
                 document.knowledge_base_id, document_id, chunks, vectors, embedder_name, language=language
             )
+            self._index.delete_document(drafts_index(document.knowledge_base_id), document_id)  # a draft no more
             self._reanalyse_if_stale(workspace_id, document.knowledge_base_id, language)
         except Unavailable as exc:
             if exc.code not in INDEX_CONTENTION:
                 self._finish(key, version, failed=exc.message)
                 return
-            # Another writer held the index: back to pending, and the job runner tries again later (with backoff).
-            with contextlib.suppress(ConditionFailed):
-                self._store.update(
-                    key,
-                    Update(set={"parse_status": "pending"}),
-                    condition=Condition.equals("document_version", "version", version),
-                )
+            self._back_to_pending(key, version)
             raise
         except MCPBridgeError as exc:
             self._finish(key, version, failed=exc.message)
@@ -610,16 +616,50 @@ class Documents:
             # Deleted while it was indexed: its deletion job may have run before these chunks went in.
             self._index.delete_document(document.knowledge_base_id, document_id)
 
-    def _keep_out_of_index(self, key: Key, document: Document, version: int) -> None:
-        """A draft: none of its chunks in the index (those of a version published before go)."""
-        self._index.delete_document(document.knowledge_base_id, document.id)
+    def _back_to_pending(self, key: Key, version: int) -> None:
+        """Another writer held the index: back to pending, and the job runner tries again later (with backoff)."""
         with contextlib.suppress(ConditionFailed):
+            self._store.update(
+                key,
+                Update(set={"parse_status": "pending"}),
+                condition=Condition.equals("document_version", "version", version),
+            )
+
+    def _index_draft(self, key: Key, document: Document, version: int) -> None:
+        """A draft: its chunks in the drafts' index only (those of a version published before leave the main one),
+        so a search that asks for drafts finds it and nothing else does. A draft that cannot be parsed stays a draft,
+        its ``parse_error`` saying why no search finds it."""
+        kb_id, drafts = document.knowledge_base_id, drafts_index(document.knowledge_base_id)
+        problem: str | None = None
+        try:
+            prepared, vectors, _, _, _ = self._prepare(document)
+            chunks = [replace(chunk, knowledge_base_id=drafts) for chunk in prepared]
+            embedder_name = self._embedder.name if self._embedder is not None and vectors is not None else None
+            language = self._bases.language_of(document.workspace_id, kb_id)
+            self._index.delete_document(kb_id, document.id)
+            if chunks:
+                self._index.replace_document(drafts, document.id, chunks, vectors, embedder_name, language=language)
+            else:
+                self._index.delete_document(drafts, document.id)
+        except Unavailable as exc:
+            if exc.code in INDEX_CONTENTION:
+                self._back_to_pending(key, version)
+                raise
+            problem = exc.message
+        except MCPBridgeError as exc:
+            problem = exc.message
+        except ValueError as exc:
+            problem = str(exc)
+        if problem is not None:
+            self._index.delete_document(kb_id, document.id)
+            self._index.delete_document(drafts, document.id)
+        try:
             self._store.update(
                 key,
                 Update(
                     set={
                         "parse_status": "draft",
-                        "parse_error": None,
+                        "parse_error": None if problem is None else f"not searchable as a draft: {problem}",
                         "chunk_count": 0,
                         "updated_at": timestamp(self._clock.now()),
                     },
@@ -627,6 +667,9 @@ class Documents:
                 ),
                 condition=Condition.equals("document_version", "version", version),
             )
+        except ConditionFailed:
+            if not self._store.get(key):
+                self._index.delete_document(drafts, document.id)  # deleted meanwhile: its deletion job may be done
 
     def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[float]] | None, int, str, list[str]]:
         data = self._blobs.get(blob_key(document.workspace_id, document.id, document.version, "source"))
@@ -720,6 +763,8 @@ class Documents:
         def progress(done: int, total: int) -> None:
             self._bases.record_reanalysis(workspace_id, kb_id, language, done, total)
 
+        if self._index.analysis(drafts_index(kb_id)) is not None:
+            self._index.reanalyse(drafts_index(kb_id), language)
         self._index.reanalyse(kb_id, language, progress)
         self._bases.finish_reanalysis(workspace_id, kb_id, language)
 
@@ -746,6 +791,7 @@ class Documents:
         for item in list(every_item(self._store, f"KB#{kb_id}", sk_prefix="WIKI#")):
             self._store.delete(Key(item["pk"], item["sk"]))
         self._index.delete_knowledge_base(kb_id)
+        self._index.delete_knowledge_base(drafts_index(kb_id))
 
 
 def _filing_changes(status: str | None, tags: Sequence[str] | None, folder: str | None) -> dict[str, object]:

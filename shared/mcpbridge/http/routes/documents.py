@@ -50,7 +50,8 @@ class DocumentIn(BaseModel):
     url: str | None = Field(default=None, max_length=2048)
     format: Literal["markdown", "text"] = "markdown"
     status: Literal["published", "draft"] = Field(
-        default="published", description="published (default): indexed and searchable; draft: kept, not indexed."
+        default="published",
+        description="published (default): searchable; draft: kept, found only by a search with include_drafts.",
     )
     tags: list[str] = Field(default_factory=list, description=_TAGS_HELP)
     folder: str = Field(default="", max_length=1000, description=_FOLDER_HELP)
@@ -73,7 +74,7 @@ class DocumentPatch(BaseModel):
     title: str | None = Field(default=None, min_length=1, max_length=255)
     content: str | None = None
     status: Literal["published", "draft"] | None = Field(
-        default=None, description="published indexes the document (search sees it); draft takes it out of the index."
+        default=None, description="published: search sees it; draft: only a search with include_drafts does."
     )
     tags: list[str] | None = Field(default=None, description=f"Replaces the tags. {_TAGS_HELP}")
     folder: str | None = Field(default=None, max_length=1000, description=_FOLDER_HELP)
@@ -160,7 +161,8 @@ async def upload_document(
     file: Annotated[UploadFile, File(description="Markdown, text, HTML, PDF or an image (PNG, JPEG, GIF, WebP)")],
     title: Annotated[str | None, Form(max_length=255, description="The title; default: the file's name.")] = None,
     status: Annotated[
-        Literal["published", "draft"], Form(description="published (default): indexed; draft: kept, not indexed.")
+        Literal["published", "draft"],
+        Form(description="published (default): indexed; draft: kept, found only by a search with include_drafts."),
     ] = "published",
     tags: Annotated[list[str] | None, Form(description=f"Repeat the field for each tag. {_TAGS_HELP}")] = None,
     folder: Annotated[str, Form(max_length=1000, description=_FOLDER_HELP)] = "",
@@ -216,7 +218,8 @@ class UploadIn(BaseModel):
     size_bytes: int = Field(ge=1, description="The file's size; at most the per-document limit.")
     title: str | None = Field(default=None, min_length=1, max_length=255)
     status: Literal["published", "draft"] = Field(
-        default="published", description="published (default): indexed and searchable; draft: kept, not indexed."
+        default="published",
+        description="published (default): searchable; draft: kept, found only by a search with include_drafts.",
     )
     tags: list[str] = Field(default_factory=list, description=_TAGS_HELP)
     folder: str = Field(default="", max_length=1000, description=_FOLDER_HELP)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.names import fold
@@ -165,10 +165,19 @@ class SearchIn(BaseModel):
     limit: int = Field(default=10, ge=1, le=30)
     knowledge_base_ids: list[str] | None = None
     knowledge_ids: list[str] | None = None
+    include_drafts: StrictBool = Field(
+        default=False,
+        description="Also search draft documents (their results say `document_status: draft`); "
+        "published documents only by default.",
+    )
+
+
+DocumentStatusOut = Field(description="published, or draft (found only with `include_drafts`).")
 
 
 class SearchResultOut(ChunkOut):
     score: float
+    document_status: Literal["published", "draft"] = DocumentStatusOut
 
 
 class SearchOut(BaseModel):
@@ -185,12 +194,24 @@ def search(body: SearchIn, principal: CurrentPrincipal, knowledge: KnowledgeSear
     optionally limited to some knowledge bases and documents (applied before recall). Each hit gives the document,
     the chunk, its lines and the offset to read from."""
     service = knowledge
-    scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
+    scope = service.scope(
+        knowledge_access(principal, "read"),
+        body.knowledge_base_ids,
+        body.knowledge_ids,
+        include_drafts=body.include_drafts,
+    )
     outcome = service.search(scope, body.query, mode=body.mode, limit=body.limit)
     return SearchOut(
         mode=outcome.mode,
         notices=outcome.notices,
-        results=[SearchResultOut(**ChunkOut.of(h.chunk).model_dump(), score=round(h.score, 6)) for h in outcome.hits],
+        results=[
+            SearchResultOut(
+                **ChunkOut.of(h.chunk).model_dump(),
+                score=round(h.score, 6),
+                document_status="draft" if h.chunk.id in outcome.drafts else "published",
+            )
+            for h in outcome.hits
+        ],
     )
 
 
@@ -203,6 +224,11 @@ class GrepIn(BaseModel):
     limit: int = Field(default=10, ge=1, le=30)
     knowledge_base_ids: list[str] | None = None
     knowledge_ids: list[str] | None = None
+    include_drafts: StrictBool = Field(
+        default=False,
+        description="Also search draft documents (their results say `document_status: draft`); "
+        "published documents only by default.",
+    )
 
 
 class GrepLine(BaseModel):
@@ -212,6 +238,7 @@ class GrepLine(BaseModel):
 
 class GrepMatchOut(ChunkOut):
     lines: list[GrepLine]
+    document_status: Literal["published", "draft"] = DocumentStatusOut
 
 
 class GrepOut(BaseModel):
@@ -225,11 +252,20 @@ def grep(body: GrepIn, principal: CurrentPrincipal, knowledge: KnowledgeSearchDe
     """Chunks matching a case-insensitive RE2 regular expression, with the matching lines. The pattern needs one
     literal word (used to find candidates); `truncated` says when the scan budget ran out first."""
     service = knowledge
-    scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
+    scope = service.scope(
+        knowledge_access(principal, "read"),
+        body.knowledge_base_ids,
+        body.knowledge_ids,
+        include_drafts=body.include_drafts,
+    )
     outcome = service.grep(scope, body.pattern, limit=body.limit)
     return GrepOut(
         matches=[
-            GrepMatchOut(**ChunkOut.of(m.chunk).model_dump(), lines=[GrepLine(line=n, text=t) for n, t in m.lines])
+            GrepMatchOut(
+                **ChunkOut.of(m.chunk).model_dump(),
+                lines=[GrepLine(line=n, text=t) for n, t in m.lines],
+                document_status="draft" if m.chunk.id in outcome.drafts else "published",
+            )
             for m in outcome.matches
         ],
         truncated=outcome.truncated,
