@@ -26,6 +26,7 @@ since none of them ever names that index.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -35,7 +36,7 @@ from mcpbridge.domain.document_filing import PUBLISHED, Filing, Shelf, clean_fol
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Update, WriteOp
-from mcpbridge.domain.knowledge import Chunk, Document, DocumentFormat, KnowledgeAccess
+from mcpbridge.domain.knowledge import Chunk, ChunkDraft, Document, DocumentFormat, KnowledgeAccess
 from mcpbridge.domain.shards import list_partitions, shard_partition
 from mcpbridge.errors import (
     ConditionFailed,
@@ -423,7 +424,8 @@ class Documents:
             data = content.encode()
             self._check_request_size(len(data), current.knowledge_base_id)
             content_type = current.content_type if current.source == "text" else "text/markdown"
-            changes |= {"size_bytes": len(data), "content_type": content_type, "source": "text"}
+            # New content is the caller's whole text: chunks deleted from the old one no longer apply.
+            changes |= {"size_bytes": len(data), "content_type": content_type, "source": "text", "removed_chunks": []}
             self._blobs.put(
                 blob_key(access.workspace_id, document_id, version, "source"), data, content_type=content_type
             )
@@ -505,10 +507,11 @@ class Documents:
         return current
 
     def delete_chunk(self, access: KnowledgeAccess, document_id: str, chunk_id: str) -> Document:
-        """Remove one chunk of an indexed document from the index: its text, its terms in the keyword index and its
-        vector (the document's other chunks are indexed again, their vectors made anew, so every engine does it the
-        same way). ``chunk_id``: the chunk's id (``<document>#00003``) or its number. Indexing the document again
-        (a new version) brings it back."""
+        """Remove one chunk of an indexed document: its text, its terms in the keyword index and its vector (the
+        document's other chunks are indexed again, their vectors made anew, so every engine does it the same way),
+        and its text from the stored text every read shows (its lines left blank, so line numbers hold). The chunk's
+        digest is kept on the document, so indexing it again (a new title or status) leaves it out too; new content
+        starts afresh. ``chunk_id``: the chunk's id (``<document>#00003``) or its number."""
         current = self.get(access, document_id)
         seq = _chunk_seq(document_id, chunk_id)
         if current.parse_status != "completed" or current.indexed_version != current.version:
@@ -518,21 +521,40 @@ class Documents:
             )
         kb_id = current.knowledge_base_id
         chunks = self._index.chunks(kb_id, document_id)
-        if not any(chunk.seq == seq for chunk in chunks):
+        deleted = next((chunk for chunk in chunks if chunk.seq == seq), None)
+        if deleted is None:
             raise NotFound(
                 f"chunk {chunk_id[:120]!r} of document {document_id!r} was not found", code="chunk_not_found"
             )
-        remaining = [chunk for chunk in chunks if chunk.seq != seq]
+        text_key = blob_key(access.workspace_id, document_id, current.version, "text")
+        stored = self._blobs.get(text_key)
+        text, shift = blank_span(stored.decode(), deleted.start_offset, deleted.text) if stored else ("", 0)
+        remaining = [
+            replace(chunk, start_offset=chunk.start_offset - shift, end_offset=chunk.end_offset - shift)
+            if chunk.start_offset >= deleted.end_offset
+            else chunk
+            for chunk in chunks
+            if chunk.seq != seq
+        ]
         vectors = None
         if self._embedder is not None and remaining and self._index.has_vectors(kb_id):
             vectors = self._embed([chunk.text for chunk in remaining])
         embedder_name = self._embedder.name if vectors is not None and self._embedder is not None else None
         language = self._bases.language_of(access.workspace_id, kb_id)
         self._index.replace_document(kb_id, document_id, remaining, vectors, embedder_name, language=language)
+        if stored is not None:
+            self._blobs.put(text_key, text.encode(), content_type="text/markdown")
+        self._blank_source(current, deleted)
         try:
             item = self._store.update(
                 doc_key(access.workspace_id, document_id),
-                Update(set={"chunk_count": len(remaining), "updated_at": timestamp(self._clock.now())}),
+                Update(
+                    set={
+                        "chunk_count": len(remaining),
+                        "removed_chunks": [*current.removed_chunks, chunk_digest(deleted.text)],
+                        "updated_at": timestamp(self._clock.now()),
+                    }
+                ),
                 condition=Condition.equals("document_version", "version", current.version),
             )
         except ConditionFailed:
@@ -542,6 +564,21 @@ class Documents:
             ) from None
         log.info("deleted chunk %s of document %s", seq, document_id)
         return _document_of(item)
+
+    def _blank_source(self, document: Document, deleted: Chunk) -> None:
+        """A source that is the stored text itself (Markdown or plain text sent as is) loses the chunk's text too;
+        another (PDF, HTML, an image) is never shown, and indexing it again drops the chunk by its digest."""
+        key = blob_key(document.workspace_id, document.id, document.version, "source")
+        data = self._blobs.get(key)
+        if data is None:
+            return
+        try:
+            source = data.decode()
+        except UnicodeDecodeError:
+            return
+        blanked, shift = blank_span(source, deleted.start_offset, deleted.text)
+        if shift:
+            self._blobs.put(key, blanked.encode(), content_type=document.content_type)
 
     def submit_deletion(self, marker: Item) -> None:
         """Submit the ``delete_document`` job of a deletion marker."""
@@ -684,6 +721,8 @@ class Documents:
             indexed = self._images.index(document.workspace_id, document.id, document.version, parsed, len(drafts))
             text, notices = indexed.text, indexed.notices
             drafts += indexed.drafts
+        if document.removed_chunks:
+            drafts, text = _without_removed(drafts, text, frozenset(document.removed_chunks))
         chunks = [
             Chunk(
                 id=Chunk.make_id(document.id, d.seq),
@@ -805,6 +844,35 @@ def _filing_changes(status: str | None, tags: Sequence[str] | None, folder: str 
     return changes
 
 
+def chunk_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def blank_span(text: str, start: int, chunk_text: str) -> tuple[str, int]:
+    """``text`` with ``chunk_text`` (found at ``start``, else its first occurrence) reduced to its line breaks, so
+    the lines around it keep their numbers; and how many characters went. Unchanged (0) when it is not there."""
+    if text[start : start + len(chunk_text)] != chunk_text:
+        start = text.find(chunk_text) if chunk_text else -1
+        if start < 0:
+            return text, 0
+    kept = "\n" * chunk_text.count("\n")
+    return text[:start] + kept + text[start + len(chunk_text) :], len(chunk_text) - len(kept)
+
+
+def _without_removed(drafts: list[ChunkDraft], text: str, removed: frozenset[str]) -> tuple[list[ChunkDraft], str]:
+    """The chunks of a new indexing without those deleted one by one, and the text without theirs (offsets of the
+    chunks after each one moved back)."""
+    kept: list[ChunkDraft] = []
+    shift = 0
+    for draft in sorted(drafts, key=lambda d: d.start_offset):
+        if chunk_digest(draft.text) in removed:
+            text, gone = blank_span(text, draft.start_offset - shift, draft.text)
+            shift += gone
+            continue
+        kept.append(replace(draft, start_offset=draft.start_offset - shift, end_offset=draft.end_offset - shift))
+    return sorted(kept, key=lambda d: d.seq), text
+
+
 def _chunk_seq(document_id: str, chunk_id: str) -> int:
     """A chunk's number from its id (``<document>#00003``) or the number itself."""
     text = chunk_id.strip()
@@ -844,4 +912,5 @@ def _document_of(item: Item) -> Document:
         status=str(item.get("status") or "published"),
         tags=tuple(item.get("tags") or ()),
         folder=str(item.get("folder") or ""),
+        removed_chunks=tuple(item.get("removed_chunks") or ()),
     )

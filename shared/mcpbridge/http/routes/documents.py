@@ -360,8 +360,10 @@ def delete_chunk(
     principal: CurrentPrincipal,
     documents: DocumentsDep,
 ) -> DocumentOut:
-    """Removes one chunk of an indexed document from search: its text, keyword terms and vector. Indexing the
-    document again (a new version) brings it back. Answers the document with its new `chunk_count`."""
+    """Removes one chunk of an indexed document: its text, keyword terms and vector from search, and its text from
+    every read of the document (its lines are left blank, so line numbers hold). Indexing the same source again (a
+    new title or status) leaves it out too; new content starts afresh. Answers the document with its new
+    `chunk_count`."""
     return DocumentOut.of(documents.delete_chunk(knowledge_write_access(principal, "write"), document_id, chunk_id))
 
 
