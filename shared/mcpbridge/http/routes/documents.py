@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, File, Form, Path, Query, Request, Response, UploadFile
+from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.domain.document_filing import Filing, Shelf
@@ -24,6 +25,8 @@ from mcpbridge.http.fields import DocumentId, KnowledgeBaseId, UploadId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.http.views import ChunkOut, DocumentOut, Timestamp
+from mcpbridge.knowledge.image_reads import DocumentImageReads
+from mcpbridge.ports import BlobLinks
 
 router = APIRouter(prefix="/api/v1", tags=["documents"])
 
@@ -497,3 +500,40 @@ def read_windows(
         next_line=result.next_line,
         note=result.note,
     )
+
+
+@router.get(
+    "/documents/{document_id}/images/{version}/{n}",
+    operation_id="getDocumentImage",
+    summary="An image of a document",
+    response_model=None,
+    responses={
+        200: {
+            "description": "The image",
+            "content": {t: {} for t in ("image/png", "image/jpeg", "image/gif", "image/webp")},
+        },
+        302: {"description": "To the image in the blob store (AWS: a presigned S3 GET, valid five minutes)"},
+        **problems(404),
+    },
+)
+async def get_document_image(
+    document_id: DocumentId,
+    version: Annotated[int, Path(ge=1, le=1_000_000_000, description="The document's indexed version.")],
+    n: Annotated[int, Path(ge=0, le=10_000, description="The image's number in that version.")],
+    principal: CurrentPrincipal,
+    request: Request,
+) -> Response:
+    """The image an `href` of a REST search or ask result names, for a key whose scope reaches the document: 404
+    for a document outside it, another version than the indexed one, or no such image."""
+    container = request.app.state.container
+    blobs = container.blobs
+    reads = DocumentImageReads(
+        container.documents, container.document_images, blobs, blobs if isinstance(blobs, BlobLinks) else None
+    )
+    access = knowledge_access(principal, "read")
+    image = await to_thread.run_sync(reads.open, access, document_id, version, n)
+    if image.url is not None:
+        return RedirectResponse(image.url, status_code=302, headers={"Cache-Control": "no-store"})
+    assert image.data is not None
+    headers = {"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff"}
+    return Response(image.data, media_type=image.content_type, headers=headers)
