@@ -5,6 +5,7 @@ deterministic embedder so semantic and hybrid search run too."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mcpbridge.bootstrap import Container
+from mcpbridge.cli import main
 from mcpbridge.http.apps import create_combined_app
+from mcpbridge.knowledge.documents import drafts_index
 from tests.support.containers import container_on
 from tests.support.embedder import HashingEmbedder
+from tests.support.live_server import live_server
 
 SEARCH = "/api/v1/knowledge/search"
 GREP = "/api/v1/knowledge/grep"
@@ -195,3 +199,37 @@ def test_include_drafts_must_be_a_boolean(client: TestClient, kb: str, route: st
     assert "include_drafts" in refused.text
     document = client.get(f"/api/v1/knowledge-bases/{kb}/documents", params={"status": "draft"}).json()["items"][0]
     assert document["status"] == "draft", "nothing changed"
+
+
+def test_the_cli_searches_drafts_when_asked(
+    client: TestClient,
+    container: Container,
+    kb: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    add(client, kb, "Plan", "The zeppelin hangar opens next spring.", status="draft")
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+    with live_server(create_combined_app(container)) as url, monkeypatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith("MCPBRIDGE_"):
+                patch.delenv(name)
+        patch.setenv("MCPBRIDGE_URL", url)
+        patch.setenv("MCPBRIDGE_API_KEY", key)
+        patch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+        capsys.readouterr()
+        assert main(["kb", "search", "zeppelin", "--mode", "keyword"]) == 0
+        assert "Nothing found." in capsys.readouterr().out
+        assert main(["kb", "search", "zeppelin", "--mode", "keyword", "--drafts"]) == 0
+        shown = capsys.readouterr().out
+    assert "1. Plan [draft]" in shown, shown
+    assert "zeppelin hangar" in shown
+
+
+def test_deleting_a_knowledge_base_removes_its_drafts_index(client: TestClient, container: Container, kb: str) -> None:
+    add(client, kb, "Plan", "The zeppelin hangar opens next spring.", status="draft")
+    assert container.search_index.analysis(drafts_index(kb)) is not None, "the drafts' index exists"
+    assert client.delete(f"/api/v1/knowledge-bases/{kb}").status_code == 204
+    assert container.search_index.analysis(drafts_index(kb)) is None
+    assert container.search_index.keyword([drafts_index(kb)], "zeppelin") == []
