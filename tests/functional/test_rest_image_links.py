@@ -10,6 +10,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -17,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.http.apps import create_combined_app
+from mcpbridge.knowledge.images import manifest_blob
 from tests.support.containers import container_on
 from tests.support.images import text_image
 
@@ -138,3 +140,29 @@ def test_an_image_is_refused_outside_the_key_scope_and_for_bad_paths(
     status, data, _ = fetch(client, f"/api/v1/documents/{doc_id}/images/2/1", backend, own_key)
     assert (status, data) == (200, indexed["png"])
     assert client.get(f"/api/v1/documents/{doc_id}").json()["version"] == 2, "nothing else changed"
+
+
+def test_a_deleted_image_chunk_takes_its_recognised_text_everywhere(
+    client: TestClient, container: Container, indexed: dict[str, Any]
+) -> None:
+    doc_id = indexed["document"]["id"]
+    workspace = client.get("/api/v1/me").json()["workspace_id"]
+    chunks = client.get(f"/api/v1/documents/{doc_id}/read").json()["chunks"]
+    ocr = next(c for c in chunks if c["chunk_type"] == "image_ocr")
+    deleted = client.delete(f"/api/v1/documents/{doc_id}/chunks/{quote(ocr['chunk_id'], safe='')}")
+    assert deleted.status_code == 200, deleted.text
+
+    def shown(version: int) -> dict[str, str]:
+        manifest = container.blobs.get(manifest_blob(workspace, doc_id, version)) or b""
+        content = client.get(f"/api/v1/documents/{doc_id}", params={"include_content": "true"})
+        found = client.post("/api/v1/knowledge/search", json={"query": QUESTION, "mode": "keyword"})
+        asked = client.post("/api/v1/knowledge/ask", json={"question": QUESTION})
+        reads = {"manifest": manifest.decode(), "content": content.text, "search": found.text, "ask": asked.text}
+        return {name: text for name, text in reads.items() if "firmware" in text.lower()}
+
+    assert shown(1) == {}
+    renamed = client.put(f"/api/v1/documents/{doc_id}", json={"title": "Screenshot, renamed"})
+    assert renamed.status_code == 200, renamed.text
+    again = client.get(f"/api/v1/documents/{doc_id}").json()
+    assert (again["version"], again["parse_status"]) == (2, "completed"), again
+    assert shown(2) == {}, "indexing the image again (text recognised anew) keeps it out"

@@ -545,6 +545,8 @@ class Documents:
         if stored is not None:
             self._blobs.put(text_key, text.encode(), content_type="text/markdown")
         self._blank_source(current, deleted)
+        if self._images is not None:
+            self._images.forget_text(access.workspace_id, document_id, current.version, deleted)
         try:
             item = self._store.update(
                 doc_key(access.workspace_id, document_id),
@@ -722,7 +724,10 @@ class Documents:
             text, notices = indexed.text, indexed.notices
             drafts += indexed.drafts
         if document.removed_chunks:
-            drafts, text = _without_removed(drafts, text, frozenset(document.removed_chunks))
+            drafts, text, removed = _without_removed(drafts, text, frozenset(document.removed_chunks))
+            for draft in removed:
+                if self._images is not None:
+                    self._images.forget_text(document.workspace_id, document.id, document.version, draft)
         chunks = [
             Chunk(
                 id=Chunk.make_id(document.id, d.seq),
@@ -859,18 +864,22 @@ def blank_span(text: str, start: int, chunk_text: str) -> tuple[str, int]:
     return text[:start] + kept + text[start + len(chunk_text) :], len(chunk_text) - len(kept)
 
 
-def _without_removed(drafts: list[ChunkDraft], text: str, removed: frozenset[str]) -> tuple[list[ChunkDraft], str]:
-    """The chunks of a new indexing without those deleted one by one, and the text without theirs (offsets of the
-    chunks after each one moved back)."""
+def _without_removed(
+    drafts: list[ChunkDraft], text: str, removed: frozenset[str]
+) -> tuple[list[ChunkDraft], str, list[ChunkDraft]]:
+    """The chunks of a new indexing without those deleted one by one, the text without theirs (offsets of the
+    chunks after each one moved back), and the chunks left out."""
     kept: list[ChunkDraft] = []
+    left_out: list[ChunkDraft] = []
     shift = 0
     for draft in sorted(drafts, key=lambda d: d.start_offset):
         if chunk_digest(draft.text) in removed:
             text, gone = blank_span(text, draft.start_offset - shift, draft.text)
             shift += gone
+            left_out.append(draft)
             continue
         kept.append(replace(draft, start_offset=draft.start_offset - shift, end_offset=draft.end_offset - shift))
-    return sorted(kept, key=lambda d: d.seq), text
+    return sorted(kept, key=lambda d: d.seq), text, left_out
 
 
 def _chunk_seq(document_id: str, chunk_id: str) -> int:
