@@ -233,3 +233,22 @@ def test_deleting_a_knowledge_base_removes_its_drafts_index(client: TestClient, 
     assert client.delete(f"/api/v1/knowledge-bases/{kb}").status_code == 204
     assert container.search_index.analysis(drafts_index(kb)) is None
     assert container.search_index.keyword([drafts_index(kb)], "zeppelin") == []
+
+
+def test_drafts_stored_before_drafts_were_indexed_are_indexed_when_first_asked_for(
+    client: TestClient, container: Container, kb: str
+) -> None:
+    add(client, kb, "Live", "The cafeteria serves lunch from noon.")
+    old = add(client, kb, "Plan", "The zeppelin hangar opens next spring.", status="draft")
+    container.search_index.delete_knowledge_base(drafts_index(kb))  # as an earlier release left it: never parsed
+    assert container.search_index.keyword([drafts_index(kb)], "zeppelin") == []
+
+    response = client.post(SEARCH, json={"query": "zeppelin", "mode": "keyword", "include_drafts": True})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert any("1 draft(s) of Handbook" in notice for notice in body["notices"]), body["notices"]
+    assert [(h["document_title"], h["document_status"]) for h in body["results"]] == [("Plan", "draft")]
+    assert found(client, "zeppelin") == [], "still a draft to every default search"
+    assert client.get(f"/api/v1/documents/{old['id']}").json()["parse_status"] == "draft"
+    again = client.post(SEARCH, json={"query": "zeppelin", "mode": "keyword", "include_drafts": True}).json()
+    assert not any("draft(s)" in notice for notice in again["notices"]), "once"

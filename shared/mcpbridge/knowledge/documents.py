@@ -390,6 +390,18 @@ class Documents:
         found.sort(key=lambda d: d.id, reverse=True)  # ids are time-ordered
         return found
 
+    def index_unindexed_drafts(self, workspace_id: str, kb_id: str) -> int:
+        """Submit indexing for the knowledge base's drafts stored before drafts were indexed (kept, never parsed):
+        the drafts' index then holds them. Returns how many."""
+        waiting = [
+            d
+            for d in self._all_of_kb(kb_id)
+            if d.workspace_id == workspace_id and d.parse_status == "draft" and d.parse_error is None
+        ]
+        for document in waiting:
+            self.submit_indexing(workspace_id, document.id, document.version)
+        return len(waiting)
+
     def _all_of_kb(self, kb_id: str) -> list[Document]:
         return [_document_of(i) for i in every_item(self._store, f"KBDOCS#{kb_id}", index="gsi1", page_size=500)]
 

@@ -99,6 +99,7 @@ class KnowledgeSearch:
         self._index = index
         self._embedder = embedder
         self._analysis_checked: set[str] = set()
+        self._drafts_checked: set[str] = set()
 
     @property
     def semantic_available(self) -> bool:
@@ -138,11 +139,13 @@ class KnowledgeSearch:
     ) -> SearchOutcome:
         """The best chunks for ``query``; when none of them reaches the relevance floor (``Hit.relevant``), a notice
         says they are only the closest matches."""
+        catching_up = self._index_old_drafts(scope)
         outcome = self._search(scope, query, mode=mode, limit=limit)
         if outcome.hits and not any(hit.relevant for hit in outcome.hits):
             outcome.notices.append(NOTHING_RELEVANT)
         if not scope.include_drafts:
             return outcome
+        outcome.notices.extend(catching_up)
         hits, drafts = [], set()
         for hit in outcome.hits:
             chunk, draft = scope.of_knowledge_base(hit.chunk)
@@ -175,6 +178,24 @@ class KnowledgeSearch:
         keyword = self._keyword(scope, query, limit * 2)
         semantic = self._semantic(scope, vector, limit * 2)
         return SearchOutcome(fuse(keyword, semantic, limit=limit), "hybrid", notices)
+
+    def _index_old_drafts(self, scope: Scope) -> list[str]:
+        """Once per knowledge base and process, when drafts are asked for and the knowledge base has no drafts' index
+        yet: its drafts stored before drafts were indexed are indexed now (inline jobs: before this search runs)."""
+        notices: list[str] = []
+        for kb in scope.knowledge_bases if scope.include_drafts else ():
+            if kb.id in self._drafts_checked:
+                continue
+            self._drafts_checked.add(kb.id)
+            if self._index.analysis(drafts_index(kb.id)) is not None:
+                continue
+            submitted = self._documents.index_unindexed_drafts(kb.workspace_id, kb.id)
+            if submitted:
+                notices.append(
+                    f"{submitted} draft(s) of {kb.name} stored before drafts were searchable are being indexed: "
+                    "search again shortly if one is missing"
+                )
+        return notices
 
     def _keyword(self, scope: Scope, query: str, limit: int) -> list[Hit]:
         self._check_analysis(scope)
