@@ -120,6 +120,8 @@ def kb_search(api: Api, args: argparse.Namespace) -> None:
     request: dict[str, Any] = {"query": args.query, "mode": args.mode, "limit": args.limit}
     if args.kb:
         request["knowledge_base_ids"] = [kb_id(api, kb) for kb in args.kb]
+    if args.drafts:
+        request["include_drafts"] = True
     body = api.post("/api/v1/knowledge/search", json=request)
     emit(args, body, _print_results)
 
@@ -131,7 +133,8 @@ def _print_results(body: dict[str, Any]) -> None:
         print("Nothing found.")
     for rank, hit in enumerate(body["results"], 1):
         where = " › ".join([hit["document_title"], *hit["heading_path"]])
-        print(f"{rank}. {where}  (lines {hit['start_line']}-{hit['end_line']}, score {hit['score']:.3f})")
+        draft = " [draft]" if hit.get("document_status") == "draft" else ""
+        print(f"{rank}. {where}{draft}  (lines {hit['start_line']}-{hit['end_line']}, score {hit['score']:.3f})")
         print(f"   {hit['document_id']} in {hit['knowledge_base_id']}")
         for line in [line for line in hit["text"].splitlines() if line.strip()][:3]:
             print(f"   {shorten(line, 110)}")

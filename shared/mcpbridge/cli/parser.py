@@ -365,6 +365,7 @@ def _add_kb(commands: Commands) -> None:
     search.add_argument("--kb", action="append", metavar="KB", help="search only these (repeat; default: every one)")
     search.add_argument("--mode", choices=("hybrid", "semantic", "keyword"), default="hybrid", help="default hybrid")
     search.add_argument("--limit", type=int, default=10, help="results, 1 to 30 (default 10)")
+    search.add_argument("--drafts", action="store_true", help="also search draft documents (shown as drafts)")
     _add_kb_ask(actions)
     _add_kb_filing(actions)
     _add_kb_shares(actions)

@@ -1,9 +1,10 @@
-"""How people file documents: tags, a folder, and a status (published, or a draft nobody searches).
+"""How people file documents: tags, a folder, and a status (published, or a draft found only when asked for).
 
 Tags: at most 20, each 1 to 50 characters once trimmed, no control character; duplicates (case-insensitively) keep
 the first spelling. A folder: a ``/``-separated path of at most 255 bytes (``docs/spec``), each part 1 to 100
 characters and neither ``.`` nor ``..``; leading and trailing slashes are dropped, ``""`` is the root. A status:
-``published`` (what search and endpoints see) or ``draft`` (kept, listed when asked for, never indexed).
+``published`` (what search and endpoints see) or ``draft`` (kept, listed and searched only when asked for, never
+through an endpoint).
 """
 
 from __future__ import annotations

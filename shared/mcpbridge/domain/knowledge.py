@@ -187,3 +187,6 @@ class Document:
     """``published`` or ``draft`` (``domain.document_filing``)."""
     tags: tuple[str, ...] = ()
     folder: str = ""
+    removed_chunks: tuple[str, ...] = ()
+    """SHA-256 digests of the chunks deleted one by one since its content last changed: indexing it again leaves
+    them out (and their text out of the stored text), as the deletion left them."""

@@ -15,6 +15,10 @@ does nothing once a newer one exists. Deleting one returns at once too: the item
 when its current job was submitted, for the sweep that re-drives jobs that never ended
 (``knowledge.document_recovery``). A job that finds the knowledge base's index busy puts the document back to
 ``pending`` and raises, so the job runner tries it again later rather than failing the document.
+
+A draft is parsed and indexed too, but in an index of its own (``drafts_index``), which only a search that asks for
+drafts reads: published documents are all that every other read (default searches, endpoints, ``ask``) can reach,
+since none of them ever names that index.
 """
 
 # Over 400 lines: a document's whole life: create, fetch, parse, index, update, delete, resume.
@@ -22,16 +26,17 @@ when its current job was submitted, for the sweep that re-drives jobs that never
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from mcpbridge.domain.document_filing import PUBLISHED, Filing, Shelf, clean_folder, clean_status, clean_tags
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import Condition, Item, Key, Patch, Put, Remove, Update, WriteOp
-from mcpbridge.domain.knowledge import Chunk, Document, DocumentFormat, KnowledgeAccess
+from mcpbridge.domain.knowledge import Chunk, ChunkDraft, Document, DocumentFormat, KnowledgeAccess
 from mcpbridge.domain.shards import list_partitions, shard_partition
 from mcpbridge.errors import (
     ConditionFailed,
@@ -62,6 +67,7 @@ DELETING = "DOCS_DELETING"
 INDEX_CONTENTION = frozenset({"index_busy", "index_contention"})
 """Codes of ``Unavailable`` meaning another writer held the knowledge base's index: worth trying again later."""
 DELETE_JOB = "delete_document"
+DRAFTS_SUFFIX: Final = "-drafts"
 _CONTENT_TYPES: dict[DocumentFormat, str] = {"markdown": "text/markdown", "text": "text/plain"}
 
 
@@ -79,6 +85,11 @@ def reachable_document(store: Store, access: KnowledgeAccess, document_id: str) 
         if item is not None and item["knowledge_base_id"] in kb_ids:
             return item
     return None
+
+
+def drafts_index(kb_id: str) -> str:
+    """The index holding a knowledge base's drafts (its chunks carry this id as their knowledge base)."""
+    return f"{kb_id}{DRAFTS_SUFFIX}"
 
 
 def doc_key(workspace_id: str, document_id: str) -> Key:
@@ -399,6 +410,18 @@ class Documents:
         found.sort(key=lambda d: d.id, reverse=True)  # ids are time-ordered
         return found
 
+    def index_unindexed_drafts(self, workspace_id: str, kb_id: str) -> int:
+        """Submit indexing for the knowledge base's drafts stored before drafts were indexed (kept, never parsed):
+        the drafts' index then holds them. Returns how many."""
+        waiting = [
+            d
+            for d in self._all_of_kb(kb_id)
+            if d.workspace_id == workspace_id and d.parse_status == "draft" and d.parse_error is None
+        ]
+        for document in waiting:
+            self.submit_indexing(workspace_id, document.id, document.version)
+        return len(waiting)
+
     def _all_of_kb(self, kb_id: str) -> list[Document]:
         return [_document_of(i) for i in every_item(self._store, f"KBDOCS#{kb_id}", index="gsi1", page_size=500)]
 
@@ -434,7 +457,8 @@ class Documents:
             data = content.encode()
             self._check_request_size(len(data), current.knowledge_base_id)
             content_type = current.content_type if current.source == "text" else "text/markdown"
-            changes |= {"size_bytes": len(data), "content_type": content_type, "source": "text"}
+            # New content is the caller's whole text: chunks deleted from the old one no longer apply.
+            changes |= {"size_bytes": len(data), "content_type": content_type, "source": "text", "removed_chunks": []}
             self._blobs.put(
                 blob_key(access.workspace_id, document_id, version, "source"), data, content_type=content_type
             )
@@ -517,10 +541,11 @@ class Documents:
         return current
 
     def delete_chunk(self, access: KnowledgeAccess, document_id: str, chunk_id: str) -> Document:
-        """Remove one chunk of an indexed document from the index: its text, its terms in the keyword index and its
-        vector (the document's other chunks are indexed again, their vectors made anew, so every engine does it the
-        same way). ``chunk_id``: the chunk's id (``<document>#00003``) or its number. Indexing the document again
-        (a new version) brings it back."""
+        """Remove one chunk of an indexed document: its text, its terms in the keyword index and its vector (the
+        document's other chunks are indexed again, their vectors made anew, so every engine does it the same way),
+        and its text from the stored text every read shows (its lines left blank, so line numbers hold). The chunk's
+        digest is kept on the document, so indexing it again (a new title or status) leaves it out too; new content
+        starts afresh. ``chunk_id``: the chunk's id (``<document>#00003``) or its number."""
         current = self.get(access, document_id)
         access = self._bases.owner_access(access, current.knowledge_base_id, write=True)
         seq = _chunk_seq(document_id, chunk_id)
@@ -531,21 +556,42 @@ class Documents:
             )
         kb_id = current.knowledge_base_id
         chunks = self._index.chunks(kb_id, document_id)
-        if not any(chunk.seq == seq for chunk in chunks):
+        deleted = next((chunk for chunk in chunks if chunk.seq == seq), None)
+        if deleted is None:
             raise NotFound(
                 f"chunk {chunk_id[:120]!r} of document {document_id!r} was not found", code="chunk_not_found"
             )
-        remaining = [chunk for chunk in chunks if chunk.seq != seq]
+        text_key = blob_key(access.workspace_id, document_id, current.version, "text")
+        stored = self._blobs.get(text_key)
+        text, shift = blank_span(stored.decode(), deleted.start_offset, deleted.text) if stored else ("", 0)
+        remaining = [
+            replace(chunk, start_offset=chunk.start_offset - shift, end_offset=chunk.end_offset - shift)
+            if chunk.start_offset >= deleted.end_offset
+            else chunk
+            for chunk in chunks
+            if chunk.seq != seq
+        ]
         vectors = None
         if self._embedder is not None and remaining and self._index.has_vectors(kb_id):
             vectors = self._embed([chunk.text for chunk in remaining])
         embedder_name = self._embedder.name if vectors is not None and self._embedder is not None else None
         language = self._bases.language_of(access.workspace_id, kb_id)
         self._index.replace_document(kb_id, document_id, remaining, vectors, embedder_name, language=language)
+        if stored is not None:
+            self._blobs.put(text_key, text.encode(), content_type="text/markdown")
+        self._blank_source(current, deleted)
+        if self._images is not None:
+            self._images.forget_text(access.workspace_id, document_id, current.version, deleted)
         try:
             item = self._store.update(
                 doc_key(access.workspace_id, document_id),
-                Update(set={"chunk_count": len(remaining), "updated_at": timestamp(self._clock.now())}),
+                Update(
+                    set={
+                        "chunk_count": len(remaining),
+                        "removed_chunks": [*current.removed_chunks, chunk_digest(deleted.text)],
+                        "updated_at": timestamp(self._clock.now()),
+                    }
+                ),
                 condition=Condition.equals("document_version", "version", current.version),
             )
         except ConditionFailed:
@@ -556,6 +602,21 @@ class Documents:
         log.info("deleted chunk %s of document %s", seq, document_id)
         return _document_of(item)
 
+    def _blank_source(self, document: Document, deleted: Chunk) -> None:
+        """A source that is the stored text itself (Markdown or plain text sent as is) loses the chunk's text too;
+        another (PDF, HTML, an image) is never shown, and indexing it again drops the chunk by its digest."""
+        key = blob_key(document.workspace_id, document.id, document.version, "source")
+        data = self._blobs.get(key)
+        if data is None:
+            return
+        try:
+            source = data.decode()
+        except UnicodeDecodeError:
+            return
+        blanked, shift = blank_span(source, deleted.start_offset, deleted.text)
+        if shift:
+            self._blobs.put(key, blanked.encode(), content_type=document.content_type)
+
     def submit_deletion(self, marker: Item) -> None:
         """Submit the ``delete_document`` job of a deletion marker."""
         payload = {name: str(marker[name]) for name in ("workspace_id", "knowledge_base_id", "document_id", "version")}
@@ -564,6 +625,7 @@ class Documents:
     def run_deletion(self, workspace_id: str, kb_id: str, document_id: str, version: int) -> None:
         """Remove a deleted document's chunks and blobs, then its marker; safe to run twice."""
         self._index.delete_document(kb_id, document_id)
+        self._index.delete_document(drafts_index(kb_id), document_id)
         for number in range(1, version + 1):
             for part in ("source", "text"):
                 self._blobs.delete(blob_key(workspace_id, document_id, number, part))
@@ -593,7 +655,7 @@ class Documents:
             return  # deleted, or superseded by a newer version with its own job
         document = _document_of(item)
         if document.status == "draft":
-            self._keep_out_of_index(key, document, version)
+            self._index_draft(key, document, version)
             return
         try:
             chunks, vectors, line_count, text, notices = self._prepare(document)
@@ -605,18 +667,13 @@ class Documents:
             self._index.replace_document(
                 document.knowledge_base_id, document_id, chunks, vectors, embedder_name, language=language
             )
+            self._index.delete_document(drafts_index(document.knowledge_base_id), document_id)  # a draft no more
             self._reanalyse_if_stale(workspace_id, document.knowledge_base_id, language)
         except Unavailable as exc:
             if exc.code not in INDEX_CONTENTION:
                 self._finish(key, version, failed=exc.message)
                 return
-            # Another writer held the index: back to pending, and the job runner tries again later (with backoff).
-            with contextlib.suppress(ConditionFailed):
-                self._store.update(
-                    key,
-                    Update(set={"parse_status": "pending"}),
-                    condition=Condition.equals("document_version", "version", version),
-                )
+            self._back_to_pending(key, version)
             raise
         except MCPBridgeError as exc:
             self._finish(key, version, failed=exc.message)
@@ -633,16 +690,50 @@ class Documents:
             # Deleted while it was indexed: its deletion job may have run before these chunks went in.
             self._index.delete_document(document.knowledge_base_id, document_id)
 
-    def _keep_out_of_index(self, key: Key, document: Document, version: int) -> None:
-        """A draft: none of its chunks in the index (those of a version published before go)."""
-        self._index.delete_document(document.knowledge_base_id, document.id)
+    def _back_to_pending(self, key: Key, version: int) -> None:
+        """Another writer held the index: back to pending, and the job runner tries again later (with backoff)."""
         with contextlib.suppress(ConditionFailed):
+            self._store.update(
+                key,
+                Update(set={"parse_status": "pending"}),
+                condition=Condition.equals("document_version", "version", version),
+            )
+
+    def _index_draft(self, key: Key, document: Document, version: int) -> None:
+        """A draft: its chunks in the drafts' index only (those of a version published before leave the main one),
+        so a search that asks for drafts finds it and nothing else does. A draft that cannot be parsed stays a draft,
+        its ``parse_error`` saying why no search finds it."""
+        kb_id, drafts = document.knowledge_base_id, drafts_index(document.knowledge_base_id)
+        problem: str | None = None
+        try:
+            prepared, vectors, _, _, _ = self._prepare(document)
+            chunks = [replace(chunk, knowledge_base_id=drafts) for chunk in prepared]
+            embedder_name = self._embedder.name if self._embedder is not None and vectors is not None else None
+            language = self._bases.language_of(document.workspace_id, kb_id)
+            self._index.delete_document(kb_id, document.id)
+            if chunks:
+                self._index.replace_document(drafts, document.id, chunks, vectors, embedder_name, language=language)
+            else:
+                self._index.delete_document(drafts, document.id)
+        except Unavailable as exc:
+            if exc.code in INDEX_CONTENTION:
+                self._back_to_pending(key, version)
+                raise
+            problem = exc.message
+        except MCPBridgeError as exc:
+            problem = exc.message
+        except ValueError as exc:
+            problem = str(exc)
+        if problem is not None:
+            self._index.delete_document(kb_id, document.id)
+            self._index.delete_document(drafts, document.id)
+        try:
             self._store.update(
                 key,
                 Update(
                     set={
                         "parse_status": "draft",
-                        "parse_error": None,
+                        "parse_error": None if problem is None else f"not searchable as a draft: {problem}",
                         "chunk_count": 0,
                         "updated_at": timestamp(self._clock.now()),
                     },
@@ -650,6 +741,9 @@ class Documents:
                 ),
                 condition=Condition.equals("document_version", "version", version),
             )
+        except ConditionFailed:
+            if not self._store.get(key):
+                self._index.delete_document(drafts, document.id)  # deleted meanwhile: its deletion job may be done
 
     def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[float]] | None, int, str, list[str]]:
         data = self._blobs.get(blob_key(document.workspace_id, document.id, document.version, "source"))
@@ -664,6 +758,11 @@ class Documents:
             indexed = self._images.index(document.workspace_id, document.id, document.version, parsed, len(drafts))
             text, notices = indexed.text, indexed.notices
             drafts += indexed.drafts
+        if document.removed_chunks:
+            drafts, text, removed = _without_removed(drafts, text, frozenset(document.removed_chunks))
+            for draft in removed:
+                if self._images is not None:
+                    self._images.forget_text(document.workspace_id, document.id, document.version, draft)
         chunks = [
             Chunk(
                 id=Chunk.make_id(document.id, d.seq),
@@ -743,6 +842,8 @@ class Documents:
         def progress(done: int, total: int) -> None:
             self._bases.record_reanalysis(workspace_id, kb_id, language, done, total)
 
+        if self._index.analysis(drafts_index(kb_id)) is not None:
+            self._index.reanalyse(drafts_index(kb_id), language)
         self._index.reanalyse(kb_id, language, progress)
         self._bases.finish_reanalysis(workspace_id, kb_id, language)
 
@@ -769,6 +870,7 @@ class Documents:
         for item in list(every_item(self._store, f"KB#{kb_id}", sk_prefix="WIKI#")):
             self._store.delete(Key(item["pk"], item["sk"]))
         self._index.delete_knowledge_base(kb_id)
+        self._index.delete_knowledge_base(drafts_index(kb_id))
 
 
 def _filing_changes(status: str | None, tags: Sequence[str] | None, folder: str | None) -> dict[str, object]:
@@ -780,6 +882,39 @@ def _filing_changes(status: str | None, tags: Sequence[str] | None, folder: str 
     if status is not None:
         changes["status"] = clean_status(status)
     return changes
+
+
+def chunk_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def blank_span(text: str, start: int, chunk_text: str) -> tuple[str, int]:
+    """``text`` with ``chunk_text`` (found at ``start``, else its first occurrence) reduced to its line breaks, so
+    the lines around it keep their numbers; and how many characters went. Unchanged (0) when it is not there."""
+    if text[start : start + len(chunk_text)] != chunk_text:
+        start = text.find(chunk_text) if chunk_text else -1
+        if start < 0:
+            return text, 0
+    kept = "\n" * chunk_text.count("\n")
+    return text[:start] + kept + text[start + len(chunk_text) :], len(chunk_text) - len(kept)
+
+
+def _without_removed(
+    drafts: list[ChunkDraft], text: str, removed: frozenset[str]
+) -> tuple[list[ChunkDraft], str, list[ChunkDraft]]:
+    """The chunks of a new indexing without those deleted one by one, the text without theirs (offsets of the
+    chunks after each one moved back), and the chunks left out."""
+    kept: list[ChunkDraft] = []
+    left_out: list[ChunkDraft] = []
+    shift = 0
+    for draft in sorted(drafts, key=lambda d: d.start_offset):
+        if chunk_digest(draft.text) in removed:
+            text, gone = blank_span(text, draft.start_offset - shift, draft.text)
+            shift += gone
+            left_out.append(draft)
+            continue
+        kept.append(replace(draft, start_offset=draft.start_offset - shift, end_offset=draft.end_offset - shift))
+    return sorted(kept, key=lambda d: d.seq), text, left_out
 
 
 def _chunk_seq(document_id: str, chunk_id: str) -> int:
@@ -821,4 +956,5 @@ def _document_of(item: Item) -> Document:
         status=str(item.get("status") or "published"),
         tags=tuple(item.get("tags") or ()),
         folder=str(item.get("folder") or ""),
+        removed_chunks=tuple(item.get("removed_chunks") or ()),
     )

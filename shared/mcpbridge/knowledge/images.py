@@ -24,7 +24,7 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from mcpbridge.domain.knowledge import Chunk, ChunkDraft, ChunkType, KnowledgeAccess, ParsedDocument, ParsedImage
@@ -216,6 +216,23 @@ class DocumentImages:
         if data is None:
             return []
         return [StoredImage(**entry) for entry in json.loads(data)]
+
+    def forget_text(self, workspace_id: str, document_id: str, version: int, chunk: ChunkDraft | Chunk) -> None:
+        """An image chunk deleted one by one: its text (the recognised text, or the caption) leaves the manifest,
+        so no reference to the image shows it again. Nothing for another chunk."""
+        match = _HEADING.match(chunk.heading_path[-1]) if chunk.heading_path else None
+        if chunk.type not in ("image_ocr", "image_caption") or match is None:
+            return
+        n, recognised = int(match.group(1)), chunk.type == "image_ocr"
+        images = self.manifest(workspace_id, document_id, version)
+        if not any(image.n == n for image in images):
+            return
+        kept = [
+            image if image.n != n else replace(image, ocr_text="") if recognised else replace(image, caption="")
+            for image in images
+        ]
+        manifest = json.dumps([image.as_dict() for image in kept], ensure_ascii=False).encode()
+        self._blobs.put(manifest_blob(workspace_id, document_id, version), manifest, content_type="application/json")
 
     def delete(self, workspace_id: str, document_id: str, version: int) -> None:
         """Remove the images of one version of a document (safe to run twice)."""

@@ -4,6 +4,10 @@ Scope rules, shared by the REST API and the MCP tools: knowledge bases are selec
 name; ``knowledge_ids`` (documents) must be non-empty once given, are trimmed and de-duplicated, and each must
 belong to the selected knowledge bases. A filter is applied before recall and never falls back to a wider search.
 
+Drafts: only a scope made with ``include_drafts`` (the REST API's, when the caller asks) reads the drafts' indexes
+(``knowledge.documents.drafts_index``); their hits carry their knowledge base's own id and are named in ``drafts``.
+The MCP tools never ask, so endpoints see published documents only.
+
 Grep patterns run on RE2 (``knowledge.patterns``): linear time, a bounded scan per call, and a clear refusal for what
 RE2 cannot run.
 """
@@ -12,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from mcpbridge.domain.knowledge import Chunk, Hit, KnowledgeAccess, KnowledgeBase
@@ -20,7 +24,7 @@ from mcpbridge.domain.ranking import fuse
 from mcpbridge.domain.text_tokens import literal_words
 from mcpbridge.errors import InvalidInput, NotFound
 from mcpbridge.knowledge.bases import KnowledgeBases
-from mcpbridge.knowledge.documents import Documents
+from mcpbridge.knowledge.documents import Documents, drafts_index
 from mcpbridge.knowledge.patterns import ScanBudget, grep_pattern
 from mcpbridge.ports import Embedder, SearchIndex
 
@@ -39,10 +43,24 @@ class Scope:
 
     knowledge_bases: list[KnowledgeBase]
     document_ids: frozenset[str] | None
+    include_drafts: bool = False
 
     @property
     def kb_ids(self) -> list[str]:
         return [kb.id for kb in self.knowledge_bases]
+
+    @property
+    def index_ids(self) -> list[str]:
+        """The indexes searched: the knowledge bases', and their drafts' when asked."""
+        drafts = [drafts_index(kb.id) for kb in self.knowledge_bases] if self.include_drafts else []
+        return self.kb_ids + drafts
+
+    def of_knowledge_base(self, chunk: Chunk) -> tuple[Chunk, bool]:
+        """A chunk found in one of ``index_ids`` under its knowledge base's id, and whether it is a draft's."""
+        for kb in self.knowledge_bases if self.include_drafts else ():
+            if chunk.knowledge_base_id == drafts_index(kb.id):
+                return replace(chunk, knowledge_base_id=kb.id), True
+        return chunk, False
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,8 @@ class SearchOutcome:
     mode: SearchMode
     """The mode that ran (hybrid falls back to keyword when no embedder is configured, and says so)."""
     notices: list[str] = field(default_factory=list)
+    drafts: frozenset[str] = frozenset()
+    """Ids of the hits' chunks that belong to drafts (only with a scope that includes drafts)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +86,8 @@ class GrepOutcome:
     truncated: bool = False
     """The scan budget ran out before every candidate was checked: there may be more matches (``notices`` says so)."""
     notices: list[str] = field(default_factory=list)
+    drafts: frozenset[str] = frozenset()
+    """Ids of the matches' chunks that belong to drafts (only with a scope that includes drafts)."""
 
 
 class KnowledgeSearch:
@@ -77,6 +99,7 @@ class KnowledgeSearch:
         self._index = index
         self._embedder = embedder
         self._analysis_checked: set[str] = set()
+        self._drafts_checked: set[str] = set()
 
     @property
     def semantic_available(self) -> bool:
@@ -87,12 +110,15 @@ class KnowledgeSearch:
         access: KnowledgeAccess,
         knowledge_base_ids: Iterable[str] | None = None,
         knowledge_ids: Sequence[str] | None = None,
+        *,
+        include_drafts: bool = False,
     ) -> Scope:
+        """What a search reaches; drafts only with ``include_drafts``."""
         bases = self._bases.select(access, knowledge_base_ids)
         if not bases:
             raise NotFound("no knowledge base is available to search", code="kb_not_found")
         if knowledge_ids is None:
-            return Scope(bases, None)
+            return Scope(bases, None, include_drafts)
         wanted = list(dict.fromkeys(k.strip() for k in knowledge_ids if k and k.strip()))
         if not wanted:
             raise InvalidInput("knowledge_ids must name at least one document when given", code="invalid_knowledge_ids")
@@ -106,17 +132,27 @@ class KnowledgeSearch:
                 raise InvalidInput(
                     f"document {document_id!r} is not in the selected knowledge bases", code="document_out_of_scope"
                 )
-        return Scope(bases, frozenset(wanted))
+        return Scope(bases, frozenset(wanted), include_drafts)
 
     def search(
         self, scope: Scope, query: str, *, mode: SearchMode = "hybrid", limit: int = LIMIT_DEFAULT
     ) -> SearchOutcome:
         """The best chunks for ``query``; when none of them reaches the relevance floor (``Hit.relevant``), a notice
         says they are only the closest matches."""
+        catching_up = self._index_old_drafts(scope)
         outcome = self._search(scope, query, mode=mode, limit=limit)
         if outcome.hits and not any(hit.relevant for hit in outcome.hits):
             outcome.notices.append(NOTHING_RELEVANT)
-        return outcome
+        if not scope.include_drafts:
+            return outcome
+        outcome.notices.extend(catching_up)
+        hits, drafts = [], set()
+        for hit in outcome.hits:
+            chunk, draft = scope.of_knowledge_base(hit.chunk)
+            hits.append(replace(hit, chunk=chunk))
+            if draft:
+                drafts.add(chunk.id)
+        return replace(outcome, hits=hits, drafts=frozenset(drafts))
 
     def _search(self, scope: Scope, query: str, *, mode: SearchMode, limit: int) -> SearchOutcome:
         query = _clean_query(query)
@@ -143,9 +179,27 @@ class KnowledgeSearch:
         semantic = self._semantic(scope, vector, limit * 2)
         return SearchOutcome(fuse(keyword, semantic, limit=limit), "hybrid", notices)
 
+    def _index_old_drafts(self, scope: Scope) -> list[str]:
+        """Once per knowledge base and process, when drafts are asked for and the knowledge base has no drafts' index
+        yet: its drafts stored before drafts were indexed are indexed now (inline jobs: before this search runs)."""
+        notices: list[str] = []
+        for kb in scope.knowledge_bases if scope.include_drafts else ():
+            if kb.id in self._drafts_checked:
+                continue
+            self._drafts_checked.add(kb.id)
+            if self._index.analysis(drafts_index(kb.id)) is not None:
+                continue
+            submitted = self._documents.index_unindexed_drafts(kb.workspace_id, kb.id)
+            if submitted:
+                notices.append(
+                    f"{submitted} draft(s) of {kb.name} stored before drafts were searchable are being indexed: "
+                    "search again shortly if one is missing"
+                )
+        return notices
+
     def _keyword(self, scope: Scope, query: str, limit: int) -> list[Hit]:
         self._check_analysis(scope)
-        return self._index.keyword(scope.kb_ids, query, document_ids=scope.document_ids, limit=limit)
+        return self._index.keyword(scope.index_ids, query, document_ids=scope.document_ids, limit=limit)
 
     def _check_analysis(self, scope: Scope) -> None:
         """Once per knowledge base and process: an index analysed for another language or by an older release (a
@@ -161,7 +215,7 @@ class KnowledgeSearch:
     def _semantic(self, scope: Scope, vector: Sequence[float], limit: int) -> list[Hit]:
         if not _usable(vector):
             return []
-        return self._index.semantic(scope.kb_ids, vector, document_ids=scope.document_ids, limit=limit)
+        return self._index.semantic(scope.index_ids, vector, document_ids=scope.document_ids, limit=limit)
 
     def _vector_notices(self, scope: Scope) -> list[str]:
         missing = [kb.name for kb in scope.knowledge_bases if kb.document_count and not self._index.has_vectors(kb.id)]
@@ -183,11 +237,17 @@ class KnowledgeSearch:
         limit = LIMIT_DEFAULT if limit < 1 else min(limit, LIMIT_MAX)
         budget = ScanBudget()
         matches: list[GrepMatch] = []
-        candidates = self._index.candidates(scope.kb_ids, words, document_ids=scope.document_ids, limit=GREP_CANDIDATES)
-        for checked, chunk in enumerate(candidates):
+        candidates = self._index.candidates(
+            scope.index_ids, words, document_ids=scope.document_ids, limit=GREP_CANDIDATES
+        )
+        drafts: set[str] = set()
+        for checked, found in enumerate(candidates):
+            chunk, draft = scope.of_knowledge_base(found)
             lines = _matching_lines(regex.starting_lines(chunk.text, budget), chunk)
             if lines:
                 matches.append(GrepMatch(chunk, lines))
+                if draft:
+                    drafts.add(chunk.id)
                 if len(matches) >= limit:
                     break
             if budget.exhausted:
@@ -196,8 +256,8 @@ class KnowledgeSearch:
                     "ran out, so there may be more matches; a simpler pattern (smaller repetition counts, fewer "
                     "alternatives) or knowledge_ids scans further"
                 )
-                return GrepOutcome(matches, truncated=True, notices=[notice])
-        return GrepOutcome(matches)
+                return GrepOutcome(matches, truncated=True, notices=[notice], drafts=frozenset(drafts))
+        return GrepOutcome(matches, drafts=frozenset(drafts))
 
 
 def _usable(vector: Sequence[float]) -> bool:

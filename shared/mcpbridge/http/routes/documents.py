@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, File, Form, Path, Query, Request, Response, UploadFile
+from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcpbridge.domain.document_filing import Filing, Shelf
@@ -24,6 +25,8 @@ from mcpbridge.http.fields import DocumentId, KnowledgeBaseId, UploadId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
 from mcpbridge.http.views import ChunkOut, DocumentOut, Timestamp
+from mcpbridge.knowledge.image_reads import DocumentImageReads
+from mcpbridge.ports import BlobLinks
 
 router = APIRouter(prefix="/api/v1", tags=["documents"])
 
@@ -50,7 +53,8 @@ class DocumentIn(BaseModel):
     url: str | None = Field(default=None, max_length=2048)
     format: Literal["markdown", "text"] = "markdown"
     status: Literal["published", "draft"] = Field(
-        default="published", description="published (default): indexed and searchable; draft: kept, not indexed."
+        default="published",
+        description="published (default): searchable; draft: kept, found only by a search with include_drafts.",
     )
     tags: list[str] = Field(default_factory=list, description=_TAGS_HELP)
     folder: str = Field(default="", max_length=1000, description=_FOLDER_HELP)
@@ -73,7 +77,7 @@ class DocumentPatch(BaseModel):
     title: str | None = Field(default=None, min_length=1, max_length=255)
     content: str | None = None
     status: Literal["published", "draft"] | None = Field(
-        default=None, description="published indexes the document (search sees it); draft takes it out of the index."
+        default=None, description="published: search sees it; draft: only a search with include_drafts does."
     )
     tags: list[str] | None = Field(default=None, description=f"Replaces the tags. {_TAGS_HELP}")
     folder: str | None = Field(default=None, max_length=1000, description=_FOLDER_HELP)
@@ -160,7 +164,8 @@ async def upload_document(
     file: Annotated[UploadFile, File(description="Markdown, text, HTML, PDF or an image (PNG, JPEG, GIF, WebP)")],
     title: Annotated[str | None, Form(max_length=255, description="The title; default: the file's name.")] = None,
     status: Annotated[
-        Literal["published", "draft"], Form(description="published (default): indexed; draft: kept, not indexed.")
+        Literal["published", "draft"],
+        Form(description="published (default): indexed; draft: kept, found only by a search with include_drafts."),
     ] = "published",
     tags: Annotated[list[str] | None, Form(description=f"Repeat the field for each tag. {_TAGS_HELP}")] = None,
     folder: Annotated[str, Form(max_length=1000, description=_FOLDER_HELP)] = "",
@@ -216,7 +221,8 @@ class UploadIn(BaseModel):
     size_bytes: int = Field(ge=1, description="The file's size; at most the per-document limit.")
     title: str | None = Field(default=None, min_length=1, max_length=255)
     status: Literal["published", "draft"] = Field(
-        default="published", description="published (default): indexed and searchable; draft: kept, not indexed."
+        default="published",
+        description="published (default): searchable; draft: kept, found only by a search with include_drafts.",
     )
     tags: list[str] = Field(default_factory=list, description=_TAGS_HELP)
     folder: str = Field(default="", max_length=1000, description=_FOLDER_HELP)
@@ -357,8 +363,10 @@ def delete_chunk(
     principal: CurrentPrincipal,
     documents: DocumentsDep,
 ) -> DocumentOut:
-    """Removes one chunk of an indexed document from search: its text, keyword terms and vector. Indexing the
-    document again (a new version) brings it back. Answers the document with its new `chunk_count`."""
+    """Removes one chunk of an indexed document: its text, keyword terms and vector from search, and its text from
+    every read of the document (its lines are left blank, so line numbers hold). Indexing the same source again (a
+    new title or status) leaves it out too; new content starts afresh. Answers the document with its new
+    `chunk_count`."""
     return DocumentOut.of(documents.delete_chunk(knowledge_write_access(principal, "write"), document_id, chunk_id))
 
 
@@ -492,3 +500,40 @@ def read_windows(
         next_line=result.next_line,
         note=result.note,
     )
+
+
+@router.get(
+    "/documents/{document_id}/images/{version}/{n}",
+    operation_id="getDocumentImage",
+    summary="An image of a document",
+    response_model=None,
+    responses={
+        200: {
+            "description": "The image",
+            "content": {t: {} for t in ("image/png", "image/jpeg", "image/gif", "image/webp")},
+        },
+        302: {"description": "To the image in the blob store (AWS: a presigned S3 GET, valid five minutes)"},
+        **problems(404),
+    },
+)
+async def get_document_image(
+    document_id: DocumentId,
+    version: Annotated[int, Path(ge=1, le=1_000_000_000, description="The document's indexed version.")],
+    n: Annotated[int, Path(ge=0, le=10_000, description="The image's number in that version.")],
+    principal: CurrentPrincipal,
+    request: Request,
+) -> Response:
+    """The image an `href` of a REST search or ask result names, for a key whose scope reaches the document: 404
+    for a document outside it, another version than the indexed one, or no such image."""
+    container = request.app.state.container
+    blobs = container.blobs
+    reads = DocumentImageReads(
+        container.documents, container.document_images, blobs, blobs if isinstance(blobs, BlobLinks) else None
+    )
+    access = knowledge_access(principal, "read")
+    image = await to_thread.run_sync(reads.open, access, document_id, version, n)
+    if image.url is not None:
+        return RedirectResponse(image.url, status_code=302, headers={"Cache-Control": "no-store"})
+    assert image.data is not None
+    headers = {"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff"}
+    return Response(image.data, media_type=image.content_type, headers=headers)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Path, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.names import fold
@@ -25,11 +25,23 @@ from mcpbridge.http.deps import (
 from mcpbridge.http.fields import KnowledgeBaseId
 from mcpbridge.http.openapi import problems
 from mcpbridge.http.paging import cursor_query, limit_query, next_cursor_field, page_of
-from mcpbridge.http.views import LANGUAGE_HELP, AskOut, ChunkOut, DocumentOut, KnowledgeBaseOut, Timestamp
+from mcpbridge.http.views import (
+    LANGUAGE_HELP,
+    AskOut,
+    ChunkOut,
+    DocumentOut,
+    ImageOut,
+    KnowledgeBaseOut,
+    ReferenceOut,
+    Timestamp,
+)
+from mcpbridge.knowledge.image_reads import href_of
 from mcpbridge.knowledge.patterns import PATTERN_MAX_CHARS
 
 if TYPE_CHECKING:
+    from mcpbridge.knowledge.answers import Answer
     from mcpbridge.knowledge.ask_sessions import AskSession
+    from mcpbridge.knowledge.images import ImageRef
 
 router = APIRouter(prefix="/api/v1", tags=["knowledge"])
 
@@ -179,10 +191,55 @@ class SearchIn(BaseModel):
     limit: int = Field(default=10, ge=1, le=30)
     knowledge_base_ids: list[str] | None = None
     knowledge_ids: list[str] | None = None
+    include_drafts: StrictBool = Field(
+        default=False,
+        description="Also search draft documents (their results say `document_status: draft`); "
+        "published documents only by default.",
+    )
+
+
+DocumentStatusOut = Field(description="published, or draft (found only with `include_drafts`).")
+
+
+class RestImageOut(ImageOut):
+    href: str | None = Field(
+        default=None,
+        description="Where this API key fetches the image (relative to the API's base URL; the key's scope checked "
+        "at each fetch): the image itself, or a redirect to a short-lived presigned URL.",
+    )
+
+    @classmethod
+    def of(cls, image: ImageOut | ImageRef) -> RestImageOut:
+        return cls(
+            url=image.url,
+            content_type=image.content_type,
+            caption=image.caption,
+            ocr_text=image.ocr_text,
+            href=href_of(image.url),
+        )
+
+
+class RestReferenceOut(ReferenceOut):
+    images: list[RestImageOut] = Field(default_factory=list)  # type: ignore[assignment]  # REST images have an href
+
+
+class RestAskOut(AskOut):
+    references: list[RestReferenceOut]  # type: ignore[assignment]  # their images have an href
+
+    @classmethod
+    def of_answer(cls, answer: Answer) -> RestAskOut:
+        out = AskOut.of(answer)
+        references = [
+            RestReferenceOut(**r.model_dump(exclude={"images"}), images=[RestImageOut.of(image) for image in r.images])
+            for r in out.references
+        ]
+        return cls(**out.model_dump(exclude={"references"}), references=references)
 
 
 class SearchResultOut(ChunkOut):
     score: float
+    document_status: Literal["published", "draft"] = DocumentStatusOut
+    images: list[RestImageOut] = Field(default=[], description="The image an image chunk was read from.")
 
 
 class SearchOut(BaseModel):
@@ -194,17 +251,31 @@ class SearchOut(BaseModel):
 @router.post(
     "/knowledge/search", operation_id="searchKnowledge", summary="Search knowledge bases", responses=problems(404)
 )
-def search(body: SearchIn, principal: CurrentPrincipal, knowledge: KnowledgeSearchDep) -> SearchOut:
+def search(body: SearchIn, principal: CurrentPrincipal, knowledge: KnowledgeSearchDep, request: Request) -> SearchOut:
     """Hybrid (keywords and meaning, the default), semantic or keyword search over the knowledge bases in scope,
     optionally limited to some knowledge bases and documents (applied before recall). Each hit gives the document,
     the chunk, its lines and the offset to read from."""
     service = knowledge
-    scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
+    scope = service.scope(
+        knowledge_access(principal, "read"),
+        body.knowledge_base_ids,
+        body.knowledge_ids,
+        include_drafts=body.include_drafts,
+    )
     outcome = service.search(scope, body.query, mode=body.mode, limit=body.limit)
+    images = request.app.state.container.document_images
     return SearchOut(
         mode=outcome.mode,
         notices=outcome.notices,
-        results=[SearchResultOut(**ChunkOut.of(h.chunk).model_dump(), score=round(h.score, 6)) for h in outcome.hits],
+        results=[
+            SearchResultOut(
+                **ChunkOut.of(h.chunk).model_dump(),
+                score=round(h.score, 6),
+                document_status="draft" if h.chunk.id in outcome.drafts else "published",
+                images=[RestImageOut.of(ref) for ref in images.images_of(principal.workspace_id, h.chunk)],
+            )
+            for h in outcome.hits
+        ],
     )
 
 
@@ -217,6 +288,11 @@ class GrepIn(BaseModel):
     limit: int = Field(default=10, ge=1, le=30)
     knowledge_base_ids: list[str] | None = None
     knowledge_ids: list[str] | None = None
+    include_drafts: StrictBool = Field(
+        default=False,
+        description="Also search draft documents (their results say `document_status: draft`); "
+        "published documents only by default.",
+    )
 
 
 class GrepLine(BaseModel):
@@ -226,6 +302,7 @@ class GrepLine(BaseModel):
 
 class GrepMatchOut(ChunkOut):
     lines: list[GrepLine]
+    document_status: Literal["published", "draft"] = DocumentStatusOut
 
 
 class GrepOut(BaseModel):
@@ -239,11 +316,20 @@ def grep(body: GrepIn, principal: CurrentPrincipal, knowledge: KnowledgeSearchDe
     """Chunks matching a case-insensitive RE2 regular expression, with the matching lines. The pattern needs one
     literal word (used to find candidates); `truncated` says when the scan budget ran out first."""
     service = knowledge
-    scope = service.scope(knowledge_access(principal, "read"), body.knowledge_base_ids, body.knowledge_ids)
+    scope = service.scope(
+        knowledge_access(principal, "read"),
+        body.knowledge_base_ids,
+        body.knowledge_ids,
+        include_drafts=body.include_drafts,
+    )
     outcome = service.grep(scope, body.pattern, limit=body.limit)
     return GrepOut(
         matches=[
-            GrepMatchOut(**ChunkOut.of(m.chunk).model_dump(), lines=[GrepLine(line=n, text=t) for n, t in m.lines])
+            GrepMatchOut(
+                **ChunkOut.of(m.chunk).model_dump(),
+                lines=[GrepLine(line=n, text=t) for n, t in m.lines],
+                document_status="draft" if m.chunk.id in outcome.drafts else "published",
+            )
             for m in outcome.matches
         ],
         truncated=outcome.truncated,
@@ -262,10 +348,10 @@ class AskIn(BaseModel):
 
 
 @router.post("/knowledge/ask", operation_id="askKnowledge", summary="Ask a question", responses=problems(404, 502))
-def ask(body: AskIn, principal: CurrentPrincipal, answerer: AnswererDep) -> AskOut:
+def ask(body: AskIn, principal: CurrentPrincipal, answerer: AnswererDep) -> RestAskOut:
     """An answer from the knowledge bases with numbered references: a language model when one is configured,
     otherwise an extractive answer that says so. Pass `session_id` from an earlier answer to continue the
-    conversation."""
+    conversation. An image a reference was read from has an `href` this key fetches it from."""
     answer = answerer.ask(
         knowledge_access(principal, "ask"),
         body.question,
@@ -274,7 +360,7 @@ def ask(body: AskIn, principal: CurrentPrincipal, answerer: AnswererDep) -> AskO
         session_id=body.session_id,
         knowledge_base_ids=body.knowledge_base_ids,
     )
-    return AskOut.of(answer)
+    return RestAskOut.of_answer(answer)
 
 
 # ---------------------------------------------------------------------------------------------------- ask sessions
