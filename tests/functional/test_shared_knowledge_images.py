@@ -22,6 +22,7 @@ from tests.functional.test_document_images import (
     pytestmark,
     upload,
 )
+from tests.functional.test_rest_image_links import fetch as rest_fetch
 from tests.support.images import text_image
 
 __all__ = ["backend", "client", "clock", "container", "pytestmark"]  # the fixtures and skip condition reused
@@ -37,7 +38,8 @@ def test_a_shared_image_is_linked_for_the_receiving_endpoint_until_the_share_is_
     png = upload(client, kb_id, "screenshot.png", png_bytes, "image/png")
     beta = client.post("/api/v1/workspaces", json={"name": "Beta"})
     assert beta.status_code == 201, beta.text
-    beta_key = {"Authorization": f"Bearer {beta.json()['admin_api_key']['key']}"}
+    beta_plain = beta.json()["admin_api_key"]["key"]
+    beta_key = {"Authorization": f"Bearer {beta_plain}"}
     shared = client.put(f"/api/v1/knowledge-bases/{kb_id}/shares/{beta.json()['id']}", json={"permission": "read"})
     assert shared.status_code == 200, shared.text
 
@@ -53,6 +55,18 @@ def test_a_shared_image_is_linked_for_the_receiving_endpoint_until_the_share_is_
     status, data, _ = fetch(client, link, backend)
     assert (status, data) == (200, png_bytes)
 
+    # The receiving workspace's key over REST: its search names the shared base, the hit's href serves the owner's
+    # image (kept in the owner's workspace), and nothing once the share is withdrawn.
+    searched = client.post(
+        "/api/v1/knowledge/search",
+        json={"query": QUESTION, "mode": "keyword", "knowledge_base_ids": [kb_id]},
+        headers=beta_key,
+    )
+    assert searched.status_code == 200, searched.text
+    href = next(i["href"] for r in searched.json()["results"] for i in r["images"])
+    assert href == f"/api/v1/documents/{png['id']}/images/1/1"
+    assert rest_fetch(client, href, backend, beta_plain)[:2] == (200, png_bytes)
+
     # An endpoint of the owner's that does not list the knowledge base still gets nothing from the share's side.
     own = endpoint(client, "Owner elsewhere", [new_kb(client, "Elsewhere")])
     assert all(not r["images"] for r in mcp_call(client, own, "ask", {"question": QUESTION})["references"])
@@ -62,6 +76,7 @@ def test_a_shared_image_is_linked_for_the_receiving_endpoint_until_the_share_is_
     refused = client.get(link, follow_redirects=False)
     assert refused.status_code == 403
     assert refused.json()["code"] == "image_link_refused"
+    assert rest_fetch(client, href, backend, beta_plain)[0] == 404
     # The owner's own REST answer still has the image: only the share went.
     rest = client.post("/api/v1/knowledge/ask", json={"question": QUESTION})
     assert any(r["images"] for r in rest.json()["references"])

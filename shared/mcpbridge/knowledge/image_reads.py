@@ -63,10 +63,11 @@ class DocumentImageReads:
         )
         if document.indexed_version != version:
             raise missing
-        stored = next((i for i in self._images.manifest(access.workspace_id, document_id, version) if i.n == n), None)
+        stored = next((i for i in self._images.manifest(document.workspace_id, document_id, version) if i.n == n), None)
         if stored is None:
             raise missing
-        key = image_blob(access.workspace_id, document_id, version, n, stored.content_type)
+        # A shared knowledge base's images are kept in its owner's workspace.
+        key = image_blob(document.workspace_id, document_id, version, n, stored.content_type)
         if self._links is not None:
             url = self._links.download_url(key, expires_in=REDIRECT_SECONDS, content_type=stored.content_type)
             return ImageRead(stored.content_type, url=url)

@@ -256,8 +256,9 @@ def search(body: SearchIn, principal: CurrentPrincipal, knowledge: KnowledgeSear
     optionally limited to some knowledge bases and documents (applied before recall). Each hit gives the document,
     the chunk, its lines and the offset to read from."""
     service = knowledge
+    access = knowledge_access(principal, "read")
     scope = service.scope(
-        knowledge_access(principal, "read"),
+        access,
         body.knowledge_base_ids,
         body.knowledge_ids,
         include_drafts=body.include_drafts,
@@ -272,7 +273,7 @@ def search(body: SearchIn, principal: CurrentPrincipal, knowledge: KnowledgeSear
                 **ChunkOut.of(h.chunk).model_dump(),
                 score=round(h.score, 6),
                 document_status="draft" if h.chunk.id in outcome.drafts else "published",
-                images=[RestImageOut.of(ref) for ref in images.images_of(principal.workspace_id, h.chunk)],
+                images=[RestImageOut.of(ref) for ref in images.images_of(access, h.chunk)],
             )
             for h in outcome.hits
         ],
@@ -316,8 +317,9 @@ def grep(body: GrepIn, principal: CurrentPrincipal, knowledge: KnowledgeSearchDe
     """Chunks matching a case-insensitive RE2 regular expression, with the matching lines. The pattern needs one
     literal word (used to find candidates); `truncated` says when the scan budget ran out first."""
     service = knowledge
+    access = knowledge_access(principal, "read")
     scope = service.scope(
-        knowledge_access(principal, "read"),
+        access,
         body.knowledge_base_ids,
         body.knowledge_ids,
         include_drafts=body.include_drafts,
