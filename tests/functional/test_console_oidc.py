@@ -304,3 +304,28 @@ def test_without_a_provider_no_button_and_404(tmp_path: Path, monkeypatch: pytes
             answer = httpx.get(f"{plain.base_url}{path}")
             assert answer.status_code == 404, answer.text
             assert answer.json()["code"] == "oidc_not_configured"
+
+
+def test_on_aws_through_the_admin_function(
+    provider: Provider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same sign-in through the Lambda functions behind the emulated HTTP API (state in moto)."""
+    caplog.set_level(logging.DEBUG)
+    provider.op.person, provider.op.signing_key = None, None
+    with hub_signing_in("aws", provider, tmp_path, monkeypatch, match="email") as aws:
+        provider.op.redirect_uris.append(f"{aws.base_url}/console/oidc/callback")
+        page = httpx.get(f"{aws.base_url}/console/signin")
+        assert f"Sign in with {PROVIDER_NAME}" in page.text
+        user = ada(aws, provider)
+        signed = sign_in(aws, provider)
+        session = session_of(signed, aws)
+        assert session.status_code == 200, session.text
+        assert (session.json()["user_id"], session.json()["signed_in_with"]) == (user, "oidc")
+        refused = signed.browser.http.get(f"{aws.base_url}/api/v1/users")
+        assert refused.status_code == 403, refused.text
+        with aws.api() as admin:
+            assert admin.post(f"/api/v1/users/{user}/disable").status_code == 200
+        ended = session_of(signed, aws)
+        assert ended.status_code == 401, ended.text
+        never_shown(signed, [*signed.answers, page, session, refused, ended], caplog)
+    close_clients()
