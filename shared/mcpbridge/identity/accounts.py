@@ -52,7 +52,6 @@ from mcpbridge.errors import ConditionFailed, Conflict, Forbidden, InvalidInput,
 from mcpbridge.identity.admin_keys import REMAIN, AdminKeyCounts
 from mcpbridge.identity.records import (
     INSTALL_KEY,
-    access_of,
     admin_keys_key,
     api_key_item,
     api_key_key,
@@ -198,21 +197,6 @@ class Accounts:
         )
         cutoff = timestamp(self._clock.now() - LAST_USED_EVERY_SECONDS)
         return principal, (None if (item.get("last_used_at") or "") >= cutoff else item)
-
-    def signed_in_user(self, workspace_id: str, user_id: str) -> Principal:
-        """A user signed in through the OpenID Connect provider (the console): a viewer with the user's own
-        ``access`` scope, the bound an OAuth sign-in of the user has at an endpoint (``access_of``), and no key.
-        Read from the store on every call: a user removed or disabled since, or a workspace no longer active, is
-        refused (401 ``console_session_ended``), as the session then ends."""
-        workspace = self._store.get(workspace_key(workspace_id))
-        user = self._store.get(user_key(workspace_id, user_id))
-        if workspace is None or workspace.get("status") != "active" or user is None or status_of(user) != "active":
-            raise Unauthenticated(
-                "your account or its workspace is no longer active: sign in again", code="console_session_ended"
-            )
-        return Principal(
-            workspace_id=workspace_id, user_id=user_id, api_key_id="", role="viewer", scope=access_of(user)
-        )
 
     def touch(self, item: Item) -> None:
         """Record that the key of ``item`` (from :meth:`verify`) was used now, unless another request did it this

@@ -15,7 +15,7 @@ A person may instead sign in through the OpenID Connect provider the endpoints' 
 (:mod:`mcpbridge.http.routes.console_oidc`): the cookie then carries no key but the user's id (``"uid"``, the key
 empty), and so does the session's record. Such a session acts as that user with the user's own ``access`` scope, the
 authority an OAuth sign-in of the user gets at an endpoint, as a viewer: no key is minted, and admin work needs an
-admin API key. Every request reads the user again (:func:`mcpbridge.identity.accounts.Accounts.signed_in_user`): a
+admin API key. Every request reads the user again (:func:`mcpbridge.identity.sign_in.signed_in_principal`): a
 user removed or disabled since, or a workspace no longer active, ends the session at once (401).
 """
 
@@ -155,7 +155,9 @@ async def principal_of_session(request: Request, session: Session) -> Principal:
     again now: 401 ``console_session_ended`` once the user is removed or disabled)."""
     if not session.user_id:
         return await principal_of_key(request, session.key)
+    from mcpbridge.identity.sign_in import signed_in_principal
+
     container = container_of(request)
     if container.settings.backend == "local":
-        return container.identity.signed_in_user(session.workspace_id, session.user_id)
-    return await to_thread.run_sync(container.identity.signed_in_user, session.workspace_id, session.user_id)
+        return signed_in_principal(container.store, session.workspace_id, session.user_id)
+    return await to_thread.run_sync(signed_in_principal, container.store, session.workspace_id, session.user_id)

@@ -12,7 +12,7 @@ as a redirect URI beside the endpoints' ``<base>/oauth/oidc/callback``.
   identity linked before, else the verified e-mail address); the console creates no user: someone the workspace
   does not know is sent back to the sign-in page with a message, and nothing is written.
 - **Authority.** The session acts as that user with the user's own ``access`` scope, as a viewer (the authority an
-  OAuth sign-in of the user has at an endpoint, :meth:`mcpbridge.identity.accounts.Accounts.signed_in_user`); no
+  OAuth sign-in of the user has at an endpoint, :func:`mcpbridge.identity.sign_in.signed_in_principal`); no
   key is minted or shown. Admin work still needs an admin API key. The calls waiting for the user are theirs to
   decide, as the REST API allows that principal.
 - **Ending.** The session's record holds the user's id; every request reads the user again, and a user removed or
@@ -44,6 +44,7 @@ from mcpbridge.errors import MCPBridgeError, NotFound
 from mcpbridge.http.auth import CONSOLE_COOKIE, container_of, service_of
 from mcpbridge.http.console.session import SESSION_SECONDS, seal_session
 from mcpbridge.http.routes.console import CONSOLE_PATH, ConsoleRoute
+from mcpbridge.identity.sign_in import signed_in_principal
 
 if TYPE_CHECKING:
     from mcpbridge.authserver.oidc import OidcSignIn
@@ -184,7 +185,7 @@ async def callback(request: Request) -> Response:
             provision=False,  # the console finds people; it creates none
             allowed_domains=settings.allowed_domains,
         )
-        container.identity.signed_in_user(returned.workspace_id, user.id)  # its workspace still active
+        signed_in_principal(container.store, returned.workspace_id, user.id)  # its workspace still active
         sealed, session = seal_session(container, "", returned.workspace_id, user_id=user.id)
         return sealed, session.expires_at
 
