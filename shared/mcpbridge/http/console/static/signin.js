@@ -58,7 +58,7 @@ if (provider) {
   if (said) {
     document.getElementById("oidc-error").textContent =
       PROVIDER_ERRORS[said] || "The sign-in with the identity provider failed: start again.";
-    workspace.setAttribute("aria-invalid", "true");
+    if (said.startsWith("workspace_")) workspace.setAttribute("aria-invalid", "true"); // the field is what is wrong
   }
   provider.addEventListener("submit", (event) => {
     event.preventDefault();
