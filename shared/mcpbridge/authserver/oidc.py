@@ -5,6 +5,11 @@ a digest, the verifier sealed) and a ``nonce``; the provider's RFC 9207 ``iss`` 
 ID token is verified with the provider's keys (JWKS; signature, ``iss``, ``aud``/``azp``, ``exp``, ``nonce``) using
 joserfc, the JOSE library Authlib itself rests on. Discovery documents and keys are cached in memory for an hour.
 
+Two flows use it, each with its own callback and a ``purpose`` written in the state: an endpoint's consent page
+(``endpoint``, back at ``/oauth/oidc/callback``) and the console's sign-in (``console``, back at
+``/console/oidc/callback``, the state also bound to the browser that started it by the digest of a cookie). A state
+is taken only by the flow it was made for: one of the other flow is refused and left as it was.
+
 Every request to the provider goes through the SSRF guard (https unless the host is allowlisted, no redirects,
 bounded answers, 10 s each).
 """
@@ -26,7 +31,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
 from mcpbridge.authserver.records import OIDC_STATE_TTL_SECONDS, digest, oidc_state_key
-from mcpbridge.domain.items import Condition
+from mcpbridge.domain.items import AttrAbsent, Compare, Condition, ItemExists, all_of, any_of
 from mcpbridge.domain.secrets import SecretContext
 from mcpbridge.errors import ConditionFailed, MCPBridgeError, Unauthenticated, UpstreamError
 from mcpbridge.outbound import json_http
@@ -37,6 +42,9 @@ from mcpbridge.sealing import open_secret_or_none
 log = logging.getLogger("mcpbridge.authserver")
 
 CALLBACK_PATH = "/oauth/oidc/callback"
+CONSOLE_CALLBACK_PATH = "/console/oidc/callback"
+Purpose = Literal["endpoint", "console"]
+_CALLBACKS: dict[str, str] = {"endpoint": CALLBACK_PATH, "console": CONSOLE_CALLBACK_PATH}
 TIMEOUT_SECONDS = 10.0
 CACHE_SECONDS = 3600
 SEALED_KIND = "oidc_state"
@@ -74,6 +82,10 @@ class Returned:
     request_sk: str
     handle: str
     identity: Identity
+    browser_sha256: str = ""
+    """The console's flow: the digest of the cookie of the browser that started it."""
+    next_path: str = ""
+    """The console's flow: the console page to go on to."""
 
 
 class OidcSignIn:
@@ -111,16 +123,25 @@ class OidcSignIn:
 
     async def start(self, *, workspace_id: str, endpoint_id: str, request_sk: str, handle: str, base_url: str) -> str:
         """The provider's authorization URL for this pending request (its state stored, single use)."""
+        fields = {"endpoint_id": endpoint_id, "request_sk": request_sk, "handle": handle}
+        return await self._begin("endpoint", workspace_id, base_url, fields)
+
+    async def start_console(self, *, workspace_id: str, browser_sha256: str, next_path: str, base_url: str) -> str:
+        """The provider's authorization URL for a sign-in to the console in ``workspace_id``, the state bound to the
+        browser whose cookie has the digest ``browser_sha256``."""
+        fields = {"browser_sha256": browser_sha256, "next_path": next_path}
+        return await self._begin("console", workspace_id, base_url, fields)
+
+    async def _begin(self, purpose: Purpose, workspace_id: str, base_url: str, fields: dict[str, str]) -> str:
         discovery = await self._discovery()
         state, nonce, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(32), secrets.token_urlsafe(48)
         key = oidc_state_key(state)
         self._store.put(
             {
                 **key.as_dict(),
+                **fields,
+                "purpose": purpose,
                 "workspace_id": workspace_id,
-                "endpoint_id": endpoint_id,
-                "request_sk": request_sk,
-                "handle": handle,
                 "nonce_sha256": digest(nonce),
                 "sealed_verifier": self._secrets.seal(verifier, SecretContext(workspace_id, SEALED_KIND, key.pk)),
                 "expires_at": int(self._clock.now()) + OIDC_STATE_TTL_SECONDS,
@@ -130,7 +151,7 @@ class OidcSignIn:
         query = {
             "response_type": "code",
             "client_id": self.settings.client_id,
-            "redirect_uri": callback_url(base_url),
+            "redirect_uri": callback_url(base_url, purpose),
             "scope": self.settings.scopes,
             "state": state,
             "nonce": nonce,
@@ -140,14 +161,31 @@ class OidcSignIn:
         return f"{discovery['authorization_endpoint']}?{urlencode(query)}"
 
     async def finish(
-        self, *, state: str, code: str | None, error: str | None, iss: str | None, base_url: str
+        self,
+        *,
+        state: str,
+        code: str | None,
+        error: str | None,
+        iss: str | None,
+        base_url: str,
+        purpose: Purpose = "endpoint",
     ) -> Returned:
-        """Take the state (single use), exchange the code, verify the ID token. Raises Unauthenticated with a
-        message fit for the person (never a code, state or token)."""
+        """Take the state (single use, and only one made for ``purpose``), exchange the code, verify the ID token.
+        Raises Unauthenticated with a message fit for the person (never a code, state or token)."""
         key = oidc_state_key(state)
+        # A state of the other flow is left where it is: refused here, not used up.
+        same_purpose = Compare("purpose", "=", purpose)
+        if purpose == "endpoint":  # states stored before purposes were written are the endpoints'
+            condition = Condition(
+                "oidc_state_pending", all_of(ItemExists(), any_of(AttrAbsent("purpose"), same_purpose))
+            )
+        else:
+            condition = Condition.equals("oidc_state_pending", "purpose", purpose)
         try:
-            taken = self._store.delete(key, condition=Condition.exists("oidc_state_pending"))
-        except ConditionFailed:  # used already, expired, or never issued
+            taken = self._store.delete(key, condition=condition)
+        except ConditionFailed:  # used already, expired, never issued, or of the other flow
+            taken = None
+        if taken is not None and int(taken.get("expires_at") or 0) <= self._clock.now():
             taken = None
         if taken is None:
             raise Unauthenticated("this sign-in is unknown, used or expired: start again", code="oidc_state_invalid")
@@ -161,7 +199,7 @@ class OidcSignIn:
         )
         if not code or verifier is None:
             raise Unauthenticated("the identity provider returned no code", code="oidc_code_missing")
-        id_token = await self._exchange(discovery, code, verifier, callback_url(base_url))
+        id_token = await self._exchange(discovery, code, verifier, callback_url(base_url, purpose))
         claims = await self._verified(discovery, id_token, str(taken["nonce_sha256"]))
         email = claims.get("email") if claims.get("email_verified") is True else None
         identity = Identity(
@@ -172,10 +210,12 @@ class OidcSignIn:
         )
         return Returned(
             workspace_id=str(taken["workspace_id"]),
-            endpoint_id=str(taken["endpoint_id"]),
-            request_sk=str(taken["request_sk"]),
-            handle=str(taken["handle"]),
+            endpoint_id=str(taken.get("endpoint_id") or ""),
+            request_sk=str(taken.get("request_sk") or ""),
+            handle=str(taken.get("handle") or ""),
             identity=identity,
+            browser_sha256=str(taken.get("browser_sha256") or ""),
+            next_path=str(taken.get("next_path") or ""),
         )
 
     # ------------------------------------------------------------------------------------------ the provider
@@ -273,8 +313,8 @@ class OidcSignIn:
         return claims
 
 
-def callback_url(base_url: str) -> str:
-    return f"{base_url.rstrip('/')}{CALLBACK_PATH}"
+def callback_url(base_url: str, purpose: Purpose = "endpoint") -> str:
+    return f"{base_url.rstrip('/')}{_CALLBACKS[purpose]}"
 
 
 def allowed_email(email: str | None, domains: tuple[str, ...]) -> bool:

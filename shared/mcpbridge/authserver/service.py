@@ -43,7 +43,7 @@ class AuthorizationService:
         throttles: Throttles,
     ) -> None:
         self._store = store
-        self._identities = identities
+        self.identities = identities
         self._clock = clock
         self._endpoints = endpoints
         self.clients = clients
@@ -115,7 +115,7 @@ class AuthorizationService:
         settings = self.oidc.settings
         identity = returned.identity
         try:
-            user = self._identities.user_for(
+            user = self.identities.user_for(
                 returned.workspace_id,
                 issuer=identity.issuer,
                 subject=identity.subject,

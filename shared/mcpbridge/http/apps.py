@@ -62,6 +62,7 @@ _SURFACES: dict[Surface, tuple[str, ...]] = {
         "webhooks",
         "policy_rules",
         "console",
+        "console_oidc",
         "resource_links",
     ),
     "oauth_callback": ("oauth_callback",),
@@ -95,6 +96,7 @@ _SEGMENTS: dict[str, frozenset[str]] = {
     "webhooks": frozenset({"webhooks"}),
     "policy_rules": frozenset({"policy-rules", "groups"}),
     "console": frozenset({"/console", "/"}),  # the console's pages and session, and the root that leads there
+    "console_oidc": frozenset({"/console"}),  # the console's sign-in through the OpenID Connect provider
     "resource_links": frozenset({"/r"}),  # time-limited links to images in knowledge (the token is the credential)
 }
 

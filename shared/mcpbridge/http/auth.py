@@ -78,10 +78,12 @@ async def current_principal(
     local); the key's last-use write, due once a minute, in a worker thread."""
     presented = presented_api_key(request)
     if presented is None and CONSOLE_COOKIE in request.cookies:
-        from mcpbridge.http.console.session import key_of_session
+        from mcpbridge.http.console.session import checked_session, principal_of_session
 
-        presented = await key_of_session(request)  # a console session: its CSRF token checked for changes
-    principal = await principal_of_key(request, presented)
+        session = await checked_session(request)  # a console session: its CSRF token checked for changes
+        principal = await principal_of_session(request, session)
+    else:
+        principal = await principal_of_key(request, presented)
     workspace_id = request.headers.get(WORKSPACE_HEADER)
     user_id = request.headers.get(USER_HEADER)
     if workspace_id is None and user_id is None:

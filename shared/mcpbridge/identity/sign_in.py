@@ -5,6 +5,8 @@ whose e-mail address is the verified one the provider gave (the identity is then
 change of address at the provider does not lose them); with ``provision``, a new user (read, ask and wiki; every
 knowledge base) linked to the identity. A user who is disabled or being deleted is refused, and so is a person whose
 address is outside the allowed domains.
+
+Signed in to the console that way, a person acts as :func:`signed_in_principal` says, read again on every request.
 """
 
 from __future__ import annotations
@@ -12,18 +14,41 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from mcpbridge.domain.identity import User, timestamp
+from mcpbridge.domain.identity import Principal, User, timestamp
 from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import Condition, Put, WriteOp
 from mcpbridge.domain.names import clean_name
-from mcpbridge.errors import ConditionFailed, Forbidden, NotFound
-from mcpbridge.identity.records import user_email_key, user_item, user_of, user_subject_key
+from mcpbridge.errors import ConditionFailed, Forbidden, NotFound, Unauthenticated
+from mcpbridge.identity.records import (
+    access_of,
+    status_of,
+    user_email_key,
+    user_item,
+    user_key,
+    user_of,
+    user_subject_key,
+    workspace_key,
+)
 from mcpbridge.identity.users import ID_PREFIX, Users
 from mcpbridge.ports import Clock, Store
 
 log = logging.getLogger("mcpbridge.identity")
 
 PROVISIONED_CAPABILITIES = ("ask", "read", "wiki")
+
+
+def signed_in_principal(store: Store, workspace_id: str, user_id: str) -> Principal:
+    """A user signed in through the OpenID Connect provider (the console): a viewer with the user's own ``access``
+    scope, the bound an OAuth sign-in of the user has at an endpoint (``access_of``), and no key. Read from the store
+    on every call: a user removed or disabled since, or a workspace no longer active, is refused (401
+    ``console_session_ended``), as the session then ends."""
+    workspace = store.get(workspace_key(workspace_id))
+    user = store.get(user_key(workspace_id, user_id))
+    if workspace is None or workspace.get("status") != "active" or user is None or status_of(user) != "active":
+        raise Unauthenticated(
+            "your account or its workspace is no longer active: sign in again", code="console_session_ended"
+        )
+    return Principal(workspace_id=workspace_id, user_id=user_id, api_key_id="", role="viewer", scope=access_of(user))
 
 
 class SignInIdentities:

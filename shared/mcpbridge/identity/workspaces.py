@@ -22,7 +22,7 @@ from mcpbridge.domain.identity import OPERATOR, Operator, Principal, Workspace, 
 from mcpbridge.domain.ids import is_id, new_id
 from mcpbridge.domain.items import AllOf, Compare, Condition, ItemExists, Update
 from mcpbridge.domain.names import clean_name
-from mcpbridge.errors import ConditionFailed, Conflict, Forbidden, NotFound
+from mcpbridge.errors import ConditionFailed, Conflict, Forbidden, InvalidInput, NotFound
 from mcpbridge.identity.accounts import NewApiKey, first_admin
 from mcpbridge.identity.records import INSTALL_KEY, WORKSPACES_PARTITION, workspace_key, workspace_of
 from mcpbridge.ports import Clock, Jobs, Store
@@ -90,6 +90,30 @@ class Workspaces:
         if item is None:
             raise NotFound("no such workspace", code="workspace_not_found")
         return workspace_of(item)
+
+    def find_for_sign_in(self, id_or_name: str) -> Workspace:
+        """The workspace a person signing in names, by id or by name (a name several workspaces have is refused:
+        400 ``workspace_ambiguous``, use the id). 404 ``workspace_not_found`` when none is."""
+        wanted = id_or_name.strip()
+        if is_id(wanted, ID_PREFIX):
+            return self.find(wanted)
+        named: builtins.list[Workspace] = []
+        cursor: str | None = None
+        while True:
+            page = self._store.query(WORKSPACES_PARTITION, index="gsi1", limit=100, cursor=cursor)
+            named += [
+                workspace_of(item)
+                for item in (self._store.get(workspace_key(found["id"])) for found in page.items)
+                if item is not None and str(item.get("name") or "").casefold() == wanted.casefold()
+            ]
+            cursor = page.cursor
+            if cursor is None:
+                break
+        if not named:
+            raise NotFound("no such workspace", code="workspace_not_found")
+        if len(named) > 1:
+            raise InvalidInput("several workspaces have this name: use the workspace's id", code="workspace_ambiguous")
+        return named[0]
 
     def rename(self, by: Authority, workspace_id: str, *, name: str) -> Workspace:
         self.require_operator(by)

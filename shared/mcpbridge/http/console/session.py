@@ -10,6 +10,13 @@ no key but the cookie acts with the key inside, checked as any key is on every r
 sessions at once); a change (POST, PUT, PATCH, DELETE) must also carry ``X-CSRF-Token`` equal to the session's random
 token, which only the console's own pages can read (``GET /console/session``). Another site can neither read it nor,
 the cookie being SameSite=Strict, make a browser send the cookie with its requests.
+
+A person may instead sign in through the OpenID Connect provider the endpoints' sign-in uses
+(:mod:`mcpbridge.http.routes.console_oidc`): the cookie then carries no key but the user's id (``"uid"``, the key
+empty), and so does the session's record. Such a session acts as that user with the user's own ``access`` scope, the
+authority an OAuth sign-in of the user gets at an endpoint, as a viewer: no key is minted, and admin work needs an
+admin API key. Every request reads the user again (:func:`mcpbridge.identity.sign_in.signed_in_principal`): a
+user removed or disabled since, or a workspace no longer active, ends the session at once (401).
 """
 
 from __future__ import annotations
@@ -25,10 +32,11 @@ from anyio import to_thread
 from starlette.requests import Request
 
 from mcpbridge.bootstrap import Container
+from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.items import Condition, Key
 from mcpbridge.domain.secrets import SecretContext, SecretUnreadable
 from mcpbridge.errors import Forbidden, Unauthenticated
-from mcpbridge.http.auth import CONSOLE_COOKIE, container_of
+from mcpbridge.http.auth import CONSOLE_COOKIE, container_of, principal_of_key
 
 SESSION_SECONDS: Final = 8 * 3600
 """How long a sign-in lasts (a working day); signing in again starts a new session."""
@@ -44,6 +52,8 @@ class Session:
     csrf_token: str
     workspace_id: str
     session_id: str
+    user_id: str = ""
+    """Set for a sign-in through the OpenID Connect provider (the key is then empty)."""
 
 
 def _record(session: Session) -> Key:
@@ -51,31 +61,40 @@ def _record(session: Session) -> Key:
     return Key(f"WS#{session.workspace_id}", "CONSOLE#" + hashlib.sha256(session.session_id.encode()).hexdigest())
 
 
-def seal_session(container: Container, key: str, workspace_id: str) -> tuple[str, Session]:
-    """A new session for ``key`` (already checked, of ``workspace_id``): its record stored, and the cookie value
-    that carries it. A write: call it off the event loop."""
+def seal_session(container: Container, key: str, workspace_id: str, *, user_id: str = "") -> tuple[str, Session]:
+    """A new session for ``key`` (already checked, of ``workspace_id``), or with no key for the user ``user_id``
+    signed in through the provider: its record stored, and the cookie value that carries it. A write: call it off
+    the event loop."""
     now = int(container.clock.now())
-    session = Session(key, now + SESSION_SECONDS, secrets.token_urlsafe(32), workspace_id, secrets.token_urlsafe(16))
-    container.store.put(
-        {**_record(session).as_dict(), "expires_at": session.expires_at}, condition=Condition.absent("session_new")
+    session = Session(
+        key, now + SESSION_SECONDS, secrets.token_urlsafe(32), workspace_id, secrets.token_urlsafe(16), user_id
     )
-    plaintext = json.dumps(
-        {
-            "key": session.key,
-            "exp": session.expires_at,
-            "csrf": session.csrf_token,
-            "ws": session.workspace_id,
-            "sid": session.session_id,
-        }
-    )
-    return container.secrets.seal(plaintext, _CONTEXT), session
+    record = {**_record(session).as_dict(), "expires_at": session.expires_at}
+    if user_id:
+        record["user_id"] = user_id
+    container.store.put(record, condition=Condition.absent("session_new"))
+    fields = {
+        "key": session.key,
+        "exp": session.expires_at,
+        "csrf": session.csrf_token,
+        "ws": session.workspace_id,
+        "sid": session.session_id,
+    }
+    if user_id:
+        fields["uid"] = user_id
+    return container.secrets.seal(json.dumps(fields), _CONTEXT), session
 
 
 def _unsealed(container: Container, sealed: str) -> Session:
     try:
         fields = json.loads(container.secrets.open(sealed, _CONTEXT))
         return Session(
-            str(fields["key"]), int(fields["exp"]), str(fields["csrf"]), str(fields["ws"]), str(fields["sid"])
+            str(fields["key"]),
+            int(fields["exp"]),
+            str(fields["csrf"]),
+            str(fields["ws"]),
+            str(fields["sid"]),
+            str(fields.get("uid") or ""),
         )
     except (SecretUnreadable, ValueError, TypeError, KeyError):
         raise Unauthenticated(
@@ -88,7 +107,8 @@ def open_session(container: Container, sealed: str) -> Session:
     session = _unsealed(container, sealed)
     if session.expires_at <= container.clock.now():
         raise Unauthenticated("the console session has expired: sign in again", code="console_session_expired")
-    if container.store.get(_record(session)) is None:
+    record = container.store.get(_record(session))
+    if record is None or str(record.get("user_id") or "") != session.user_id:
         raise Unauthenticated("the console session was signed out: sign in again", code="console_session_ended")
     return session
 
@@ -115,9 +135,9 @@ async def session_of(request: Request) -> Session:
     return await to_thread.run_sync(open_session, container, sealed)
 
 
-async def key_of_session(request: Request) -> str:
-    """The API key of the request's console session, once a change's CSRF token is checked (403 naming what is
-    wrong, before anything runs)."""
+async def checked_session(request: Request) -> Session:
+    """The request's console session, once a change's CSRF token is checked (403 naming what is wrong, before
+    anything runs)."""
     session = await session_of(request)
     if request.method not in SAFE_METHODS:
         presented = request.headers.get(CSRF_HEADER)
@@ -127,4 +147,17 @@ async def key_of_session(request: Request) -> str:
             )
         if not hmac.compare_digest(presented.encode(), session.csrf_token.encode()):
             raise Forbidden("the X-CSRF-Token header is not this console session's", code="csrf_token_invalid")
-    return session.key
+    return session
+
+
+async def principal_of_session(request: Request, session: Session) -> Principal:
+    """Who a console session acts as: its key's principal, checked as any key is, or the signed-in user's (read
+    again now: 401 ``console_session_ended`` once the user is removed or disabled)."""
+    if not session.user_id:
+        return await principal_of_key(request, session.key)
+    from mcpbridge.identity.sign_in import signed_in_principal
+
+    container = container_of(request)
+    if container.settings.backend == "local":
+        return signed_in_principal(container.store, session.workspace_id, session.user_id)
+    return await to_thread.run_sync(signed_in_principal, container.store, session.workspace_id, session.user_id)

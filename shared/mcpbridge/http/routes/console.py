@@ -13,7 +13,8 @@
     GET    /console/webhooks                the webhooks: add (the signing secret shown once), delete, deliveries
     GET    /console/people                  the users and API keys (admins), the signed-in user's OAuth connections
     GET    /console/workspaces              the platform's workspaces (its admins): create, rename, disable, delete
-    GET    /console/signin                  the sign-in form
+    GET    /console/signin                  the sign-in form (the provider's button where one is configured)
+    GET    /console/oidc/start, /callback   sign-in through the OpenID Connect provider (console_oidc.py)
     GET    /console/static/{name}           the pages' scripts and style sheet
     GET    /console/session                 who is signed in: role, capabilities, CSRF token (401 when nobody)
     POST   /console/session                 sign in with an API key ({"api_key": "sk_..."}, JSON only)
@@ -29,12 +30,13 @@ cookie (:mod:`mcpbridge.http.console.session`).
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 from urllib.parse import quote
 
 from anyio import to_thread
@@ -47,7 +49,13 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import AGENT_CAPABILITY, Principal, is_approver
 from mcpbridge.errors import Forbidden, InvalidInput, MCPBridgeError, NotFound
 from mcpbridge.http.auth import CONSOLE_COOKIE, container_of, principal_of_key
-from mcpbridge.http.console.session import SESSION_SECONDS, end_session, seal_session, session_of
+from mcpbridge.http.console.session import (
+    SESSION_SECONDS,
+    end_session,
+    principal_of_session,
+    seal_session,
+    session_of,
+)
 from mcpbridge.http.problems import problem, problem_from_error
 
 CONSOLE_PATH: Final = "/console"
@@ -119,7 +127,7 @@ PAGES: Final = (
 nav's link marked current) and the page's own main section and script."""
 
 
-class _ConsoleRoute(APIRoute):
+class ConsoleRoute(APIRoute):
     """A route whose every answer, an error's too, carries the console's security headers."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -136,7 +144,7 @@ class _ConsoleRoute(APIRoute):
         return secured
 
 
-router = APIRouter(route_class=_ConsoleRoute, include_in_schema=False)
+router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
 
 @cache
@@ -181,12 +189,28 @@ def _assembled(page: _Page) -> tuple[bytes, str]:
     return data, '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
 
 
+_PROVIDER_SLOT: Final = b"<!--oidc-->"
+
+
+@cache
+def _with_provider(page: _Page, provider_name: str) -> tuple[bytes, str]:
+    """The sign-in page with the provider's button (``static/signin-oidc.html``), or without it (no name)."""
+    data = _assembled(page)[0]
+    section = _file("signin-oidc.html")[0].replace(b"{provider}", html.escape(provider_name).encode())
+    data = data.replace(_PROVIDER_SLOT, section if provider_name else b"")
+    return data, '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
+
+
 def _page_route(page: _Page) -> Callable[[Request], Coroutine[Any, Any, Response]]:
     async def serve_page(request: Request) -> Response:
         """A page of the console; without a session cookie, the sign-in page first (then back here)."""
         if page.nav is not None and not request.cookies.get(CONSOLE_COOKIE):
             back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(f"{CONSOLE_PATH}/signin?next={quote(back, safe='/')}", status_code=303)
+        if page.name == "signin":
+            settings = container_of(request).settings
+            name = (settings.oidc_provider_name or "your organisation's sign-in") if settings.oidc_issuer else ""
+            return _answer(*_with_provider(page, name), "text/html; charset=utf-8", request)
         return _answer(*_assembled(page), "text/html; charset=utf-8", request)
 
     return serve_page
@@ -225,7 +249,10 @@ class SessionOut(BaseModel):
     workspace_name: str
     user_id: str
     user_name: str | None
-    api_key_id: str
+    api_key_id: str = Field(description="Empty for a sign-in through the OpenID Connect provider (no key).")
+    signed_in_with: Literal["api_key", "oidc"] = Field(
+        description="An API key, or the OpenID Connect provider: then the user's own access as a viewer."
+    )
     role: str
     capabilities: list[str] | None = Field(description="None: every capability.")
     knowledge_base_ids: list[str] | None
@@ -261,6 +288,7 @@ async def _session_out(request: Request, principal: Principal, csrf_token: str, 
         user_id=principal.user_id,
         user_name=user_name,
         api_key_id=principal.api_key_id,
+        signed_in_with="api_key" if principal.api_key_id else "oidc",
         role=principal.role,
         capabilities=None if capabilities is None else sorted(capabilities),
         knowledge_base_ids=None if kbs is None else sorted(kbs),
@@ -278,7 +306,7 @@ _NO_STORE: Final = {"Cache-Control": "no-store"}
 @router.get(CONSOLE_PATH + "/session")
 async def get_session(request: Request) -> Response:
     session = await session_of(request)
-    principal = await principal_of_key(request, session.key)
+    principal = await principal_of_session(request, session)
     shown = await _session_out(request, principal, session.csrf_token, session.expires_at)
     return JSONResponse(shown.model_dump(), headers=_NO_STORE)
 

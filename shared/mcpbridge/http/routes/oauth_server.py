@@ -49,11 +49,12 @@ _CORS = {
     "Access-Control-Allow-Headers": "authorization, content-type, mcp-protocol-version",
 }
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
-_PREFIXES = ("/oauth/",)
+_PREFIXES = ("/oauth/", "/console/oidc/")  # the console's sign-in callback too
 
 
 class RedactOAuthQueries(logging.Filter):
-    """Blank the query of authorization-server request lines in uvicorn's access log (codes, states)."""
+    """Blank the query of authorization-server request lines in uvicorn's access log (codes, states), the
+    console's provider sign-in's too."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args

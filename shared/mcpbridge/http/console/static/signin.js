@@ -37,9 +37,42 @@ form.addEventListener("submit", async (event) => {
 });
 
 
+// The provider's button (present only where one is configured): a navigation to /console/oidc/start, which goes
+// on to the provider (a form's submission could not, the page's form-action being 'self').
+const provider = document.getElementById("oidc-sign-in");
+const PROVIDER_ERRORS = {
+  user_unknown: "No user of this workspace signs in as you: ask its admin to add you.",
+  user_inactive: "Your account is disabled or being deleted.",
+  domain_not_allowed: "Your e-mail domain may not sign in here.",
+  workspace_not_found: "There is no such workspace: check its id or name.",
+  workspace_ambiguous: "Several workspaces have this name: use the workspace's id.",
+  workspace_inactive: "This workspace is disabled.",
+  console_session_ended: "Your account or its workspace is no longer active.",
+  oidc_denied: "The identity provider did not sign you in.",
+  oidc_browser_mismatch: "This sign-in was started in another browser: start again here.",
+  oidc_unavailable: "The identity provider cannot be reached now: try again later.",
+};
+if (provider) {
+  const workspace = document.getElementById("oidc-workspace");
+  const said = new URLSearchParams(location.search).get("oidc_error");
+  if (said) {
+    document.getElementById("oidc-error").textContent =
+      PROVIDER_ERRORS[said] || "The sign-in with the identity provider failed: start again.";
+    if (said.startsWith("workspace_")) workspace.setAttribute("aria-invalid", "true"); // the field is what is wrong
+  }
+  provider.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const query = new URLSearchParams({ next: destination() });
+    if (workspace.value.trim()) query.set("workspace", workspace.value.trim());
+    location.assign(`/console/oidc/start?${query}`);
+  });
+}
+
 // Already signed in? A link from another site (a chat message, a mail) arrives without the SameSite=Strict cookie,
 // and the server sends it here; this page's own request carries the cookie, and the person goes on to the link.
 api("GET", "/console/session").then(
   () => location.replace(destination()),
-  () => field.focus(),
+  () => {
+    if (!new URLSearchParams(location.search).get("oidc_error")) field.focus();
+  },
 );
