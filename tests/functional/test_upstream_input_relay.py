@@ -237,13 +237,16 @@ def test_a_client_answer_that_fails_the_schema_is_an_error_and_nothing_runs(hub:
         )
         return first, refused, ended
 
-    first, refused, ended = asyncio.run(_modern(endpoint, rounds))
+    async def unused(context: Any, params: Any) -> ElicitResult:  # declares elicitation; the test answers itself
+        raise AssertionError("the rounds are driven by hand")
+
+    first, refused, ended = asyncio.run(_modern(endpoint, rounds, elicitation_callback=unused))
     assert first.result_type == "input_required"
     (request,) = first.input_requests.values()
     assert request.method == "elicitation/create"
     assert request.params.message == QUESTION
     assert refused.is_error is True
-    assert refused.structured_content["code"] == "invalid_content"
+    assert refused.structured_content["error"]["code"] == "invalid_content"
     assert "name" in _text(refused) and "integer" in _text(refused)
     # The refused answer changed nothing: the call still waited, and the decline then ended it.
     assert ended.is_error is True
@@ -275,9 +278,8 @@ def test_a_task_asks_the_upstreams_question_and_tasks_update_answers_it(hub: Hub
     assert task()["status"] == "input_required", "a refused answer changes nothing"
 
     answer = {key: {"action": "accept", "content": {"name": "Katherine Johnson"}}}
-    assert _rpc(endpoint, "tasks/update", {"taskId": task_id, "inputResponses": answer})["result"] == {
-        "resultType": "complete"
-    }
+    updated = _rpc(endpoint, "tasks/update", {"taskId": task_id, "inputResponses": answer})
+    assert updated["result"]["resultType"] == "complete", updated
     hub.process.wait_for(lambda: task()["status"] == "completed", "the task to complete")
     result = task()["result"]
     assert result["isError"] is False
@@ -312,7 +314,7 @@ def test_an_earlier_client_gets_the_question_in_a_notice_and_answers_it_with_ans
     assert notice["input_request"]["message"] == QUESTION
     assert "answer_call" in _text(first)
     assert wrong.is_error is True
-    assert wrong.structured_content["code"] == "invalid_content"
+    assert wrong.structured_content["error"]["code"] == "invalid_content"
     assert right.is_error is False
     assert right.structured_content["status"] in WAITING
 
