@@ -127,7 +127,8 @@ def test_an_agent_calls_question_waits_in_the_inbox_and_its_answer_runs_the_tool
             f"{APPROVALS}/{call_id}", json={"decision": "approve", "content": {"integer": 500, "check": "yes"}}
         )
         detail = assert_problem(wrong, 400, "invalid_content")["detail"]
-        assert "name" in detail and "integer" in detail and "check" in detail, detail
+        for field in ("name", "integer", "check"):
+            assert field in detail, detail
         assert "500" not in detail, "the rule is named, never the value"
         replaced = http.post(
             f"{APPROVALS}/{call_id}", json={"decision": "approve", "modified_args": {}, "content": {"name": "X"}}
@@ -247,7 +248,8 @@ def test_a_client_answer_that_fails_the_schema_is_an_error_and_nothing_runs(hub:
     assert request.params.message == QUESTION
     assert refused.is_error is True
     assert refused.structured_content["error"]["code"] == "invalid_content"
-    assert "name" in _text(refused) and "integer" in _text(refused)
+    assert "name" in _text(refused)
+    assert "integer" in _text(refused)
     # The refused answer changed nothing: the call still waited, and the decline then ended it.
     assert ended.is_error is True
     assert ended.structured_content["status"] == "rejected"
