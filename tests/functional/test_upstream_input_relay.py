@@ -19,6 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
+from tests.support.chromium import BROWSER, chromium
 from tests.support.everything import Everything
 from tests.support.modern_rpc import TASKS, modern_request
 from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, assert_problem, bearer, cli_env, http_client
@@ -39,6 +40,10 @@ class Hub:
     process: ServeProcess
     admin_key: str
     service_id: str
+
+    @property
+    def base(self) -> str:
+        return self.process.base_url
 
     def http(self, key: str | None = None) -> httpx.Client:
         client = http_client(self.process.base_url)
@@ -157,12 +162,20 @@ def test_an_agent_calls_question_waits_in_the_inbox_and_its_answer_runs_the_tool
     assert "Ada Lovelace" not in hub.process.output(), "the answer is never logged"
 
 
-def test_a_rejected_question_ends_the_call_without_running_it_again(hub: Hub) -> None:
+def _asking_call(hub: Hub) -> str:
+    """An agent call of the tool, once it waits on the question."""
     with hub.http() as http:
         described = http.get("/api/v1/agent/tools/describe", params={"service_id": hub.service_id, "tool_name": TOOL})
         made = http.post(CALLS, json={"tool_ref": described.json()["tool_ref"], "arguments": {}})
-        call_id = made.json()["pending_id"]
-        hub.process.wait_for(lambda: _call(hub, call_id)["status"] == "awaiting_approval", "the question")
+    assert made.status_code in (200, 202), made.text
+    call_id: str = made.json()["pending_id"]
+    hub.process.wait_for(lambda: _call(hub, call_id)["status"] == "awaiting_approval", "the question")
+    return call_id
+
+
+def test_a_rejected_question_ends_the_call_without_running_it_again(hub: Hub) -> None:
+    call_id = _asking_call(hub)
+    with hub.http() as http:
         rejected = http.post(f"{APPROVALS}/{call_id}", json={"decision": "reject", "reason": "not sharing that"})
         assert rejected.status_code == 200, rejected.text
     ended = _settled(hub, call_id)
@@ -331,3 +344,39 @@ def test_an_earlier_client_gets_the_question_in_a_notice_and_answers_it_with_ans
 
     hub.process.wait_for(settled, "the answered call to run")
     assert "- Name: Mary Jackson" in _text(seen[-1])
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium on this machine (Debian: apt-get install chromium)")
+def test_a_person_answers_the_question_on_the_calls_page(hub: Hub, tmp_path: Any) -> None:
+    """The console's page of the call (headless Chromium) shows the service's question and a field for the answer,
+    prefilled with the schema's defaults and checked against it before anything is sent."""
+    from tests.functional.test_console_browser import card, js, page_tab, press, replace_text, sign_in, text, until
+
+    call_id = _asking_call(hub)
+    with chromium(tmp_path / "profile") as browser:
+        tab = page_tab(browser)
+        sign_in(tab, hub, hub.admin_key, page=f"/console/approvals/{call_id}")  # type: ignore[arg-type]
+        until(tab, browser, f"!!document.querySelector('{card(call_id)} button[data-action=modify]')", "the form")
+        shown = text(tab, card(call_id))
+        assert QUESTION in shown
+        assert js(tab, f"document.querySelector('{card(call_id)} button[data-action=approve]').hidden") is True
+        press(tab, f'{card(call_id)} button[data-action="modify"]')
+        field = f"#args-{call_id}"
+        until(tab, browser, f"!document.querySelector('{card(call_id)} form.modify').hidden", "the answer's field")
+        assert "It was a dark and stormy night." in js(tab, f"document.querySelector('{field}').value")
+
+        replace_text(tab, field, '{"integer": 500}')
+        press(tab, f"{card(call_id)} form.modify button[type=submit]")
+        until(tab, browser, f"!!document.querySelector('#args-error-{call_id} li')", "the field's errors")
+        errors = text(tab, f"#args-error-{call_id}")
+        assert "name: is required" in errors
+        assert "integer: must be at most 100" in errors
+        assert _call(hub, call_id)["status"] == "awaiting_approval"
+
+        replace_text(tab, field, '{"name": "Dorothy Vaughan"}')
+        press(tab, f"{card(call_id)} form.modify button[type=submit]")
+        until(tab, browser, f"document.querySelector('{card(call_id)}').dataset.resolved === 'approve'", "the answer")
+        assert "Answered" in text(tab, f"{card(call_id)} .outcome")
+    done = _settled(hub, call_id)
+    assert done["status"] == "completed", done
+    assert any("- Name: Dorothy Vaughan" in block.get("text", "") for block in done["result"]["content"])
