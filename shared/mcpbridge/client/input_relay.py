@@ -24,6 +24,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import anyio
+
 MAX_MESSAGE_CHARS: Final = 2000
 MAX_SCHEMA_BYTES: Final = 32 * 1024
 NOT_SUPPORTED: Final = "Elicitation not supported"
@@ -68,6 +70,9 @@ class InputRelay:
     answers: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     unanswered: UpstreamQuestion | None = None
     answered: int = 0
+    task_id: int | None = None
+    """The task making the call: a task it starts (a session's reader, opened again during the call and kept in the
+    pool for other calls) inherits the relay, and must not answer with it."""
 
     def respond(self, params: Any) -> dict[str, Any] | None:
         """The ``ElicitResult`` (as JSON) for a request's params; None: not a question this relay takes."""
@@ -88,7 +93,9 @@ _current: contextvars.ContextVar[InputRelay | None] = contextvars.ContextVar("mc
 
 @contextlib.contextmanager
 def relaying(relay: InputRelay | None) -> Iterator[None]:
-    """Within the block, the upstream's form questions on this task go to ``relay``."""
+    """Within the block, the upstream's form questions on this task (and this task only) go to ``relay``."""
+    if relay is not None:
+        relay.task_id = anyio.get_current_task().id
     token = _current.set(relay)
     try:
         yield
@@ -99,4 +106,6 @@ def relaying(relay: InputRelay | None) -> Iterator[None]:
 def answer_for(params: Any) -> dict[str, Any] | None:
     """The current relay's answer to an ``elicitation/create`` request, or None (decline as not supported)."""
     relay = _current.get()
-    return None if relay is None else relay.respond(params)
+    if relay is None or relay.task_id != anyio.get_current_task().id:
+        return None
+    return relay.respond(params)
