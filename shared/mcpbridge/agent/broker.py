@@ -202,7 +202,8 @@ class ToolCallBroker:
 
         def record_and_end() -> ToolCall:  # one hop: the outcome's durable write, its event, the agent's callback
             recorded = self._steps.record(running, outcome)
-            if recorded.status == "awaiting_oauth":  # a step-up (SEP-835): paused like a first authorization
+            # A step-up (SEP-835), or the upstream's own question: paused like a first authorization or approval.
+            if recorded.status in ("awaiting_oauth", "awaiting_approval"):
                 self._workflow().start(
                     CallStart(
                         recorded.id,
@@ -215,7 +216,7 @@ class ToolCallBroker:
             return self._steps.end(recorded)[0]
 
         call = await to_thread.run_sync(record_and_end)
-        if call.status == "awaiting_oauth":
+        if call.status in ("awaiting_oauth", "awaiting_approval"):
             return Submitted(call=call, paused=True)
         return Submitted(call=call, paused=False, agent_result=outcome.for_agent)
 
@@ -548,10 +549,22 @@ class ToolCallBroker:
         reason: str | None = None,
         modified_args: Any = None,
         modified_given: bool = False,
+        content: Any = None,
+        content_given: bool = False,
     ) -> ToolCall:
+        """Approve or reject a call waiting for approval. A call waiting on its upstream's question (``input_request``)
+        is approved with ``content``, the answer, checked against the question's schema (its arguments stay); one
+        waiting for an approval takes no ``content``."""
         call = self._owned(principal, pending_id)
         if call.status != "awaiting_approval":
             raise _already_resolved()
+        question = call.input_request
+        if question is not None and decision == "approve":
+            return self._answer(principal, call, question, reason, content, content_given, modified_given)
+        if content_given and question is None:
+            raise InvalidInput(
+                "content answers an upstream's question; this call waits for an approval", code="invalid_content"
+            )
         if call.item.get("approval_routing"):
             return self._resolve_routed(principal, call, decision, reason, modified_given)
         approval: dict[str, Any] = {
@@ -586,6 +599,48 @@ class ToolCallBroker:
                 sets["original_arguments"] = call.arguments
                 approval["modified_args"] = True
             moved = self._calls.move(call, "approved", sets=sets)
+        self._events.publish("tool_call.approval_resolved", event_detail(moved))
+        self._steps.resume_waiting(moved)
+        return moved
+
+    def _answer(
+        self,
+        principal: Principal,
+        call: ToolCall,
+        question: dict[str, Any],
+        reason: str | None,
+        content: Any,
+        content_given: bool,
+        modified_given: bool,
+    ) -> ToolCall:
+        """The answer to the upstream's question: checked against its schema (nothing is written when it does not
+        fit), sealed on the call, and the call approved to run again with it."""
+        if modified_given:
+            raise InvalidInput(
+                "this call waits for an answer to its service's question: give content, not modified_args",
+                code="invalid_modified_args",
+            )
+        if not content_given or not isinstance(content, dict):
+            raise InvalidInput(
+                "content (a JSON object answering the service's question) is required", code="invalid_content"
+            )
+        try:
+            validate_arguments(question.get("requested_schema") or {"type": "object"}, content)
+        except InvalidInput as wrong:
+            listed = "; ".join(f"{p['path']}: {p['problem']}" for p in wrong.details.get("errors", ()))
+            message = f"content does not match the schema the service asked for: {listed or wrong.message}"
+            raise InvalidInput(message, code="invalid_content", details=wrong.details) from None
+        approval: dict[str, Any] = {
+            "decision": "approve",
+            "by": principal.user_id,
+            "by_api_key": principal.api_key_id,
+            "at": timestamp(self._clock.now()),
+            "answered_input": True,
+        }
+        if reason:
+            approval["reason"] = reason[:1000]
+        sets = {"approval": approval, **self._calls.answer_sets(call, str(question.get("key")), content)}
+        moved = self._calls.move(call, "approved", sets=sets)
         self._events.publish("tool_call.approval_resolved", event_detail(moved))
         self._steps.resume_waiting(moved)
         return moved

@@ -7,10 +7,12 @@ call's id. The tool's result when it ran at once is answered as usual (the exten
 * ``tasks/get``: the task as it stands (a *DetailedTask*). A call waiting for a person is ``input_required`` with
   its page as a URL-mode elicitation in ``inputRequests`` (``approval``: the approval page; ``oauth``: the caller's
   own consent URL) until the client answers it with ``tasks/update``; then, and while approved or running, it is
-  ``working``. A call that ran is ``completed`` with the tool's result inlined, ``isError`` included; a call that
-  did not run (rejected, timed out, refused by a check, its outcome unknown) is ``completed`` with an error result
-  naming why, as the synchronous call answers it (``failed`` is the protocol's, for the server's own failures); a
-  call withdrawn by its caller or whose authorization was cancelled is ``cancelled``.
+  ``working``. A call waiting on its upstream's own question is ``input_required`` with that question as a form-mode
+  elicitation (``input_<n>``); the client's ``tasks/update`` answer to it is the answer the call runs again with
+  (:mod:`mcpbridge.client.input_relay`). A call that ran is ``completed`` with the tool's result inlined, ``isError``
+  included; a call that did not run (rejected, timed out, refused by a check, its outcome unknown) is ``completed``
+  with an error result naming why, as the synchronous call answers it (``failed`` is the protocol's, for the server's
+  own failures); a call withdrawn by its caller or whose authorization was cancelled is ``cancelled``.
 * ``tasks/update``: the client's answers to ``inputRequests``, recorded on the call (the approver still decides).
 * ``tasks/cancel``: the caller withdraws a call that waits for a person; one approved or running is not stopped.
   Both answer the extension's empty acknowledgement.
@@ -35,8 +37,21 @@ _ASKING: Final = {"awaiting_approval": "approval", "awaiting_oauth": "oauth"}
 
 
 def asked_of(call: ToolCall) -> str | None:
-    """The input request a waiting call puts to its client (``approval`` or ``oauth``), or None."""
+    """The input request a waiting call puts to its client (``approval``, ``oauth``, or ``input_<n>`` for its
+    upstream's n-th question), or None."""
+    if call.input_request is not None:
+        return input_key(call)
     return _ASKING.get(call.status)
+
+
+def input_key(call: ToolCall) -> str:
+    """The key of the upstream's current question in ``inputRequests`` (one per round: a new question, a new key)."""
+    return f"input_{int(call.item.get('input_rounds') or 1)}"
+
+
+def form_elicitation(question: dict[str, Any]) -> dict[str, Any]:
+    """The upstream's question as the form-mode ``elicitation/create`` params it came as."""
+    return {"mode": "form", "message": question["message"], "requestedSchema": question["requested_schema"]}
 
 
 def answered(call: ToolCall) -> list[str]:
@@ -76,19 +91,20 @@ def detailed(
     call: ToolCall,
     ttl_seconds: int,
     *,
-    question: tuple[str, str, str] | None,
+    question: tuple[str, dict[str, Any]] | None,
     result: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """The ``tasks/get`` answer: ``question`` is the waiting call's (key, URL, message), ``result`` the tool result
-    of an ended call (its own, or the error result naming why it did not run)."""
+    """The ``tasks/get`` answer: ``question`` is the waiting call's (key, elicitation params), ``result`` the tool
+    result of an ended call (its own, or the error result naming why it did not run)."""
     task = envelope(call, ttl_seconds)
     if task["status"] == "input_required" and question is None:  # nothing this client could answer
         task["status"] = "working"
     status = task["status"]
     if status == "input_required" and question is not None:
-        key, url, message = question
-        elicitation = {"mode": "url", "message": message, "url": url}
+        key, elicitation = question
         task["inputRequests"] = {key: {"method": "elicitation/create", "params": elicitation}}
+    elif status == "working" and call.input_request is not None:
+        task["statusMessage"] = "waits for the answer to its service's question"
     elif status == "working" and call.status in _ASKING:
         waiting = call.status == "awaiting_approval"
         task["statusMessage"] = "waits for a person's approval" if waiting else "waits for the user's authorization"

@@ -32,6 +32,7 @@ SecretBox (context ``(ws, "tool_call", id)``); results are stored with image dat
 from __future__ import annotations
 
 import builtins
+import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -136,6 +137,12 @@ class ToolCall:
         """The scope the server asked for when it refused the user's token as too narrow, if it did."""
         scope = (self.oauth or {}).get("step_up_scope")
         return scope if isinstance(scope, str) and scope else None
+
+    @property
+    def input_request(self) -> dict[str, Any] | None:
+        """The upstream's question this call waits on (message, requested_schema, key), while it waits for it."""
+        request = self.item.get("input_request")
+        return request if self.status == "awaiting_approval" and isinstance(request, dict) else None
 
     @property
     def secret_context(self) -> SecretContext:
@@ -247,6 +254,21 @@ class ToolCalls:
         if authorization_url:
             sets["sealed_authorization_url"] = self._secrets.seal(authorization_url, call.secret_context)
         return sets
+
+    def input_answers(self, call: ToolCall) -> dict[str, dict[str, Any]]:
+        """The answers given to the upstream's questions (question key -> content), sealed at rest."""
+        opened = open_secret_or_none(self._secrets, call.item.get("sealed_input_answers"), call.secret_context)
+        answers = json.loads(opened) if opened else {}
+        return answers if isinstance(answers, dict) else {}
+
+    def input_pause(self, call: ToolCall, question: dict[str, Any]) -> dict[str, Any]:
+        """The attributes of a move to ``awaiting_approval`` for the upstream's ``question``."""
+        return {"input_request": question, "input_rounds": int(call.item.get("input_rounds") or 0) + 1}
+
+    def answer_sets(self, call: ToolCall, key: str, content: dict[str, Any]) -> dict[str, Any]:
+        """The attributes that add ``content`` as the answer to the question ``key`` (sealed: never in clear)."""
+        answers = self.input_answers(call) | {key: content}
+        return {"sealed_input_answers": self._secrets.seal(json.dumps(answers), call.secret_context)}
 
     # -- writing ----------------------------------------------------------------------------------------------
 

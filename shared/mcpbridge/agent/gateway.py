@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from mcpbridge.ports import SecretBox
 
 CHECK_CALL: Final = "check_call"
+ANSWER_CALL: Final = "answer_call"
 APPROVAL_PAGE: Final = "/console/approvals/{pending_id}"
 ENDPOINT_IDENTITY: Final = "endpoint:{endpoint_id}"
 _WAITING: Final = frozenset({"awaiting_approval", "awaiting_oauth", "approved", "ready", "running"})
@@ -91,6 +92,33 @@ CHECK_CALL_TOOL: Final[dict[str, Any]] = {
     },
     "name": CHECK_CALL,
     "title": "Check a paused call",
+}
+
+
+ANSWER_CALL_TOOL: Final[dict[str, Any]] = {
+    "annotations": {
+        "destructiveHint": False,
+        "idempotentHint": False,
+        "openWorldHint": True,
+        "readOnlyHint": False,
+        "title": "Answer a service's question",
+    },
+    "description": (
+        "A call of an external tool whose service asked a question before it could go on answered with a call_id "
+        "and an input_request (a message and a requested_schema). Give that call_id and your answer as content, a "
+        "JSON object matching requested_schema: the tool then runs again with the answer. Call check_call for its "
+        "result."
+    ),
+    "inputSchema": {
+        "properties": {
+            "call_id": {"description": "The call_id the paused call answered.", "type": "string"},
+            "content": {"description": "The answer, matching the input_request's requested_schema.", "type": "object"},
+        },
+        "required": ["call_id", "content"],
+        "type": "object",
+    },
+    "name": ANSWER_CALL,
+    "title": "Answer a service's question",
 }
 
 
@@ -154,9 +182,9 @@ class Gateway:
         """The published tools the caller may call now, then ``check_call`` (blocking: store reads); in search mode,
         ``search_tools``, ``call_tool`` and ``check_call``."""
         if publication.search_mode:
-            return [SEARCH_TOOLS_TOOL, CALL_TOOL_TOOL, CHECK_CALL_TOOL]
+            return [SEARCH_TOOLS_TOOL, CALL_TOOL_TOOL, CHECK_CALL_TOOL, ANSWER_CALL_TOOL]
         found = self._catalog.published(principal, publication.profile, publication.publishes)
-        return [*(listed(tool) for tool in found if not tool.held), CHECK_CALL_TOOL]
+        return [*(listed(tool) for tool in found if not tool.held), CHECK_CALL_TOOL, ANSWER_CALL_TOOL]
 
     def search(self, publication: Publication, principal: Principal, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """``search_tools``: the published tools that best match ``query``, each as ``tools/list`` would list it
@@ -251,8 +279,11 @@ class Gateway:
             raise InvalidRequestState("the call is gone (its record has expired)") from None
         if call.agent_id != publication.endpoint_id:
             raise InvalidRequestState("the call was made through another endpoint")
+        if call.input_request is not None and call_tasks.input_key(call) in (input_responses or {}):
+            assert input_responses is not None
+            call = self._relay_answer(principal, call, input_responses[call_tasks.input_key(call)])
         if call.status in _WAITING:
-            if _declined(input_responses):
+            if call.input_request is None and _declined(input_responses):
                 return _waiting(call, base_url, self._broker().authorization_url(call, principal))
             return self._input_required(
                 publication, principal, call, name, arguments, base_url, asked=paused.asked, state=request_state
@@ -280,8 +311,7 @@ class Gateway:
                 return {"resultType": "input_required", "requestState": state}
             answer: dict[str, Any] = {"resultType": "input_required"}
         else:
-            asked = question[0]
-            elicitation = {"mode": "url", "message": question[2], "url": question[1]}
+            asked, elicitation = question
             answer = {
                 "resultType": "input_required",
                 "inputRequests": {asked: {"method": "elicitation/create", "params": elicitation}},
@@ -290,17 +320,35 @@ class Gateway:
         answer["requestState"] = seal_request_state(self._secrets, publication.endpoint_id, principal, paused)
         return answer
 
-    def _question(self, call: ToolCall, principal: Principal, base_url: str) -> tuple[str, str, str] | None:
-        """What a waiting call asks its client: (``approval`` or ``oauth``, the page's URL, a message), or None."""
+    def _question(self, call: ToolCall, principal: Principal, base_url: str) -> tuple[str, dict[str, Any]] | None:
+        """What a waiting call asks its client: (``approval`` or ``oauth``, a URL-mode elicitation to the page), or
+        (``input_<n>``, the upstream's own form question), or None."""
+        if call.input_request is not None:
+            return call_tasks.input_key(call), call_tasks.form_elicitation(call.input_request)
         if call.status == "awaiting_approval":
             url = base_url.rstrip("/") + APPROVAL_PAGE.format(pending_id=call.id)
-            return "approval", url, f"{call.tool_name} of {call.service_name} waits for a person's approval: {url}"
+            message = f"{call.tool_name} of {call.service_name} waits for a person's approval: {url}"
+            return "approval", {"mode": "url", "message": message, "url": url}
         if call.status == "awaiting_oauth":
             authorization_url = self._broker().authorization_url(call, principal)
             if authorization_url is not None:
                 message = f"{call.tool_name} of {call.service_name} needs your authorization of {call.service_name}"
-                return "oauth", authorization_url, message
+                return "oauth", {"mode": "url", "message": message, "url": authorization_url}
         return None
+
+    def _relay_answer(self, principal: Principal, call: ToolCall, response: Any) -> ToolCall:
+        """The client's answer to its upstream's question (an ``ElicitResult``): ``accept`` with content runs the
+        call again with it (content that does not fit the question's schema raises ``InvalidInput``, nothing
+        changes); ``decline`` or ``cancel`` ends the call rejected, nothing runs again."""
+        broker = self._broker()
+        action = response.get("action") if isinstance(response, Mapping) else None
+        if action == "accept":
+            content = response.get("content")
+            return broker.resolve_approval(principal, call.id, decision="approve", content=content, content_given=True)
+        if action in ("decline", "cancel"):
+            reason = f"the user chose {action} when asked by the service"
+            return broker.resolve_approval(principal, call.id, decision="reject", reason=reason)
+        raise InvalidInput("the answer to the service's question must be an elicitation result", code="invalid_content")
 
     # -- Tasks (mcpbridge.agent.call_tasks) ------------------------------------------------------------------------
 
@@ -325,6 +373,9 @@ class Gateway:
         if method == "tasks/update":
             asked = call_tasks.asked_of(call)
             keys = set(input_responses or {})
+            if call.input_request is not None and asked is not None and asked in keys:
+                self._relay_answer(principal, call, (input_responses or {})[asked])
+                return {"resultType": "complete"}
             if asked is not None and asked in keys and asked not in call_tasks.answered(call):
                 broker.records.note(call, {call_tasks.ANSWERED: [*call_tasks.answered(call), asked]})
             return {"resultType": "complete"}
@@ -346,6 +397,25 @@ class Gateway:
         if call.agent_id != publication.endpoint_id:
             raise NotFound("no such tool call", code="pending_not_found")
         return self._answer(call, principal, base_url)
+
+    def answer(
+        self, publication: Publication, principal: Principal, arguments: Mapping[str, Any], base_url: str
+    ) -> Any:
+        """``answer_call``: the caller's answer to the question its upstream put during a call of this caller
+        through this endpoint (blocking); the call as it stands then. Content that does not fit the question's
+        schema is refused (``InvalidInput``, nothing changes)."""
+        call_id = arguments.get("call_id")
+        if not isinstance(call_id, str) or not call_id.strip():
+            raise InvalidInput("call_id is required (the call_id a paused call answered)", code="missing_argument")
+        call = self._broker().get(principal, call_id.strip())
+        if call.agent_id != publication.endpoint_id or call.owner_user_id != principal.user_id:
+            raise NotFound("no such tool call", code="pending_not_found")
+        if call.input_request is None:
+            raise InvalidInput("this call does not wait for an answer to its service's question", code="no_question")
+        if not isinstance(arguments.get("content"), Mapping):
+            raise InvalidInput("content (a JSON object matching requested_schema) is required", code="invalid_content")
+        answered = self._relay_answer(principal, call, {"action": "accept", "content": dict(arguments["content"])})
+        return self._answer(answered, principal, base_url)
 
     def _answer(
         self, call: ToolCall, principal: Principal, base_url: str, *, notice: str | None = None
@@ -370,7 +440,17 @@ def _declined(responses: Mapping[str, Any] | None) -> bool:
 
 def _waiting(call: ToolCall, base_url: str, authorization_url: str | None) -> dict[str, Any]:
     data: dict[str, Any] = {"call_id": call.id, "status": call.status}
-    if call.status == "awaiting_oauth":
+    if call.input_request is not None:
+        data["approval_url"] = base_url.rstrip("/") + APPROVAL_PAGE.format(pending_id=call.id)
+        data["input_request"] = {
+            "message": call.input_request["message"],
+            "requested_schema": call.input_request["requested_schema"],
+        }
+        text = (
+            f"The service asks a question before this call can go on (input_request). Answer it with {ANSWER_CALL} "
+            "(call_id and content matching requested_schema), or on approval_url"
+        )
+    elif call.status == "awaiting_oauth":
         data["authorization_url"] = authorization_url
         text = "This call waits for your authorization of the service: open authorization_url"
     elif call.status == "awaiting_approval":

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from anyio import to_thread
 
+from mcpbridge.client.input_relay import InputRelay, relaying
 from mcpbridge.client.pool import ConnectionPools, PoolKey
 from mcpbridge.client.registry import ServiceRegistry
 from mcpbridge.domain.external_services import WORKSPACE_SCOPE, ExternalService
@@ -52,11 +53,13 @@ class ToolInvoker:
         *,
         until: float | None = None,
         secrets: Mapping[str, str] | None = None,
+        relay: InputRelay | None = None,
     ) -> dict[str, Any]:
         """The tool's result as sent (``CallToolResult`` as JSON: content, structuredContent, isError). ``until`` (on
         anyio's clock): everything, connecting included, ends by then (a synchronous request's budget).
         ``secrets``: the service's opened credentials (``ServiceRegistry.connection_secrets``), when the caller
-        read them already in a worker thread of its own; read here otherwise."""
+        read them already in a worker thread of its own; read here otherwise. ``relay``: what answers the upstream's
+        own questions during the call (:mod:`mcpbridge.client.input_relay`; without one they are declined)."""
         from mcpbridge.client.specs import connection_spec, oauth_connection_spec
 
         spec: ConnectionSpec
@@ -75,7 +78,8 @@ class ToolInvoker:
         with self._telemetry.span("upstream.call_tool", service_id=service.id, tool=tool_name[:100]):
             try:
                 async with pool.session(PoolKey(service.id, scope), spec, until=until) as connection:
-                    result = await connection.call_tool(tool_name, arguments, until=until)
+                    with relaying(relay):
+                        result = await connection.call_tool(tool_name, arguments, until=until)
             finally:
                 self._telemetry.count("UpstreamLatency", (time.monotonic() - started) * 1000, unit="Milliseconds")
         dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)

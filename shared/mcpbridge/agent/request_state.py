@@ -47,7 +47,8 @@ class PausedCall:
     tool: str
     arguments_digest: str
     asked: str | None
-    """``"approval"`` or ``"oauth"``: the URL the client was sent to, or None."""
+    """``"approval"`` or ``"oauth"``: the URL the client was sent to; ``"input_<n>"``: the upstream's n-th question
+    it was asked; or None."""
 
 
 def arguments_digest(arguments: Mapping[str, Any]) -> str:
@@ -93,6 +94,10 @@ def open_state(
     if payload.get("args") != arguments_digest(arguments):
         raise InvalidRequestState("the state was issued for other arguments")
     call_id, asked = payload.get("call"), payload.get("asked")
-    if not isinstance(call_id, str) or asked not in (None, "approval", "oauth"):
+    if not isinstance(call_id, str) or not (asked in (None, "approval", "oauth") or _asks_input(asked)):
         raise InvalidRequestState("malformed state")
     return PausedCall(call_id, tool, str(payload["args"]), asked)
+
+
+def _asks_input(asked: Any) -> bool:
+    return isinstance(asked, str) and asked.startswith("input_") and asked[6:].isdigit()

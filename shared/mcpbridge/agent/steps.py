@@ -25,6 +25,7 @@ from mcpbridge.agent.arguments import validate_arguments
 from mcpbridge.agent.calls import WAITING, Next, PendingKind, ToolCall, ToolCalls
 from mcpbridge.agent.invoke import ToolInvoker
 from mcpbridge.agent.results import Outcome, shape_result
+from mcpbridge.client.input_relay import InputRelay
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import timestamp
 from mcpbridge.errors import Conflict, MCPBridgeError, NotFound, OAuthRequired
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcpbridge.agent")
 
+MAX_INPUT_ROUNDS = 5
+"""Questions an upstream may put in one call (each a pause and a run of the tool); beyond, its answer stands."""
 TIMEOUT_REASONS: dict[PendingKind, str] = {"approval": "approval timeout", "oauth": "authorization timeout"}
 
 
@@ -223,6 +226,8 @@ class ToolCallSteps:
         recorded = await anyio.to_thread.run_sync(self.record, running, outcome)
         if recorded.status == "awaiting_oauth":  # a step-up: the same pause as a first authorization
             return {"next": "oauth"}
+        if recorded.status == "awaiting_approval":  # the upstream asked for input: a person answers it
+            return {"next": "approval"}
         return {"next": "finish"}
 
     async def _checked(self, call: ToolCall) -> tuple[ExternalService, Mapping[str, Any]]:
@@ -250,6 +255,7 @@ class ToolCallSteps:
         service's opened credentials, if the caller has them already."""
         from mcpbridge.client.connection import OutcomeUnknown
 
+        relay = InputRelay(self._calls.input_answers(call) if call.item.get("sealed_input_answers") else {})
         try:
             result = await self._invoker.call(
                 service,
@@ -259,6 +265,7 @@ class ToolCallSteps:
                 call.arguments,
                 until=until,
                 secrets=secrets,
+                relay=relay,
             )
         except OutcomeUnknown as lost:  # it may have run: reported, never replayed
             return Outcome("uncertain", {"error": _error(lost.code, lost.message)})
@@ -267,6 +274,11 @@ class ToolCallSteps:
         except MCPBridgeError as failed:  # refused before anything ran upstream
             return Outcome("failed", {"error": _error(failed.code, failed.message)})
         sets: dict[str, Any] = {}
+        if relay.unanswered is not None or call.item.get("input_rounds"):
+            # The tool ran (up to its question, or to its end): the record counts each run.
+            sets["upstream_runs"] = int(call.item.get("upstream_runs") or 0) + 1
+            if relay.unanswered is not None and int(call.item.get("input_rounds") or 0) < MAX_INPUT_ROUNDS:
+                return Outcome("awaiting_approval", self._calls.input_pause(call, relay.unanswered.record()) | sets)
         if self._gate is not None:
             # A local store's read costs less than a hop to a worker thread and back.
             screened = (
@@ -319,9 +331,14 @@ class ToolCallSteps:
     def record(self, call: ToolCall, outcome: Outcome) -> ToolCall:
         """Move a ``running`` call to its outcome (blocking: a store write); a step-up's pause is announced like
         any OAuth pause."""
-        moved = self._calls.move(call, outcome.status, sets=outcome.sets)
+        # A pause for input drops the token of an earlier wait (it is of an ended step) and that wait's routing
+        # (the question is the caller's to answer).
+        removes = ("sealed_task_token", "approval_routing") if outcome.status == "awaiting_approval" else ()
+        moved = self._calls.move(call, outcome.status, sets=outcome.sets, removes=removes)
         if moved.status == "awaiting_oauth":
             self._publish("tool_call.oauth_required", moved)
+        elif moved.status == "awaiting_approval":
+            self._publish("tool_call.approval_required", moved)  # in the inbox like an approval
         return moved
 
     # -- finish -------------------------------------------------------------------------------------------------

@@ -49,7 +49,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CONNECTION_CLOSED,
+    INVALID_REQUEST,
     CallToolResult,
+    ElicitRequestParams,
+    ElicitResult,
+    ErrorData,
     GetPromptResult,
     Implementation,
     Prompt,
@@ -59,6 +63,7 @@ from mcp.types import (
     Tool,
 )
 
+from mcpbridge.client import input_relay
 from mcpbridge.client.streamable_call import StreamableEndpoint
 from mcpbridge.client.tripwire import Tripwire
 from mcpbridge.domain.external_services import Transport
@@ -406,12 +411,22 @@ async def open_session(
             read_timeout_seconds=max(spec.timeout, spec.initialize_timeout),
             client_info=CLIENT_INFO,
             cache=None,
+            elicitation_callback=_relayed_elicitation,
         )
         with _translated(spec, sent=False, facts=facts), facts.recording():
             await stack.enter_async_context(client)
         if endpoint is not None and endpoint.http is not None:
             endpoint.opened(client)
         yield client
+
+
+async def _relayed_elicitation(context: Any, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+    """An upstream's request for input that reached the SDK's client: answered by the relay of the call it came
+    with, when it runs on that call's task (:mod:`mcpbridge.client.input_relay`), declined otherwise."""
+    answer = input_relay.answer_for(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+    if answer is None:
+        return ErrorData(code=INVALID_REQUEST, message=input_relay.NOT_SUPPORTED)
+    return ElicitResult.model_validate(answer)
 
 
 def _sse_transport(spec: ConnectionSpec, policy: EgressPolicy, hooks: dict[str, list[Callable[..., Any]]]) -> Any:

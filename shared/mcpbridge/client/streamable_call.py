@@ -9,7 +9,9 @@ headers; redirects followed only within the endpoint's origin) and reads the ans
 
 * a JSON body, or an event stream whose notifications are passed over, whose requests from the server (handshake
   era) are answered as the SDK answers them when no callback is set (ping; sampling, elicitation and roots declined;
-  anything else -32601), and which is resumed with ``Last-Event-ID`` when it ends early after an event id;
+  anything else -32601; a form question during a call that relays them goes to its relay,
+  :mod:`mcpbridge.client.input_relay`), and which is resumed with ``Last-Event-ID`` when it ends early after an
+  event id;
 * HTTP failures turned into the SDK's JSON-RPC errors (202 to a request, an unfollowed redirect, a JSON-RPC error
   in a 4xx/5xx body, 404 "Session terminated" when the session is known, an unexpected content type), so
   :mod:`mcpbridge.client.connection` translates them as before;
@@ -63,6 +65,7 @@ from mcp.types import (
 )
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from mcpbridge.client import input_relay
 from mcpbridge.outbound.policy import DEFAULT_MAX_ANSWER_BYTES
 
 log = logging.getLogger("mcpbridge.services")
@@ -264,8 +267,11 @@ class StreamableEndpoint:
         """Answer a request the server sent on the call's stream, as the SDK's session does without callbacks."""
         method = request.get("method")
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request.get("id")}
+        relayed = input_relay.answer_for(request.get("params")) if method == "elicitation/create" else None
         if method == "ping":
             message["result"] = {}
+        elif relayed is not None:
+            message["result"] = relayed
         elif method in _DECLINED:
             message["error"] = {"code": INVALID_REQUEST, "message": _DECLINED[str(method)]}
         else:

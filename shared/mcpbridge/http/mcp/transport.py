@@ -38,7 +38,7 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Principal
 from mcpbridge.domain.knowledge import KnowledgeAccess
-from mcpbridge.errors import Conflict, Forbidden, MCPBridgeError, NotFound, Unauthenticated
+from mcpbridge.errors import Conflict, Forbidden, InvalidInput, MCPBridgeError, NotFound, Unauthenticated
 from mcpbridge.http.mcp import protocol, tool_outputs, tool_tasks
 from mcpbridge.http.mcp.app import SERVER_CARD
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
@@ -53,6 +53,7 @@ from mcpbridge.publishing.endpoints import Endpoint
 log = logging.getLogger("mcpbridge.mcp")
 
 CHECK_CALL = "check_call"
+ANSWER_CALL = "answer_call"
 SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"
 TASK_TOOLS = frozenset({"ask", "add_document"})
@@ -437,14 +438,18 @@ class EndpointTools:
             return await anyio.to_thread.run_sync(answer)
         except NotFound:
             raise _unknown_task() from None
+        except InvalidInput as wrong:  # an answer to the service's question that does not fit it: nothing changed
+            raise JsonRpcError(INVALID_PARAMS, wrong.message, {"code": wrong.code, **wrong.details}) from None
 
     def _gateway_own(
         self, name: str, publication: Any, principal: Principal, arguments: dict[str, Any]
     ) -> dict[str, Any]:
-        """``check_call``, or ``search_tools`` of an endpoint in search mode (blocking)."""
+        """``check_call``, ``answer_call``, or ``search_tools`` of an endpoint in search mode (blocking)."""
         gateway = self._app.container.gateway
         if name == CHECK_CALL:
             return gateway.check(publication, principal, arguments, self._base_url)  # type: ignore[no-any-return]
+        if name == ANSWER_CALL:
+            return gateway.answer(publication, principal, arguments, self._base_url)  # type: ignore[no-any-return]
         return gateway.search(publication, principal, arguments)
 
     async def _gateway_call(
@@ -465,7 +470,7 @@ class EndpointTools:
         publication = container.publication_of(authority.endpoint)
 
         def admit() -> dict[str, Any] | tuple[Any, str] | None:
-            if name == CHECK_CALL or (name == SEARCH_TOOLS and publication.search_mode):
+            if name in (CHECK_CALL, ANSWER_CALL) or (name == SEARCH_TOOLS and publication.search_mode):
                 if resume is not None:  # neither ever asks for input: no state of ours names them
                     raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
                 return self._app.admit_call(authority) or self._gateway_own(name, publication, principal, arguments)

@@ -38,6 +38,14 @@ class ApprovalOut(BaseModel):
     at: Timestamp
     reason: str | None = Field(default=None, description="The reason given, if any.")
     modified_args: bool = Field(default=False, description="The approver replaced the arguments.")
+    answered_input: bool = Field(default=False, description="The decision answered the service's own question.")
+
+
+class InputRequestOut(BaseModel):
+    """What the service itself asked during the call (a form-mode elicitation), to be answered with `content`."""
+
+    message: str = Field(description="The service's question, as it put it (untrusted text).")
+    requested_schema: dict[str, Any] = Field(description="The JSON Schema the answer must match.")
 
 
 class CallErrorOut(BaseModel):
@@ -68,6 +76,10 @@ class CallOut(BaseModel):
         "the call is rejected or cancelled; null once it no longer waits."
     )
     authorization_url: str | None
+    input_request: InputRequestOut | None = Field(
+        default=None,
+        description="While the call waits on its service's own question: the question; approve with `content`.",
+    )
     approval: ApprovalOut | None
     approvals: list[ApprovalOut] = Field(
         default_factory=list,
@@ -88,6 +100,11 @@ class CallOut(BaseModel):
     result: dict[str, Any] | None = Field(description="The upstream result, marked untrusted, images redacted.")
     error: CallErrorOut | None
     outcome_uncertain: bool = Field(description="The request may have run and its answer was lost: not replayed.")
+    upstream_runs: int | None = Field(
+        default=None,
+        description="For a call whose service asked a question: how many times the tool ran (once up to each "
+        "question it asked, once more with the answers); null for other calls, which run once.",
+    )
     created_at: Timestamp
     finished_at: Timestamp | None
 
@@ -110,6 +127,7 @@ def call_out(call: ToolCall, principal: Principal, broker: ToolCallBroker) -> Ca
         session_id=call.session_id,
         expires_at=timestamp(call.deadline_at) if waiting and call.deadline_at is not None else None,
         authorization_url=broker.authorization_url(call, principal),
+        input_request=None if call.input_request is None else InputRequestOut.model_validate(call.input_request),
         approval=None if call.approval is None else ApprovalOut.model_validate(call.approval),
         approvals=[ApprovalOut.model_validate(a) for a in call.item.get("approvals") or []],
         approvers=routing.get("users") if routing else None,
@@ -119,6 +137,7 @@ def call_out(call: ToolCall, principal: Principal, broker: ToolCallBroker) -> Ca
         result=call.result,
         error=None if call.error is None else CallErrorOut.model_validate(call.error),
         outcome_uncertain=call.status == "uncertain",
+        upstream_runs=call.item.get("upstream_runs"),
         created_at=call.created_at,
         finished_at=call.finished_at,
     )
@@ -132,6 +151,11 @@ class ApprovalDecision(BaseModel):
     decision: Literal["approve", "reject"]
     reason: str | None = Field(default=None, max_length=2000)
     modified_args: Any = Field(default=None, description="A JSON object replacing the arguments; null is refused.")
+    content: Any = Field(
+        default=None,
+        description="For a call waiting on its service's own question (`input_request`): the answer, a JSON object "
+        "matching the question's schema. The call runs again with it.",
+    )
 
 
 class OAuthResolution(BaseModel):
@@ -160,7 +184,9 @@ def resolve_approval(
     pending_id: PendingId, body: ApprovalDecision, principal: CurrentPrincipal, broker: BrokerDep
 ) -> CallOut:
     """Resolves a call waiting for approval, as its user or a workspace admin with `approve_calls`. `modified_args`
-    replaces the arguments (checked against the tool's schema again). The first resolution wins; a second gets 409
+    replaces the arguments (checked against the tool's schema again); a call waiting on its service's own question
+    (`input_request`) is approved with `content`, the answer (checked against the question's schema), and runs
+    again. The first resolution wins; a second gets 409
     `already_resolved`."""
     require_agent_or_approver(principal)
     call = broker.resolve_approval(
@@ -170,6 +196,8 @@ def resolve_approval(
         reason=body.reason,
         modified_args=body.modified_args,
         modified_given="modified_args" in body.model_fields_set,
+        content=body.content,
+        content_given="content" in body.model_fields_set,
     )
     return call_out(call, principal, broker)
 

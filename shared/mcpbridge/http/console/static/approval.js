@@ -60,6 +60,15 @@ export function retime(root) {
   }
 }
 
+/** A first answer to a service's question: each field's default, where the schema gives one. */
+function defaults(schema) {
+  const answer = {};
+  for (const [name, field] of Object.entries((schema && schema.properties) || {})) {
+    if (field && Object.hasOwn(field, "default")) answer[name] = field.default;
+  }
+  return answer;
+}
+
 function problemText(error) {
   if (!(error instanceof ApiError)) return `The request failed: ${error.message}`;
   return error.detail || error.message;
@@ -86,9 +95,18 @@ export function callCard(call, session, { caller = null, heading = "h2", onResol
     return card;
   }
 
+  // A call waiting on its service's own question is answered (content checked against the question's schema).
+  const question = call.input_request || null;
+  if (question) {
+    card.append(
+      h("h3", {}, "The service asks"),
+      h("p", { class: "question" }, question.message),
+      h("pre", { class: "json", tabindex: "0", "aria-label": "The schema of the answer" }, pretty(question.requested_schema)),
+    );
+  }
   const argsId = `args-${id}`;
   const argsError = h("div", { class: "field-error", id: `args-error-${id}`, role: "alert" });
-  const argsField = h("textarea", { id: argsId, name: "arguments", spellcheck: "false", "aria-describedby": `args-help-${id} args-error-${id}` }, pretty(call.arguments));
+  const argsField = h("textarea", { id: argsId, name: question ? "content" : "arguments", spellcheck: "false", "aria-describedby": `args-help-${id} args-error-${id}` }, pretty(question ? defaults(question.requested_schema) : call.arguments));
   const reasonError = h("p", { class: "field-error", id: `reason-error-${id}`, role: "alert" });
   const reasonField = h("textarea", { id: `reason-${id}`, name: "reason", class: "reason", maxlength: "2000", "aria-describedby": `reason-error-${id}` });
   const buttons = [];
@@ -100,12 +118,12 @@ export function callCard(call, session, { caller = null, heading = "h2", onResol
 
   const modifyForm = h(
     "form",
-    { class: "modify", hidden: true, "aria-label": `Approve ${call.tool} with other arguments`, novalidate: true },
-    h("label", { for: argsId }, "Arguments to approve (JSON)"),
+    { class: "modify", hidden: true, "aria-label": question ? `Answer the question of ${call.tool}` : `Approve ${call.tool} with other arguments`, novalidate: true },
+    h("label", { for: argsId }, question ? "Your answer (JSON)" : "Arguments to approve (JSON)"),
     argsField,
-    h("p", { class: "help", id: `args-help-${id}` }, "A JSON object; checked against the tool's input schema before it is sent."),
+    h("p", { class: "help", id: `args-help-${id}` }, question ? "A JSON object; checked against the schema the service asked for before it is sent." : "A JSON object; checked against the tool's input schema before it is sent."),
     argsError,
-    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Approve with these arguments"), h("button", { type: "button", onclick: () => toggle(null) }, "Cancel")),
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, question ? "Send the answer" : "Approve with these arguments"), h("button", { type: "button", onclick: () => toggle(null) }, "Cancel")),
   );
   const rejectForm = h(
     "form",
@@ -115,8 +133,8 @@ export function callCard(call, session, { caller = null, heading = "h2", onResol
     reasonError,
     h("div", { class: "actions" }, h("button", { type: "submit", class: "danger" }, "Reject the call"), h("button", { type: "button", onclick: () => toggle(null) }, "Cancel")),
   );
-  const approve = button("Approve", { class: "primary", "data-action": "approve" });
-  const modify = button("Approve with changes", { "data-action": "modify", "aria-expanded": "false" });
+  const approve = button("Approve", { class: "primary", "data-action": "approve", hidden: Boolean(question) });
+  const modify = button(question ? "Answer" : "Approve with changes", { "data-action": "modify", "aria-expanded": "false" });
   const reject = button("Reject", { "data-action": "reject", "aria-expanded": "false" });
 
   function toggle(form) {
@@ -140,7 +158,8 @@ export function callCard(call, session, { caller = null, heading = "h2", onResol
       rejectForm.hidden = true;
       card.querySelector(".actions").hidden = true;
       const changed = decision.modified_args ? " with your arguments" : "";
-      const what = decision.decision === "approve" ? `Approved${changed}: the call runs now.` : "Rejected: the call will not run.";
+      const approved = decision.content ? "Answered: the call runs again with your answer." : `Approved${changed}: the call runs now.`;
+      const what = decision.decision === "approve" ? approved : "Rejected: the call will not run.";
       outcome.className = decision.decision === "approve" ? "outcome" : "outcome failed";
       outcome.replaceChildren(what, " ", h("a", { href: `/console/approvals/${encodeURIComponent(id)}` }, "Follow the call"));
       card.dataset.resolved = decision.decision;
@@ -182,14 +201,14 @@ export function callCard(call, session, { caller = null, heading = "h2", onResol
       fieldErrors(["The arguments must be a JSON object ({ … })."]);
       return;
     }
-    const schema = await inputSchema(call);
+    const schema = question ? question.requested_schema : await inputSchema(call);
     const problems = schema ? validate(schema, value).map((each) => each.message) : [];
     if (problems.length) {
       fieldErrors(problems);
       return;
     }
     fieldErrors([]);
-    const error = await resolve({ decision: "approve", modified_args: value });
+    const error = await resolve(question ? { decision: "approve", content: value } : { decision: "approve", modified_args: value });
     if (error) fieldErrors([problemText(error)]);
   });
 

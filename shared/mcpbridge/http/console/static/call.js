@@ -30,7 +30,9 @@ function details(call) {
   const card = h("article", { class: "card", "aria-labelledby": "call-heading" }, h("h2", { id: "call-heading" }, `${call.tool} `, h("span", { class: "badge" }, call.status)));
   const rows = [["Status", call.status]];
   if (call.approval) {
-    const how = call.approval.modified_args ? `${call.approval.decision} with changed arguments` : call.approval.decision;
+    const how = call.approval.answered_input
+      ? "answered the service's question"
+      : call.approval.modified_args ? `${call.approval.decision} with changed arguments` : call.approval.decision;
     rows.push(["Decision", `${how} by ${call.approval.by} at ${when(call.approval.at)}`]);
     if (call.approval.reason) rows.push(["Reason", call.approval.reason]);
   }
