@@ -33,7 +33,8 @@ from mcpbridge.adapters.local.e5_embedder import E5Embedder, local_embedder_unav
 from mcpbridge.adapters.local.sqlite import SqliteStore
 from mcpbridge.adapters.system_clock import SystemClock
 from mcpbridge.agent.discovery import PublishedTool
-from mcpbridge.agent.gateway import CHECK_CALL_TOOL, listed
+from mcpbridge.agent.gateway import listed
+from mcpbridge.agent.paused_call_tools import ANSWER_CALL_TOOL, CHECK_CALL_TOOL
 from mcpbridge.agent.search_mode import CALL_TOOL_TOOL, SEARCH_TOOLS_TOOL
 from mcpbridge.agent.tool_search import CatalogDocument, SearchMode, ToolIndex, embedding_text, tool_text
 from mcpbridge.client.tool_catalog import definition_hash
@@ -178,8 +179,8 @@ def tokens(servers: list[tuple[str, list[dict[str, Any]]]]) -> dict[str, int]:
 
     return {
         "tools_behind": len(every),
-        "search_mode": count([SEARCH_TOOLS_TOOL, CALL_TOOL_TOOL, CHECK_CALL_TOOL]),
-        "list_all": count([*every, CHECK_CALL_TOOL]),
+        "search_mode": count([SEARCH_TOOLS_TOOL, CALL_TOOL_TOOL, CHECK_CALL_TOOL, ANSWER_CALL_TOOL]),
+        "list_all": count([*every, CHECK_CALL_TOOL, ANSWER_CALL_TOOL]),
     }
 
 

@@ -40,7 +40,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -48,6 +47,13 @@ from typing import TYPE_CHECKING, Any, Final
 from mcpbridge.agent import call_tasks
 from mcpbridge.agent.calls import TERMINAL, ToolCall
 from mcpbridge.agent.discovery import AgentCatalog, PublishedTool, description_prefix
+from mcpbridge.agent.paused_call_tools import (
+    ANSWER_CALL_TOOL,
+    APPROVAL_PAGE,
+    CHECK_CALL_TOOL,
+    tool_result,
+    waiting_notice,
+)
 from mcpbridge.agent.profiles import AgentProfile
 from mcpbridge.agent.request_state import InvalidRequestState, PausedCall, arguments_digest
 from mcpbridge.agent.request_state import open_state as request_state_of
@@ -66,60 +72,8 @@ if TYPE_CHECKING:
     from mcpbridge.agent.broker import ToolCallBroker
     from mcpbridge.ports import SecretBox
 
-CHECK_CALL: Final = "check_call"
-ANSWER_CALL: Final = "answer_call"
-APPROVAL_PAGE: Final = "/console/approvals/{pending_id}"
 ENDPOINT_IDENTITY: Final = "endpoint:{endpoint_id}"
 _WAITING: Final = frozenset({"awaiting_approval", "awaiting_oauth", "approved", "ready", "running"})
-
-CHECK_CALL_TOOL: Final[dict[str, Any]] = {
-    "annotations": {
-        "destructiveHint": False,
-        "idempotentHint": True,
-        "openWorldHint": False,
-        "readOnlyHint": True,
-        "title": "Check a paused call",
-    },
-    "description": (
-        "A call of an external tool that needed a person's approval (or your authorization) answered with a "
-        "call_id. Give that call_id here: you get the tool's result once the call has run, the same waiting notice "
-        "while it still waits, or an error naming why it did not run (rejected, timed out)."
-    ),
-    "inputSchema": {
-        "properties": {"call_id": {"description": "The call_id a paused call answered.", "type": "string"}},
-        "required": ["call_id"],
-        "type": "object",
-    },
-    "name": CHECK_CALL,
-    "title": "Check a paused call",
-}
-
-
-ANSWER_CALL_TOOL: Final[dict[str, Any]] = {
-    "annotations": {
-        "destructiveHint": False,
-        "idempotentHint": False,
-        "openWorldHint": True,
-        "readOnlyHint": False,
-        "title": "Answer a service's question",
-    },
-    "description": (
-        "A call of an external tool whose service asked a question before it could go on answered with a call_id "
-        "and an input_request (a message and a requested_schema). Give that call_id and your answer as content, a "
-        "JSON object matching requested_schema: the tool then runs again with the answer. Call check_call for its "
-        "result."
-    ),
-    "inputSchema": {
-        "properties": {
-            "call_id": {"description": "The call_id the paused call answered.", "type": "string"},
-            "content": {"description": "The answer, matching the input_request's requested_schema.", "type": "object"},
-        },
-        "required": ["call_id", "content"],
-        "type": "object",
-    },
-    "name": ANSWER_CALL,
-    "title": "Answer a service's question",
-}
 
 
 @dataclass(frozen=True)
@@ -210,7 +164,7 @@ class Gateway:
         if result.notices:
             data["notices"] = result.notices
         names = ", ".join(tool["name"] for tool in tools) or "none"
-        return _result(data, f"{len(tools)} tools found ({names}); run one with {CALL_TOOL}.", is_error=False)
+        return tool_result(data, f"{len(tools)} tools found ({names}); run one with {CALL_TOOL}.", is_error=False)
 
     def find(self, publication: Publication, principal: Principal, name: str) -> tuple[PublishedTool, str] | None:
         """The published tool listed as ``name`` and its ``tool_ref`` (recorded), or None (blocking)."""
@@ -284,7 +238,7 @@ class Gateway:
             call = self._relay_answer(principal, call, input_responses[call_tasks.input_key(call)])
         if call.status in _WAITING:
             if call.input_request is None and _declined(input_responses):
-                return _waiting(call, base_url, self._broker().authorization_url(call, principal))
+                return waiting_notice(call, base_url, self._broker().authorization_url(call, principal))
             return self._input_required(
                 publication, principal, call, name, arguments, base_url, asked=paused.asked, state=request_state
             )
@@ -423,11 +377,11 @@ class Gateway:
         if call.status == "completed":
             return dict(call.result or {"content": [], "isError": False})
         if call.status in _WAITING:
-            return _waiting(call, base_url, self._broker().authorization_url(call, principal))
+            return waiting_notice(call, base_url, self._broker().authorization_url(call, principal))
         error = call.error or {}
         reason = str(error.get("message") or notice or call.status)
         data = {"call_id": call.id, "status": call.status, "reason": reason, "code": error.get("code", call.status)}
-        return _result(data, f"The call did not run: {call.status} ({reason}).", is_error=True)
+        return tool_result(data, f"The call did not run: {call.status} ({reason}).", is_error=True)
 
 
 def _declined(responses: Mapping[str, Any] | None) -> bool:
@@ -436,37 +390,6 @@ def _declined(responses: Mapping[str, Any] | None) -> bool:
         isinstance(response, Mapping) and response.get("action") in ("decline", "cancel")
         for response in (responses or {}).values()
     )
-
-
-def _waiting(call: ToolCall, base_url: str, authorization_url: str | None) -> dict[str, Any]:
-    data: dict[str, Any] = {"call_id": call.id, "status": call.status}
-    if call.input_request is not None:
-        data["approval_url"] = base_url.rstrip("/") + APPROVAL_PAGE.format(pending_id=call.id)
-        data["input_request"] = {
-            "message": call.input_request["message"],
-            "requested_schema": call.input_request["requested_schema"],
-        }
-        text = (
-            f"The service asks a question before this call can go on (input_request). Answer it with {ANSWER_CALL} "
-            "(call_id and content matching requested_schema), or on approval_url"
-        )
-    elif call.status == "awaiting_oauth":
-        data["authorization_url"] = authorization_url
-        text = "This call waits for your authorization of the service: open authorization_url"
-    elif call.status == "awaiting_approval":
-        data["approval_url"] = base_url.rstrip("/") + APPROVAL_PAGE.format(pending_id=call.id)
-        text = "This call waits for a person's approval (approval_url)"
-    else:
-        text = "This call was approved and is running"
-    if call.deadline_at is not None:
-        data["deadline_at"] = call.deadline_at
-    text += f". Call {CHECK_CALL} with call_id {call.id} for its result."
-    return _result(data, text, is_error=False)
-
-
-def _result(data: dict[str, Any], text: str, *, is_error: bool) -> dict[str, Any]:
-    body = json.dumps(data, ensure_ascii=False, indent=2)
-    return {"content": [{"text": f"{text}\n{body}", "type": "text"}], "isError": is_error, "structuredContent": data}
 
 
 def publication_of(
