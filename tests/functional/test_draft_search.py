@@ -6,7 +6,6 @@ deterministic embedder so semantic and hybrid search run too."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,37 +16,15 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.cli import main
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.knowledge.documents import drafts_index
-from tests.support.containers import container_on
-from tests.support.embedder import HashingEmbedder
+from tests.functional.test_document_filing import client, container, kb
 from tests.support.live_server import live_server
 
 SEARCH = "/api/v1/knowledge/search"
 GREP = "/api/v1/knowledge/grep"
 
 
-@pytest.fixture(params=["local", "aws", "lance"])
-def container(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Container]:
-    backend = "aws" if request.param == "aws" else "local"
-    settings: dict[str, Any] = {"jobs": "inline"}
-    if request.param == "lance":
-        settings["search_engine"] = "lance"
-    with container_on(backend, tmp_path, monkeypatch, settings=settings, embedder=HashingEmbedder()) as built:
-        yield built
-
-
-@pytest.fixture
-def client(container: Container) -> Iterator[TestClient]:
-    app = create_combined_app(container)
-    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
-        yield test_client
-
-
-@pytest.fixture
-def kb(client: TestClient) -> str:
-    created = client.post("/api/v1/knowledge-bases", json={"name": "Handbook"})
-    assert created.status_code == 201, created.text
-    return str(created.json()["id"])
+# The three backends (SQLite + file indexes, DynamoDB + S3 on moto, Lance), the API client and a knowledge base.
+__all__ = ["client", "container", "kb"]
 
 
 def add(client: TestClient, kb: str, title: str, content: str, **filing: Any) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -17,9 +16,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
-from tests.support.everything import Everything
+from tests.support.everything_hub import Hub, everything_hub
 from tests.support.modern_rpc import TASKS, modern_request
-from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, bearer, cli_env, http_client
+from tests.support.serve import SERVE_TEST_TIMEOUT, bearer, http_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
@@ -27,40 +26,10 @@ ENDPOINTS = "/api/v1/mcp-endpoints"
 SERVICES = "/api/v1/mcp-services"
 
 
-@dataclass
-class Hub:
-    process: ServeProcess
-    admin_key: str
-    service_id: str
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
-    tmp_path = tmp_path_factory.mktemp("gateway")
-    everything = Everything("streamableHttp", tmp_path_factory.mktemp("everything"))
-    everything.start()
-    env = cli_env(
-        {
-            "MCPBRIDGE_DATA_DIR": str(tmp_path / "data"),
-            "MCPBRIDGE_EMBEDDING_PROVIDER": "none",
-            "MCPBRIDGE_SSRF_ALLOWLIST": f"127.0.0.1:{everything.port}",
-        }
-    )
-    process = ServeProcess.start(cwd=tmp_path, env=env, args=["--json"], log_dir=tmp_path, tag="serve")
-    try:
-        process.wait_ready()
-        admin_key = json.loads(process.stdout().splitlines()[0])["api_key"]
-        with http_client(process.base_url) as http:
-            http.headers.update(bearer(admin_key))
-            service = http.post(SERVICES, json={"name": "everything", "url": everything.url})
-            assert service.status_code == 201, service.text
-            refreshed = http.post(f"{SERVICES}/{service.json()['id']}/metadata/refresh")
-            assert refreshed.status_code == 200, refreshed.text
-        yield Hub(process, admin_key, service.json()["id"])
-        assert "Traceback" not in process.output()
-    finally:
-        process.kill()
-        everything.kill()
+    with everything_hub(tmp_path_factory, "gateway") as served:
+        yield served
 
 
 def _endpoint(hub: Hub, tools: list[str]) -> dict[str, Any]:

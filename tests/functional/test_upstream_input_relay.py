@@ -7,9 +7,7 @@ never logged."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -20,9 +18,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
 from tests.support.chromium import BROWSER, chromium
-from tests.support.everything import Everything
+from tests.support.everything_hub import Hub, everything_hub
 from tests.support.modern_rpc import TASKS, modern_request
-from tests.support.serve import SERVE_TEST_TIMEOUT, ServeProcess, assert_problem, bearer, cli_env, http_client
+from tests.support.serve import SERVE_TEST_TIMEOUT, assert_problem
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVE_TEST_TIMEOUT)]
 
@@ -35,49 +33,10 @@ QUESTION = "Please provide inputs for the following fields:"
 WAITING = ("awaiting_approval", "approved", "ready", "running")
 
 
-@dataclass
-class Hub:
-    process: ServeProcess
-    admin_key: str
-    service_id: str
-
-    @property
-    def base(self) -> str:
-        return self.process.base_url
-
-    def http(self, key: str | None = None) -> httpx.Client:
-        client = http_client(self.process.base_url)
-        client.headers.update(bearer(key or self.admin_key))
-        return client
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
-    tmp_path = tmp_path_factory.mktemp("relay")
-    everything = Everything("streamableHttp", tmp_path_factory.mktemp("everything"))
-    everything.start()
-    env = cli_env(
-        {
-            "MCPBRIDGE_DATA_DIR": str(tmp_path / "data"),
-            "MCPBRIDGE_EMBEDDING_PROVIDER": "none",
-            "MCPBRIDGE_SSRF_ALLOWLIST": f"127.0.0.1:{everything.port}",
-        }
-    )
-    process = ServeProcess.start(cwd=tmp_path, env=env, args=["--json"], log_dir=tmp_path, tag="serve")
-    try:
-        process.wait_ready()
-        admin_key = json.loads(process.stdout().splitlines()[0])["api_key"]
-        with http_client(process.base_url) as http:
-            http.headers.update(bearer(admin_key))
-            service = http.post(SERVICES, json={"name": "everything", "url": everything.url})
-            assert service.status_code == 201, service.text
-            refreshed = http.post(f"{SERVICES}/{service.json()['id']}/metadata/refresh")
-            assert refreshed.status_code == 200, refreshed.text
-        yield Hub(process, admin_key, service.json()["id"])
-        assert "Traceback" not in process.output()
-    finally:
-        process.kill()
-        everything.kill()
+    with everything_hub(tmp_path_factory, "relay") as served:
+        yield served
 
 
 def _call(hub: Hub, call_id: str) -> dict[str, Any]:
