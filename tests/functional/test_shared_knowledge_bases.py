@@ -281,6 +281,18 @@ def test_keys_of_the_workspace_shared_with_search_and_read_and_a_third_workspace
     assert world.ok("GET", "/api/v1/mcp-endpoints", world.c_admin)["items"] == []
 
 
+def test_a_shared_bases_drafts_stay_its_owners(world: World) -> None:
+    """Drafts are searched only when asked, and never those of a base another workspace shares: they are its
+    owner's work in progress."""
+    world.share(world.b_id)
+    draft = {"title": "Molt", "content": "Walruses molt their draft skin each summer.", "status": "draft"}
+    world.ok("POST", f"{KBS}/{world.handbook}/documents", world.hub.admin_key, 201, json=draft)
+    asked = {"query": "molt", "mode": "keyword", "knowledge_base_ids": [world.handbook], "include_drafts": True}
+    owner = world.ok("POST", "/api/v1/knowledge/search", world.hub.admin_key, json=asked)["results"]
+    assert [h["document_status"] for h in owner] == ["draft"], "the owner finds its draft when it asks"
+    assert world.ok("POST", "/api/v1/knowledge/search", world.b_admin, json=asked)["results"] == []
+
+
 def test_refused_share_requests_change_nothing(world: World) -> None:
     world.share(world.b_id)
     before = world.shares()

@@ -50,14 +50,19 @@ class Scope:
         return [kb.id for kb in self.knowledge_bases]
 
     @property
+    def with_drafts(self) -> list[KnowledgeBase]:
+        """The knowledge bases whose drafts are searched: none unless asked, and never a base another workspace
+        shares with the caller's (its drafts are its owner's work in progress)."""
+        return [kb for kb in self.knowledge_bases if kb.shared_permission is None] if self.include_drafts else []
+
+    @property
     def index_ids(self) -> list[str]:
         """The indexes searched: the knowledge bases', and their drafts' when asked."""
-        drafts = [drafts_index(kb.id) for kb in self.knowledge_bases] if self.include_drafts else []
-        return self.kb_ids + drafts
+        return self.kb_ids + [drafts_index(kb.id) for kb in self.with_drafts]
 
     def of_knowledge_base(self, chunk: Chunk) -> tuple[Chunk, bool]:
         """A chunk found in one of ``index_ids`` under its knowledge base's id, and whether it is a draft's."""
-        for kb in self.knowledge_bases if self.include_drafts else ():
+        for kb in self.with_drafts:
             if chunk.knowledge_base_id == drafts_index(kb.id):
                 return replace(chunk, knowledge_base_id=kb.id), True
         return chunk, False
@@ -183,7 +188,7 @@ class KnowledgeSearch:
         """Once per knowledge base and process, when drafts are asked for and the knowledge base has no drafts' index
         yet: its drafts stored before drafts were indexed are indexed now (inline jobs: before this search runs)."""
         notices: list[str] = []
-        for kb in scope.knowledge_bases if scope.include_drafts else ():
+        for kb in scope.with_drafts:
             if kb.id in self._drafts_checked:
                 continue
             self._drafts_checked.add(kb.id)
