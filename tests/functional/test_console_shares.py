@@ -214,3 +214,34 @@ def test_a_write_share_lets_the_receiver_add_documents_but_not_share_on(hub: Con
     assert js(tab, "document.getElementById('settings-place').hidden")
     assert js(tab, "document.getElementById('sharing').hidden")
     assert "write" in text(tab, "#facts")
+
+    # A document added from the receiver's page goes into the shared base, which stays the owner's.
+    press(tab, "#add details summary")
+    replace_text(tab, "#doc-title", "Seals")
+    replace_text(tab, "#doc-content", "Seals rest on the ice too.")
+    press(tab, "#add-text button[type=submit]")
+    until(tab, browser, "[...document.querySelectorAll('#docs tr')].some(r => r.innerText.includes('Seals'))", "added")
+    assert text(tab, "#add-error") == ""
+    with hub.api() as rest:
+        documents = rest.get(f"{KBS}/{kb_id}/documents").json()["items"]
+        assert [d["title"] for d in documents] == ["Seals"]
+
+
+def test_a_key_that_may_not_share_sees_no_sharing(hub: ConsoleHub, browser: Chromium) -> None:
+    with hub.api() as rest:
+        kb_id = rest.post(KBS, json={"name": "Polar handbook"}).json()["id"]
+        viewer = rest.post("/api/v1/api-keys", json={"name": "reader", "role": "viewer"})
+        assert viewer.status_code == 201, viewer.text
+        refused = httpx_status(hub, viewer.json()["key"], f"{KBS}/{kb_id}/shares")
+    assert refused == 403  # the REST API's answer, which the page follows
+    tab = page_tab(browser)
+    sign_in_as(tab, hub, viewer.json()["key"], f"/console/kbs/{kb_id}")
+    until(tab, browser, "!!document.getElementById('docs-status').innerText", "the documents")
+    assert js(tab, "document.getElementById('sharing').hidden")
+    assert "Shared by" not in text(tab, "#facts")
+    assert text(tab, "#problem") == ""
+
+
+def httpx_status(hub: ConsoleHub, key: str, path: str) -> int:
+    with hub.api(key) as rest:
+        return rest.get(path).status_code
