@@ -1,6 +1,7 @@
 // One endpoint (/console/endpoints/{id}): what it publishes, enable or disable it, rotate its token (the new configs
 // shown once), its settings (name, description, default agent, scope, rate limit, sign-in, the external services'
-// tools it publishes, ticked among those they list), the OAuth sign-ins on it (revocable), and deleting it.
+// tools it publishes, ticked among those they list; the knowledge bases other workspaces share with this one offered
+// beside its own, marked as shared), the OAuth sign-ins on it (revocable), and deleting it.
 import { api } from "./api.js";
 import { confirmButton, fieldError, h, problemText, show, when } from "./dom.js";
 import { showIssued } from "./issued.js";
@@ -13,6 +14,7 @@ const problem = document.getElementById("problem");
 const status = document.getElementById("status");
 const toggle = document.getElementById("toggle");
 let endpoint = null;
+const sharedKbs = new Set();
 
 function facts(kbNames) {
   const kbs = endpoint.knowledge_base_ids.length ? endpoint.knowledge_base_ids.map((kb) => kbNames.get(kb) || kb).join(", ") : "every knowledge base";
@@ -97,7 +99,9 @@ async function fillEdit(kbNames) {
   const kbBox = document.getElementById("ed-kbs");
   const kbs = new Map(kbNames);
   for (const kb of endpoint.knowledge_base_ids) if (!kbs.has(kb)) kbs.set(kb, kb);
-  kbBox.append(...[...kbs].map(([kb, name]) => check("kb", kb, name, endpoint.knowledge_base_ids.includes(kb))));
+  kbBox.append(
+    ...[...kbs].map(([kb, name]) => check("kb", kb, name, endpoint.knowledge_base_ids.includes(kb), { "data-shared": sharedKbs.has(kb) })),
+  );
   const toolBox = document.getElementById("ed-tools");
   for (const group of catalog.groups) {
     toolBox.append(h("p", { class: "help" }, group.title), ...group.tools.map((tool) => check("tool", tool.name, `${tool.title} (${tool.name})`, endpoint.tools.includes(tool.name))));
@@ -203,7 +207,11 @@ async function grants(session) {
 
 async function main() {
   const session = await startPage();
-  const [found, kbs] = await Promise.allSettled([api("GET", path), api("GET", "/api/v1/knowledge-bases?limit=200")]);
+  const [found, kbs, shared] = await Promise.allSettled([
+    api("GET", path),
+    api("GET", "/api/v1/knowledge-bases?limit=200"),
+    api("GET", "/api/v1/shared-knowledge-bases?limit=200"),
+  ]);
   if (found.status === "rejected") {
     show(status, "");
     show(problem, found.reason.status === 404 ? "No such endpoint (or not one this key may see)." : `Could not load it: ${found.reason.message}`);
@@ -211,6 +219,11 @@ async function main() {
   }
   endpoint = found.value;
   const kbNames = new Map(kbs.status === "fulfilled" ? kbs.value.items.map((kb) => [kb.id, kb.name]) : []);
+  // Knowledge bases other workspaces share with this one, marked as such, beside the workspace's own.
+  for (const kb of shared.status === "fulfilled" ? shared.value.items : []) {
+    if (!kbNames.has(kb.id)) kbNames.set(kb.id, `${kb.name} (shared by ${kb.owner_workspace_id}, ${kb.permission})`);
+    sharedKbs.add(kb.id);
+  }
   facts(kbNames);
   show(status, "");
   await grants(session);

@@ -1,7 +1,9 @@
 // One knowledge base (/console/kbs/{kb_id}): its documents with their parse status (followed until indexed), file
-// uploads with their progress, a document from text or a URL, deleting one, and a search playground.
+// uploads with their progress, a document from text or a URL, deleting one, and a search playground; its shares with
+// other workspaces (kb-shares.js). A base shared with this workspace offers only what its share allows.
 import { api, upload } from "./api.js";
 import { confirmButton, fieldError, h, problemText, show, size, when } from "./dom.js";
+import { receivedFacts, receivedShare, watchShares } from "./kb-shares.js";
 import { fillLanguages } from "./languages.js";
 import { startPage } from "./layout.js";
 import { managesKnowledge, writesDocuments } from "./powers.js";
@@ -253,9 +255,12 @@ async function main() {
     return;
   }
   named(kb);
+  const received = await receivedShare(id).catch(() => null);
+  if (received) receivedFacts(received);
   show(status, "");
-  if (managesKnowledge(session)) await watchSettings(kb);
-  canWrite = writesDocuments(session);
+  if (!received && managesKnowledge(session)) await watchSettings(kb);
+  if (!received) await watchShares(base);
+  canWrite = writesDocuments(session) && (!received || received.permission === "write");
   document.getElementById("add").hidden = !canWrite;
   await loadDocs(true);
 }

@@ -1,5 +1,6 @@
-// The knowledge bases the key may read (GET /api/v1/knowledge-bases), and a form to create one (admins with
-// manage_knowledge, not limited to some knowledge bases: the REST API has the last word).
+// The knowledge bases the key may read (GET /api/v1/knowledge-bases), those other workspaces share with this one
+// (GET /api/v1/shared-knowledge-bases), and a form to create one (admins with manage_knowledge, not limited to some
+// knowledge bases: the REST API has the last word).
 import { api } from "./api.js";
 import { fieldError, h, problemText, show } from "./dom.js";
 import { fillLanguages } from "./languages.js";
@@ -67,10 +68,45 @@ form.addEventListener("submit", async (event) => {
 });
 more.addEventListener("click", () => load(false));
 
+const sharedRows = document.getElementById("shared-rows");
+const sharedStatus = document.getElementById("shared-status");
+const sharedMore = document.getElementById("shared-more");
+let sharedCursor = null;
+
+function sharedRow(kb) {
+  return h(
+    "tr",
+    { "data-shared-kb": kb.id, "data-permission": kb.permission },
+    h("td", {}, h("a", { href: `/console/kbs/${encodeURIComponent(kb.id)}` }, kb.name)),
+    h("td", {}, kb.description),
+    h("td", {}, h("code", {}, kb.owner_workspace_id)),
+    h("td", {}, kb.permission === "write" ? "read and write" : "read only"),
+    h("td", {}, String(kb.document_count)),
+  );
+}
+
+async function loadShared(reset) {
+  const query = new URLSearchParams({ limit: "50" });
+  if (!reset && sharedCursor) query.set("cursor", sharedCursor);
+  try {
+    const page = await api("GET", `/api/v1/shared-knowledge-bases?${query}`);
+    if (reset) sharedRows.replaceChildren();
+    sharedRows.append(...page.items.map(sharedRow));
+    sharedCursor = page.next_cursor;
+    sharedMore.hidden = !sharedCursor;
+    const count = sharedRows.children.length;
+    document.getElementById("shared-table").hidden = !count;
+    show(sharedStatus, count ? `${count} shared with this workspace.` : "No other workspace shares a knowledge base with this one.");
+  } catch (error) {
+    show(sharedStatus, `Could not load the shared knowledge bases: ${problemText(error)}`);
+  }
+}
+sharedMore.addEventListener("click", () => loadShared(false));
+
 startPage()
   .then(async (session) => {
     form.hidden = !createsKnowledgeBases(session);
     if (!form.hidden) await fillLanguages(document.getElementById("kb-language"), "auto");
-    return load(true);
+    await Promise.all([load(true), loadShared(true)]);
   })
   .catch((error) => show(problem, `The page could not start: ${error.message}`));
