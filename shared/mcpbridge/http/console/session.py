@@ -26,10 +26,11 @@ import hmac
 import json
 import secrets
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from anyio import to_thread
 from starlette.requests import Request
+from starlette.responses import Response
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain.identity import Principal
@@ -161,3 +162,17 @@ async def principal_of_session(request: Request, session: Session) -> Principal:
     if container.settings.backend == "local":
         return signed_in_principal(container.store, session.workspace_id, session.user_id)
     return await to_thread.run_sync(signed_in_principal, container.store, session.workspace_id, session.user_id)
+
+
+def set_session_cookie(response: Response, request: Request, sealed: str) -> None:
+    """Give the browser a session's sealed cookie (HttpOnly, SameSite=Strict, Secure over https, for the whole site,
+    for as long as a session lasts): every sign-in sets it with these attributes, and sign-out clears it with them."""
+    response.set_cookie(CONSOLE_COOKIE, sealed, max_age=SESSION_SECONDS, **_cookie_attributes(request))
+
+
+def clear_session_cookie(response: Response, request: Request) -> None:
+    response.delete_cookie(CONSOLE_COOKIE, **_cookie_attributes(request))
+
+
+def _cookie_attributes(request: Request) -> dict[str, Any]:
+    return {"path": "/", "secure": request.url.scheme == "https", "httponly": True, "samesite": "strict"}

@@ -50,11 +50,12 @@ from mcpbridge.domain.identity import AGENT_CAPABILITY, Principal, is_approver
 from mcpbridge.errors import Forbidden, InvalidInput, MCPBridgeError, NotFound
 from mcpbridge.http.auth import CONSOLE_COOKIE, container_of, principal_of_key
 from mcpbridge.http.console.session import (
-    SESSION_SECONDS,
+    clear_session_cookie,
     end_session,
     principal_of_session,
     seal_session,
     session_of,
+    set_session_cookie,
 )
 from mcpbridge.http.problems import problem, problem_from_error
 
@@ -326,15 +327,7 @@ async def sign_in(request: Request) -> Response:
     sealed, session = await to_thread.run_sync(seal_session, container, body.api_key, principal.workspace_id)
     shown = await _session_out(request, principal, session.csrf_token, session.expires_at)
     response = JSONResponse(shown.model_dump(), headers=_NO_STORE)
-    response.set_cookie(
-        CONSOLE_COOKIE,
-        sealed,
-        max_age=SESSION_SECONDS,
-        path="/",
-        secure=request.url.scheme == "https",
-        httponly=True,
-        samesite="strict",
-    )
+    set_session_cookie(response, request, sealed)
     return response
 
 
@@ -346,7 +339,5 @@ async def sign_out(request: Request) -> Response:
     if sealed:
         await to_thread.run_sync(end_session, container_of(request), sealed)
     response = Response(status_code=204, headers=_NO_STORE)
-    response.delete_cookie(
-        CONSOLE_COOKIE, path="/", secure=request.url.scheme == "https", httponly=True, samesite="strict"
-    )
+    clear_session_cookie(response, request)
     return response

@@ -41,8 +41,8 @@ from starlette.responses import RedirectResponse, Response
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.errors import MCPBridgeError, NotFound
-from mcpbridge.http.auth import CONSOLE_COOKIE, container_of, service_of
-from mcpbridge.http.console.session import SESSION_SECONDS, seal_session
+from mcpbridge.http.auth import container_of, service_of
+from mcpbridge.http.console.session import seal_session, set_session_cookie
 from mcpbridge.http.routes.console import CONSOLE_PATH, ConsoleRoute
 from mcpbridge.identity.sign_in import signed_in_principal
 
@@ -194,13 +194,5 @@ async def callback(request: Request) -> Response:
     except MCPBridgeError as error:
         return _back_to_sign_in(request, oidc_error=error.code)
     response = _back_to_sign_in(request, next=_next_path(returned.next_path))
-    response.set_cookie(
-        CONSOLE_COOKIE,
-        sealed,
-        max_age=SESSION_SECONDS,
-        path="/",
-        secure=request.url.scheme == "https",
-        httponly=True,
-        samesite="strict",
-    )
+    set_session_cookie(response, request, sealed)
     return response
