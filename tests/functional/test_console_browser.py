@@ -190,6 +190,19 @@ def resize(tab: Tab, width: str) -> None:
     )
 
 
+def shoot(tab: Tab, stem: str) -> None:
+    """Screenshots at 1280 and 360 px, ``<stem>-<width>.png``, into ``$MCPBRIDGE_CONSOLE_SHOTS`` when it names a
+    folder; the tab is left at desktop width."""
+    folder = os.environ.get("MCPBRIDGE_CONSOLE_SHOTS")
+    if not folder:
+        return
+    for width in WIDTHS:
+        resize(tab, width)
+        tab.settle(0.6)
+        tab.screenshot(Path(folder) / f"{stem}-{WIDTHS[width][0]}.png")
+    resize(tab, "desktop")
+
+
 def js(tab: Tab, expression: str) -> Any:
     answer = tab.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
     assert "exceptionDetails" not in answer, answer["exceptionDetails"]

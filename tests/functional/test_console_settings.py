@@ -9,7 +9,6 @@ either page at desktop and phone widths.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,18 +17,17 @@ import pytest
 
 from tests.conformance.node import ensure_node_modules
 from tests.functional.test_console_browser import (
-    WIDTHS,
     axe_violations,
     js,
     page_tab,
     press,
     replace_text,
-    resize,
+    shoot,
     text,
     until,
 )
 from tests.functional.test_console_operator import accessible, shown, sign_in_at
-from tests.support.chromium import BROWSER, Chromium, Tab, chromium
+from tests.support.chromium import BROWSER, Chromium, chromium
 from tests.support.console_hub import ConsoleHub, console_hub
 
 pytestmark = pytest.mark.skipif(
@@ -47,18 +45,6 @@ def hub(tmp_path: Path) -> Iterator[ConsoleHub]:
 def browser(tmp_path: Path) -> Iterator[Chromium]:
     with chromium(tmp_path / "profile") as running:
         yield running
-
-
-def shoot(tab: Tab, name: str) -> None:
-    """Screenshots at 1280 and 360 px into ``$MCPBRIDGE_CONSOLE_SHOTS`` when it names a folder."""
-    folder = os.environ.get("MCPBRIDGE_CONSOLE_SHOTS")
-    if not folder:
-        return
-    for width in WIDTHS:
-        resize(tab, width)
-        tab.settle(0.6)
-        tab.screenshot(Path(folder) / f"console4-{name}-{WIDTHS[width][0]}.png")
-    resize(tab, "desktop")
 
 
 def axe_source() -> str:
@@ -157,7 +143,7 @@ def test_an_endpoint_edited_on_its_page_publishes_echo(hub: ConsoleHub, browser:
     assert agent_id in facts
     assert text(tab, "#title") == "Cursor team"
     accessible(tab, source, checked, "endpoint, edited")
-    shoot(tab, "endpoint")
+    shoot(tab, "console4-endpoint")
 
     # Cleared again: no default agent.
     js(tab, "document.getElementById('ed-agent').value = ''")

@@ -11,48 +11,23 @@ Screenshots ``console-shares-<state>-<width>.png`` go into ``$MCPBRIDGE_CONSOLE_
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.functional.test_console_browser import WIDTHS, js, page_tab, press, replace_text, resize, text, until
+from tests.functional.test_console_browser import js, page_tab, press, replace_text, shoot, text, until
 from tests.functional.test_console_operator import accessible, shown
-from tests.functional.test_console_settings import axe_source
-from tests.support.chromium import BROWSER, Chromium, Tab, chromium
-from tests.support.console_hub import ConsoleHub, console_hub
+from tests.functional.test_console_settings import axe_source, browser, hub
+from tests.support.chromium import BROWSER, Chromium, Tab
+from tests.support.console_hub import ConsoleHub
+
+__all__ = ["browser", "hub"]  # the fixtures reused from test_console_settings
 
 pytestmark = pytest.mark.skipif(
     BROWSER is None, reason="no Chromium on this machine (Debian: apt-get install chromium)"
 )
 
 KBS = "/api/v1/knowledge-bases"
-
-
-@pytest.fixture
-def hub(tmp_path: Path) -> Iterator[ConsoleHub]:
-    with console_hub(tmp_path / "hub") as running:
-        yield running
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Chromium]:
-    with chromium(tmp_path / "profile") as running:
-        yield running
-
-
-def shoot(tab: Tab, state: str) -> None:
-    """Screenshots at 1280 and 360 px into ``$MCPBRIDGE_CONSOLE_SHOTS`` when it names a folder."""
-    folder = os.environ.get("MCPBRIDGE_CONSOLE_SHOTS")
-    if not folder:
-        return
-    for width in WIDTHS:
-        resize(tab, width)
-        tab.settle(0.6)
-        tab.screenshot(Path(folder) / f"console-shares-{state}-{WIDTHS[width][0]}.png")
-    resize(tab, "desktop")
 
 
 def sign_in_as(tab: Tab, hub: ConsoleHub, key: str, page: str) -> None:
@@ -113,7 +88,7 @@ def test_a_knowledge_base_shared_from_its_page_reaches_the_other_workspaces_cons
     assert js(tab, "document.getElementById('share-workspace').getAttribute('aria-invalid')") == "true"
     assert shares(hub, kb_id) == []
     accessible(tab, source, checked, "sharing, refused")
-    shoot(tab, "refused")
+    shoot(tab, "console-shares-refused")
 
     # Shared with Beta, read only: the REST API lists it, and so does the page.
     replace_text(tab, "#share-workspace", b_id)
@@ -126,7 +101,7 @@ def test_a_knowledge_base_shared_from_its_page_reaches_the_other_workspaces_cons
     row = text(tab, f'#shares tr[data-share="{b_id}"]')
     assert "read" in row
     accessible(tab, source, checked, "sharing, shared")
-    shoot(tab, "owner-shared")
+    shoot(tab, "console-shares-owner-shared")
 
     # Beta's admin: the base in its second list, with its owner and permission, linking to a page that works.
     press(tab, "#sign-out")
@@ -142,7 +117,7 @@ def test_a_knowledge_base_shared_from_its_page_reaches_the_other_workspaces_cons
     assert js(tab, f"!!document.querySelector('#rows tr[data-kb=\"{b_kb}\"]')")  # its own, in the first list
     assert not js(tab, f"!!document.querySelector('#rows tr[data-kb=\"{kb_id}\"]')")
     accessible(tab, source, checked, "knowledge bases, shared with this workspace")
-    shoot(tab, "receiver-list")
+    shoot(tab, "console-shares-receiver-list")
 
     tab.click(f"{shared_row} a")
     assert tab.url() == f"{hub.base}/console/kbs/{kb_id}", tab.url()
@@ -155,7 +130,7 @@ def test_a_knowledge_base_shared_from_its_page_reaches_the_other_workspaces_cons
     assert js(tab, "document.getElementById('add').hidden")  # a read share: no documents added
     assert text(tab, "#problem") == ""
     accessible(tab, source, checked, "shared knowledge base, received")
-    shoot(tab, "receiver-kb")
+    shoot(tab, "console-shares-receiver-kb")
 
     # Beta's endpoint: the shared base offered beside Beta's own, marked as shared, and added to its scope.
     tab.navigate(f"{hub.base}/console/endpoints/{endpoint_id}")
@@ -176,7 +151,7 @@ def test_a_knowledge_base_shared_from_its_page_reaches_the_other_workspaces_cons
     assert sorted(saved["knowledge_base_ids"]) == sorted([b_kb, kb_id])
     assert "Polar handbook" in text(tab, "#facts")
     accessible(tab, source, checked, "endpoint, shared base in scope")
-    shoot(tab, "receiver-endpoint")
+    shoot(tab, "console-shares-receiver-endpoint")
 
     # The owner withdraws the share (asked twice): the REST API lists none, and Beta no longer sees it.
     press(tab, "#sign-out")
@@ -197,7 +172,7 @@ def test_a_knowledge_base_shared_from_its_page_reaches_the_other_workspaces_cons
     with hub.api() as rest:  # the owner's other base was never touched
         assert rest.get(f"{KBS}/{own_id}/shares").json()["items"] == []
     accessible(tab, source, checked, "sharing, withdrawn")
-    shoot(tab, "owner-withdrawn")
+    shoot(tab, "console-shares-owner-withdrawn")
     assert checked == {name: [] for name in checked}, json.dumps(checked, indent=1)
 
 

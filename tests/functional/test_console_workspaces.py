@@ -11,18 +11,18 @@ Screenshots at 1280 and 360 px go to ``$MCPBRIDGE_CONSOLE_SHOTS`` when it names 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conformance.node import ensure_node_modules
-from tests.functional.test_console_browser import WIDTHS, js, page_tab, press, replace_text, resize, text, until
+from tests.functional.test_console_browser import js, page_tab, press, replace_text, shoot, text, until
 from tests.functional.test_console_operator import accessible, shown, sign_in_at
-from tests.support.chromium import BROWSER, Chromium, Tab, chromium
-from tests.support.console_hub import ConsoleHub, console_hub
+from tests.functional.test_console_settings import browser, hub
+from tests.support.chromium import BROWSER, Chromium, Tab
+from tests.support.console_hub import ConsoleHub
+
+__all__ = ["browser", "hub"]  # the fixtures reused from test_console_settings
 
 pytestmark = pytest.mark.skipif(
     BROWSER is None, reason="no Chromium on this machine (Debian: apt-get install chromium)"
@@ -30,29 +30,6 @@ pytestmark = pytest.mark.skipif(
 
 PAGE = "/console/workspaces"
 NAV_LINK = f'header nav a[href="{PAGE}"]'
-
-
-@pytest.fixture
-def hub(tmp_path: Path) -> Iterator[ConsoleHub]:
-    with console_hub(tmp_path / "hub") as running:
-        yield running
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Chromium]:
-    with chromium(tmp_path / "profile") as running:
-        yield running
-
-
-def shoot(tab: Tab, name: str) -> None:
-    folder = os.environ.get("MCPBRIDGE_CONSOLE_SHOTS")
-    if not folder:
-        return
-    for width in WIDTHS:
-        resize(tab, width)
-        tab.settle(0.6)
-        tab.screenshot(Path(folder) / f"console4-{name}-{WIDTHS[width][0]}.png")
-    resize(tab, "desktop")
 
 
 def link_visible(tab: Tab) -> bool:
@@ -110,7 +87,7 @@ def test_a_platform_admin_manages_the_workspaces_by_clicking(hub: ConsoleHub, br
         assert me.status_code == 200, me.text
         assert me.json()["workspace_id"] == acme_id
     until(tab, browser, f"!!document.querySelector('{card(acme_id)}')", "the new workspace's card")
-    shoot(tab, "workspaces")
+    shoot(tab, "console4-workspaces")
     accessible(tab, source, checked, "workspaces, created")
 
     # Rename, disable (its key refused), enable (its key works again), delete.
@@ -171,6 +148,6 @@ def test_a_workspace_admin_sees_no_workspace(hub: ConsoleHub, browser: Chromium)
     for workspace in platform:  # neither the platform's workspace's name nor its id
         assert workspace["id"] not in body
         assert workspace["name"] not in body
-    shoot(tab, "workspaces-refused")
+    shoot(tab, "console4-workspaces-refused")
     accessible(tab, source, checked, "workspaces, not a platform admin")
     assert checked == {name: [] for name in checked}, json.dumps(checked, indent=1)
