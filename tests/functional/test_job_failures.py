@@ -33,7 +33,8 @@ from mcpbridge.domain.items import Update
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.domain.shards import list_partitions
 from mcpbridge.errors import Unavailable
-from mcpbridge.knowledge.documents import DELETING, PENDING, blob_key, deletion_key, doc_key
+from mcpbridge.knowledge.document_records import doc_key
+from mcpbridge.knowledge.documents import DELETING, PENDING, blob_key, deletion_key
 from mcpbridge.lambda_entry import make_recovery_handler
 from mcpbridge.settings import Settings
 from tests.support.aws import REPO_ROOT, create_aws_resources, set_fake_aws_env

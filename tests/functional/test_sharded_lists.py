@@ -16,7 +16,8 @@ from mcpbridge.domain.ids import new_id
 from mcpbridge.domain.items import Update
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.domain.shards import SHARD_COUNT, list_partitions
-from mcpbridge.knowledge.documents import PENDING, doc_key
+from mcpbridge.knowledge.document_records import doc_key
+from mcpbridge.knowledge.documents import PENDING
 from tests.support.containers import container_on
 
 WORKSPACE = "ws_shards"

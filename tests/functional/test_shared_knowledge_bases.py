@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcpbridge.cli import main
 from mcpbridge.http.mcp.resources import document_uri
-from mcpbridge.knowledge.documents import doc_key
+from mcpbridge.knowledge.document_records import doc_key
 from mcpbridge.knowledge.share_records import owner_share_key, received_share_key
 from tests.support.oauth_flow import Hub, hub_on
 

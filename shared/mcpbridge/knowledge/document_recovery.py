@@ -24,7 +24,8 @@ from mcpbridge.domain.identity import timestamp
 from mcpbridge.domain.items import AllOf, AnyOf, AttrAbsent, Clause, Compare, Condition, Item, ItemExists, Key, Update
 from mcpbridge.domain.shards import list_partitions
 from mcpbridge.errors import ConditionFailed
-from mcpbridge.knowledge.documents import DELETING, PENDING, Documents, doc_key
+from mcpbridge.knowledge.document_records import doc_key
+from mcpbridge.knowledge.documents import DELETING, PENDING, Documents
 from mcpbridge.paging import every_item
 from mcpbridge.ports import Clock, Store
 

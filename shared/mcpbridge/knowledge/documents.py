@@ -49,9 +49,9 @@ from mcpbridge.errors import (
 )
 from mcpbridge.knowledge.bases import KnowledgeBases, kb_key
 from mcpbridge.knowledge.chunking import chunk_document
+from mcpbridge.knowledge.document_records import doc_key, reachable_document
 from mcpbridge.knowledge.images import DocumentImages
 from mcpbridge.knowledge.parsing import parse_document
-from mcpbridge.knowledge.share_records import reachable_shares
 from mcpbridge.observability import masked_url
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.paging import every_item
@@ -71,29 +71,9 @@ DRAFTS_SUFFIX: Final = "-drafts"
 _CONTENT_TYPES: dict[DocumentFormat, str] = {"markdown": "text/markdown", "text": "text/plain"}
 
 
-def reachable_document(store: Store, access: KnowledgeAccess, document_id: str) -> Item | None:
-    """The item of a document ``access`` reaches, in its workspace or in a knowledge base shared with it (a caller not
-    limited to some knowledge bases names the document, so every share of its workspace counts)."""
-    item = store.get(doc_key(access.workspace_id, document_id))
-    if item is not None and access.allows(item["knowledge_base_id"]):
-        return item
-    by_owner: dict[str, set[str]] = {}
-    for share in reachable_shares(store, access, named=True):
-        by_owner.setdefault(share.owner_workspace_id, set()).add(share.knowledge_base_id)
-    for owner, kb_ids in by_owner.items():
-        item = store.get(doc_key(owner, document_id))
-        if item is not None and item["knowledge_base_id"] in kb_ids:
-            return item
-    return None
-
-
 def drafts_index(kb_id: str) -> str:
     """The index holding a knowledge base's drafts (its chunks carry this id as their knowledge base)."""
     return f"{kb_id}{DRAFTS_SUFFIX}"
-
-
-def doc_key(workspace_id: str, document_id: str) -> Key:
-    return Key(f"WS#{workspace_id}", f"DOC#{document_id}")
 
 
 def deletion_key(workspace_id: str, document_id: str) -> Key:

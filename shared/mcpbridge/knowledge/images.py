@@ -29,6 +29,7 @@ from typing import Final
 
 from mcpbridge.domain.knowledge import Chunk, ChunkDraft, ChunkType, KnowledgeAccess, ParsedDocument, ParsedImage
 from mcpbridge.errors import InvalidInput, MCPBridgeError
+from mcpbridge.knowledge.document_records import reachable_document
 from mcpbridge.ports import Blobs, ImageDescriber, Ocr, Store
 
 log = logging.getLogger("mcpbridge.knowledge")
@@ -196,8 +197,6 @@ class DocumentImages:
         match = _HEADING.match(chunk.heading_path[-1])
         if match is None:
             return []
-        from mcpbridge.knowledge.documents import reachable_document  # documents imports this module
-
         item = reachable_document(self._store, access, chunk.document_id)
         version = None if item is None else item.get("indexed_version")
         if version is None or item is None or item.get("knowledge_base_id") != chunk.knowledge_base_id:

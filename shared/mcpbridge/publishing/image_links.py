@@ -27,7 +27,7 @@ from typing import Final
 from mcpbridge.domain.items import Key
 from mcpbridge.domain.knowledge import KnowledgeAccess
 from mcpbridge.errors import Forbidden, NotFound
-from mcpbridge.knowledge.documents import reachable_document
+from mcpbridge.knowledge.document_records import reachable_document
 from mcpbridge.knowledge.images import ImageRef, image_blob
 from mcpbridge.ports import BlobLinks, Blobs, Clock, Store
 from mcpbridge.publishing.endpoints import EndpointService
