@@ -5,7 +5,10 @@ the socket on every call; on the outbound hot path (an agent's tool call, one re
 connection) that was a sixth of the client's CPU. :class:`AsyncioBackend` opens connections with
 ``loop.create_connection`` and :class:`WireStream` reads from the protocol's own buffer: a read that finds data
 returns at once, one that waits does so on a future, its timeout a timer on the loop (no task cancellation).
-httpcore2's connection pool (``network_backend=``) runs HTTP/1.1 over it.
+httpcore2's connection pool (``network_backend=``) runs HTTP/1.1 over it. Writes are held until the stream is read
+(or :data:`_COALESCE_BYTES` are held): httpcore2 writes a request's head, its body and its end one by one, and each
+write to a socket was a system call and a segment of its own (a third of the time of a tool call's exchange with a
+local server went to them); an HTTP/1.1 client reads the answer after sending, so the request leaves whole.
 
 The same contract as httpcore2's streams: ``read`` returns ``b""`` at the end of the stream and raises
 ``ReadTimeout`` / ``ReadError``; ``write`` raises ``WriteTimeout`` / ``WriteError``; ``connect_tcp`` raises
@@ -30,6 +33,9 @@ _PAUSE_READING_BYTES = 1024 * 1024
 """Stop reading from the socket while this much is buffered and unread (the kernel's buffers push back)."""
 
 
+_COALESCE_BYTES = 64 * 1024
+"""Writes are held until a read, or until this much is held (a large body is sent as it comes)."""
+
 CLOSE_WAIT = 0.5
 """How long closing a connection waits for its socket to close (a TLS peer's reply) before aborting it."""
 
@@ -45,6 +51,7 @@ class _Wire(asyncio.Protocol):
         self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
+        self.held = bytearray()  # written, not sent yet (see the module docstring)
         self.eof = False
         self.lost: Exception | None = None
         self.closed = False
@@ -117,6 +124,8 @@ class WireStream(httpcore2.AsyncNetworkStream):
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         wire = self._wire
+        if wire.held:
+            await self._send(timeout)
         while not wire.buffer:
             if wire.eof:
                 if wire.lost is not None:
@@ -137,10 +146,20 @@ class WireStream(httpcore2.AsyncNetworkStream):
         if not buffer:
             return
         wire = self._wire
+        if wire.transport is None or wire.transport.is_closing() or wire.lost is not None:
+            raise httpcore2.WriteError("the connection is closed")
+        wire.held += buffer
+        if len(wire.held) >= _COALESCE_BYTES:
+            await self._send(timeout)
+
+    async def _send(self, timeout: float | None) -> None:
+        """Hand what is held to the socket, then wait while the transport's buffer is full."""
+        wire = self._wire
         transport = wire.transport
         if transport is None or transport.is_closing() or wire.lost is not None:
             raise httpcore2.WriteError("the connection is closed")
-        transport.write(buffer)
+        held, wire.held = wire.held, bytearray()
+        transport.write(held)
         while wire.writing_paused:
             if wire.lost is not None or transport.is_closing():
                 raise httpcore2.WriteError("the connection was closed while writing")
@@ -179,6 +198,8 @@ class WireStream(httpcore2.AsyncNetworkStream):
     ) -> httpcore2.AsyncNetworkStream:
         wire = self._wire
         assert wire.transport is not None
+        if wire.held:  # a proxy's CONNECT is answered before this: nothing is held here but to be sure
+            await self._send(timeout)
         try:
             async with asyncio.timeout(timeout):
                 transport = await wire.loop.start_tls(
