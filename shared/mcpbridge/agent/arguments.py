@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -17,21 +18,14 @@ def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> None:
     the value: ``details.errors`` lists ``{path, rule, problem}``."""
 
     from jsonschema import exceptions as schema_errors
-    from jsonschema import validators
-    from referencing import Registry
     from referencing.exceptions import NoSuchResource
 
     if not isinstance(arguments, dict):
         raise InvalidInput("arguments must be a JSON object", code="invalid_arguments")
     if len(json.dumps(arguments, default=str)) > MAX_ARGUMENT_BYTES:
         raise InvalidInput(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB", code="invalid_arguments")
-
-    def refuse(uri: str) -> Any:
-        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
-
     try:
-        validator_class = validators.validator_for(dict(schema))
-        validator = validator_class(dict(schema), registry=Registry(retrieve=refuse))  # type: ignore[call-arg]
+        validator = _validator_of(json.dumps(schema, default=str))  # in its order: problems are listed in it
         errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path])
     except (schema_errors.SchemaError, schema_errors._WrappedReferencingError, NoSuchResource) as broken:
         raise InvalidInput(
@@ -49,6 +43,21 @@ def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> None:
             code="invalid_arguments",
             details={"errors": problems, "path": problems[0]["path"], "rule": problems[0]["rule"]},
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _validator_of(schema_json: str) -> Any:
+    """The validator of a schema (given as JSON), built once: building one took longer than checking
+    a call's arguments with it. Validators hold no state of a validation, so calls share them."""
+    from jsonschema import validators
+    from referencing import Registry
+    from referencing.exceptions import NoSuchResource
+
+    def refuse(uri: str) -> Any:
+        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+    schema = json.loads(schema_json)
+    return validators.validator_for(schema)(schema, registry=Registry(retrieve=refuse))  # type: ignore[call-arg]
 
 
 def _problems(error: Any) -> list[dict[str, str]]:
