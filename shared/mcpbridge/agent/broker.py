@@ -174,9 +174,12 @@ class ToolCallBroker:
         callback_task_token: str | None = None,
         base_url: str | None = None,
         idempotency_key: str | None = None,
+        resolved: ResolvedTool | None = None,
     ) -> Submitted:
         """Check, record and run (or pause) a call. ``idempotency_key``: a retry with the same key and the same
-        request returns the first call as it stands (never running the tool again); with another request, 409."""
+        request returns the first call as it stands (never running the tool again); with another request, 409.
+        ``resolved``: ``tool_ref`` resolved just now by the caller, as :meth:`ToolLookup.resolve` would (a published
+        tool found by its name: the catalogs are read once)."""
         key = None if idempotency_key is None else check_key(idempotency_key)
         until = None if self._budget is None else anyio.current_time() + self._budget
         if callback_task_token and not self._callbacks_supported:
@@ -185,7 +188,7 @@ class ToolCallBroker:
             )
         prepared = _once(
             lambda: self._prepare(
-                principal, tool_ref, arguments, agent_id, acting_user_id, session_id, interactive, base_url
+                principal, tool_ref, arguments, agent_id, acting_user_id, session_id, interactive, base_url, resolved
             )
         )
         if self._store.reads_are_local:
@@ -340,11 +343,13 @@ class ToolCallBroker:
         session_id: str | None,
         interactive: bool,
         base_url: str | None,
+        resolved: ResolvedTool | None = None,
     ) -> _Draft:
         user_id = self._acting_user(principal, acting_user_id)
         profile = self._tools.profile(principal, agent_id)
         try:
-            resolved = self._tools.resolve(principal, agent_id, tool_ref)
+            if resolved is None or resolved.tool_ref != tool_ref:
+                resolved = self._tools.resolve(principal, agent_id, tool_ref)
         except OAuthRequired:
             # The user has never authorized this OAuth service, so there is no catalog of it for them yet: the
             # reference still names the tool; the call waits for the authorization, and the schema and arguments
@@ -388,7 +393,7 @@ class ToolCallBroker:
             interactive=interactive,
             base_url=base_url,
             arguments_checked=True,
-            needs_approval=self._approval_required(principal.workspace_id, service.id, resolved.tool_name),
+            needs_approval=bool(resolved.policy.require_approval),  # read with the tool (an unreadable one: refused)
             needs_oauth=needs_oauth(self._oauth, principal.workspace_id, service, user_id),
         )
 

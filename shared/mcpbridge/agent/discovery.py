@@ -37,7 +37,7 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
@@ -46,7 +46,7 @@ from mcpbridge.agent.tool_search import CatalogDocument, SearchMode, ToolIndex, 
 from mcpbridge.client.policies import ToolPolicies, ToolPolicy
 from mcpbridge.client.quarantine import Hold, ToolQuarantine
 from mcpbridge.client.registry import ServiceRegistry
-from mcpbridge.client.tool_catalog import CatalogView, RefreshError, ToolCatalog, definition_hash
+from mcpbridge.client.tool_catalog import CatalogView, RefreshError, ToolCatalog
 from mcpbridge.domain.external_services import ExternalService
 from mcpbridge.domain.identity import Principal, Scope, timestamp
 from mcpbridge.domain.items import Key
@@ -196,6 +196,16 @@ class PublishedTool:
     require_approval: bool
     held: bool = False
     """Held by the quarantine (:mod:`mcpbridge.client.quarantine`): not listed; a call of it is refused."""
+
+
+@dataclass(frozen=True)
+class PublishedCall:
+    """A published tool a caller names, ready for the broker: its ``tool_ref`` and, unless the quarantine holds it,
+    its resolution (the broker resolves a held tool itself, to refuse it)."""
+
+    tool: PublishedTool
+    tool_ref: str
+    resolved: ResolvedTool | None
 
 
 @dataclass(frozen=True)
@@ -543,11 +553,41 @@ class AgentCatalog:
         ``agent`` selects (an endpoint's services, see :mod:`mcpbridge.agent.gateway`), named by function name as
         agents see them (the names come from every tool of every selected service, so none moves when another is
         switched off or left out)."""
+        return [published for published, _, _ in self._published(principal, agent, publishes)]
+
+    def published_named(
+        self, principal: Principal, agent: AgentProfile, publishes: Callable[[str, str], bool], function_name: str
+    ) -> PublishedCall | None:
+        """The published tool listed as ``function_name`` with its current ``tool_ref`` (recorded here) and, unless
+        the quarantine holds it, its resolution as :meth:`resolve` gives it for that reference: the same catalogs
+        and policy, read once for both. None: no such tool."""
+        for published, tool, policy in self._published(principal, agent, publishes):
+            if published.function_name != function_name:
+                continue
+            ref = self._issue_ref(principal.workspace_id, published.service.id, published.tool_name, tool)
+            if published.held:  # its call is refused by the broker's own resolution, saying why
+                return PublishedCall(published, ref, None)
+            resolved = ResolvedTool(
+                service=published.service,
+                tool_name=published.tool_name,
+                definition=published.definition,
+                input_schema=dict(published.definition.get("inputSchema") or {}),
+                function_name=function_name,
+                tool_ref=ref,
+                definition_hash=tool["definition_hash"],
+                policy=policy,
+            )
+            return PublishedCall(published, ref, resolved)
+        return None
+
+    def _published(
+        self, principal: Principal, agent: AgentProfile, publishes: Callable[[str, str], bool]
+    ) -> Iterator[tuple[PublishedTool, dict[str, Any], ToolPolicy]]:
+        """:meth:`published`, each with its snapshot entry and its policy."""
         require_agent(principal)
         _require_own(principal, agent)
         loaded = self._load(principal, agent)
         names = _function_names(loaded)
-        found: builtins.list[PublishedTool] = []
         for entry in loaded:
             service = entry.service
             if not service.enabled or entry.view.snapshot is None:
@@ -558,22 +598,20 @@ class AgentCatalog:
                 policy = policies.of(tool["name"])
                 if not policy.enabled or not publishes(service.id, tool["name"]):
                     continue
-                found.append(
-                    PublishedTool(
-                        function_name=_name_in(names, service.id, tool["name"]),
-                        service=service,
-                        tool_name=tool["name"],
-                        definition=tool["definition"],
-                        require_approval=policy.require_approval,
-                        held=tool["name"] in held,
-                    )
+                published = PublishedTool(
+                    function_name=_name_in(names, service.id, tool["name"]),
+                    service=service,
+                    tool_name=tool["name"],
+                    definition=tool["definition"],
+                    require_approval=policy.require_approval,
+                    held=tool["name"] in held,
                 )
-        return found
+                yield published, tool, policy
 
-    def issue_ref(self, workspace_id: str, service_id: str, tool_name: str, definition: dict[str, Any]) -> str:
-        """The ``tool_ref`` of a tool as its definition is now, recorded unless it already is (what ``describe`` gives
-        an agent; a published tool's call gets it here)."""
-        ref = definition_ref(service_id, tool_name, definition_hash(definition))
+    def _issue_ref(self, workspace_id: str, service_id: str, tool_name: str, tool: dict[str, Any]) -> str:
+        """The ``tool_ref`` of a snapshot's tool (its ``definition_hash`` as listed) as its definition is now, recorded
+        unless it already is (what ``describe`` gives an agent; a published tool's call gets it here)."""
+        ref = definition_ref(service_id, tool_name, tool["definition_hash"])
         if self._store.get(tool_ref_key(workspace_id, ref)) is None:
             self._record_ref(workspace_id, ref, service_id, tool_name)
         return ref

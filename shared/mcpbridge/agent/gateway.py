@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mcpbridge.agent import call_tasks
 from mcpbridge.agent.calls import TERMINAL, ToolCall
-from mcpbridge.agent.discovery import AgentCatalog, PublishedTool, description_prefix
+from mcpbridge.agent.discovery import AgentCatalog, PublishedCall, PublishedTool, description_prefix
 from mcpbridge.agent.paused_call_tools import (
     ANSWER_CALL_TOOL,
     APPROVAL_PAGE,
@@ -166,21 +166,17 @@ class Gateway:
         names = ", ".join(tool["name"] for tool in tools) or "none"
         return tool_result(data, f"{len(tools)} tools found ({names}); run one with {CALL_TOOL}.", is_error=False)
 
-    def find(self, publication: Publication, principal: Principal, name: str) -> tuple[PublishedTool, str] | None:
-        """The published tool listed as ``name`` and its ``tool_ref`` (recorded), or None (blocking)."""
+    def find(self, publication: Publication, principal: Principal, name: str) -> PublishedCall | None:
+        """The published tool listed as ``name``, ready for :meth:`call`, or None (blocking)."""
         if not name.startswith("mcp_"):
             return None
-        for tool in self._catalog.published(principal, publication.profile, publication.publishes):
-            if tool.function_name == name:  # a held tool too: its call is refused by the broker, saying why
-                ref = self._catalog.issue_ref(principal.workspace_id, tool.service.id, tool.tool_name, tool.definition)
-                return tool, ref
-        return None
+        return self._catalog.published_named(principal, publication.profile, publication.publishes, name)
 
     async def call(
         self,
         publication: Publication,
         principal: Principal,
-        tool_ref: str,
+        found: PublishedCall,
         arguments: Mapping[str, Any],
         base_url: str,
         idempotency_key: str | None = None,
@@ -193,7 +189,8 @@ class Gateway:
         idempotency key used before for the same call: that call as it stands (its result, once it ran)."""
         submitted = await self._broker().submit(
             principal,
-            tool_ref=tool_ref,
+            tool_ref=found.tool_ref,
+            resolved=found.resolved,
             arguments=arguments,
             agent_id=publication.endpoint_id,
             interactive=not principal.user_id.startswith("endpoint:"),

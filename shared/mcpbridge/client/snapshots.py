@@ -5,7 +5,9 @@ snapshot lists), so neither depends on the other; one instance per container. A 
 (a new catalog is a new blob), so the bytes read once are kept in memory, the most recently used first, up to
 :data:`CACHE_BYTES`: every agent call resolves its tool against the catalogs, and each read was a file read, or an
 S3 GET on AWS. The head is read every time, so a new snapshot is seen at once; forgetting snapshots drops their
-bytes too. Each load parses the bytes anew, so no caller shares a mutable snapshot with another.
+bytes too. :meth:`Snapshots.load` parses the bytes anew, so its caller may change what it gets;
+:meth:`Snapshots.load_shared` keeps the parsed snapshot beside its bytes and hands every caller the same one, read
+only (resolving a tool parsed its service's whole catalog on every call).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Snapshots:
         self._store = store
         self._blobs = blobs
         self._kept: OrderedDict[str, bytes] = OrderedDict()
+        self._parsed: dict[str, dict[str, Any]] = {}  # of keys in _kept: dropped with their bytes
         self._kept_bytes = 0
         self._lock = threading.Lock()
 
@@ -49,6 +52,22 @@ class Snapshots:
             log.warning("catalog snapshot %s is missing", head.get("snapshot_id"))
             return None
         snapshot: dict[str, Any] = pydantic_core.from_json(data)
+        return snapshot
+
+    def load_shared(self, head: dict[str, Any] | None) -> dict[str, Any] | None:
+        """:meth:`load`, parsed once per blob kept here and shared by every caller: never change what it returns."""
+        if not head or not head.get("snapshot_key"):
+            return None
+        key = head["snapshot_key"]
+        with self._lock:
+            parsed = self._parsed.get(key)
+        if parsed is not None:
+            return parsed
+        snapshot = self.load(head)
+        if snapshot is not None:
+            with self._lock:
+                if key in self._kept:  # a blob too large to keep is parsed on every load
+                    self._parsed[key] = snapshot
         return snapshot
 
     def _read(self, key: str) -> bytes | None:
@@ -65,7 +84,8 @@ class Snapshots:
                 self._kept[key] = data
                 self._kept_bytes += len(data)
             while self._kept_bytes > CACHE_BYTES:
-                _, dropped = self._kept.popitem(last=False)
+                forgotten, dropped = self._kept.popitem(last=False)
+                self._parsed.pop(forgotten, None)
                 self._kept_bytes -= len(dropped)
         return data
 
@@ -74,6 +94,7 @@ class Snapshots:
         self._blobs().delete(key)
         with self._lock:
             data = self._kept.pop(key, None)
+            self._parsed.pop(key, None)
             if data is not None:
                 self._kept_bytes -= len(data)
 

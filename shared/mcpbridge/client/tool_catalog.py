@@ -130,14 +130,15 @@ class ToolCatalog:
         return self._view(principal, service)
 
     def view_of(self, principal: Principal, service: ExternalService) -> CatalogView:
-        """:meth:`view` of a service the caller has just read, as ``principal`` may (one read fewer)."""
+        """:meth:`view` of a service the caller has just read, as ``principal`` may (one read fewer). Its snapshot is
+        shared with every other caller (:meth:`Snapshots.load_shared`): read only."""
         require_reader(principal)
-        return self._view(principal, service)
+        return self._view(principal, service, shared=True)
 
-    def _view(self, principal: Principal, service: ExternalService) -> CatalogView:
+    def _view(self, principal: Principal, service: ExternalService, *, shared: bool = False) -> CatalogView:
         scope = scope_for(service, principal)
         head = self._store.get(head_key(principal.workspace_id, service.id, scope))
-        snapshot = self._load(head)
+        snapshot = self._snapshots.load_shared(head) if shared else self._load(head)
         error = (head or {}).get("last_error")
         stale = snapshot is None or int(snapshot.get("connection_version", 0)) < service.connection_version
         return CatalogView(

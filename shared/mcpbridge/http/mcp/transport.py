@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge import __version__
+from mcpbridge.agent.discovery import PublishedCall
 from mcpbridge.agent.request_state import InvalidRequestState
 from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
@@ -469,7 +470,7 @@ class EndpointTools:
         gateway, principal = container.gateway, self._caller()
         publication = container.publication_of(authority.endpoint)
 
-        def admit() -> dict[str, Any] | tuple[Any, str] | None:
+        def admit() -> dict[str, Any] | PublishedCall | None:
             if name in (CHECK_CALL, ANSWER_CALL) or (name == SEARCH_TOOLS and publication.search_mode):
                 if resume is not None:  # neither ever asks for input: no state of ours names them
                     raise JsonRpcError(INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
@@ -478,7 +479,7 @@ class EndpointTools:
             if found is None:
                 return None
             if resume is None:
-                return self._app.admit_call(authority) or (found[0], found[1])
+                return self._app.admit_call(authority) or found
             # A retry reads the call it names and takes no count of the rate limit: the call itself took one, and a
             # client polls while a person decides (the SDK's driver every 0.25 s).
             try:
@@ -490,7 +491,7 @@ class EndpointTools:
 
         try:
             admitted = await anyio.to_thread.run_sync(admit)
-            if not isinstance(admitted, tuple):
+            if not isinstance(admitted, PublishedCall):
                 return admitted
             if authority.user_id is not None:
                 log.info(
@@ -502,7 +503,7 @@ class EndpointTools:
             return await gateway.call(
                 publication,
                 principal,
-                admitted[1],
+                admitted,
                 arguments,
                 self._base_url,
                 key,
