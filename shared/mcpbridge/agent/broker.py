@@ -43,7 +43,7 @@ from mcpbridge.errors import Conflict, Forbidden, InvalidInput, NotFound, OAuthR
 from mcpbridge.ports import CallStart, Clock, Events, Store, Workflow
 
 if TYPE_CHECKING:
-    from mcpbridge.agent.discovery import ResolvedTool
+    from mcpbridge.agent.discovery import PublishedCall, ResolvedTool
     from mcpbridge.agent.policy_gate import PolicyGate, Routing
     from mcpbridge.agent.profiles import AgentProfile
     from mcpbridge.client.policies import ToolPolicy
@@ -174,12 +174,12 @@ class ToolCallBroker:
         callback_task_token: str | None = None,
         base_url: str | None = None,
         idempotency_key: str | None = None,
-        resolved: ResolvedTool | None = None,
+        published: PublishedCall | None = None,
     ) -> Submitted:
         """Check, record and run (or pause) a call. ``idempotency_key``: a retry with the same key and the same
         request returns the first call as it stands (never running the tool again); with another request, 409.
-        ``resolved``: ``tool_ref`` resolved just now by the caller, as :meth:`ToolLookup.resolve` would (a published
-        tool found by its name: the catalogs are read once)."""
+        ``published``: the tool a published endpoint's caller named, its profile and ``tool_ref`` resolved just now
+        as :meth:`ToolLookup.profile` and :meth:`ToolLookup.resolve` would (the catalogs are read once)."""
         key = None if idempotency_key is None else check_key(idempotency_key)
         until = None if self._budget is None else anyio.current_time() + self._budget
         if callback_task_token and not self._callbacks_supported:
@@ -188,7 +188,7 @@ class ToolCallBroker:
             )
         prepared = _once(
             lambda: self._prepare(
-                principal, tool_ref, arguments, agent_id, acting_user_id, session_id, interactive, base_url, resolved
+                principal, tool_ref, arguments, agent_id, acting_user_id, session_id, interactive, base_url, published
             )
         )
         if self._store.reads_are_local:
@@ -343,12 +343,15 @@ class ToolCallBroker:
         session_id: str | None,
         interactive: bool,
         base_url: str | None,
-        resolved: ResolvedTool | None = None,
+        published: PublishedCall | None = None,
     ) -> _Draft:
         user_id = self._acting_user(principal, acting_user_id)
-        profile = self._tools.profile(principal, agent_id)
+        if published is not None and published.profile.id == agent_id and published.tool_ref == tool_ref:
+            profile, resolved = published.profile, published.resolved
+        else:
+            profile, resolved = self._tools.profile(principal, agent_id), None
         try:
-            if resolved is None or resolved.tool_ref != tool_ref:
+            if resolved is None:
                 resolved = self._tools.resolve(principal, agent_id, tool_ref)
         except OAuthRequired:
             # The user has never authorized this OAuth service, so there is no catalog of it for them yet: the

@@ -200,9 +200,10 @@ class PublishedTool:
 
 @dataclass(frozen=True)
 class PublishedCall:
-    """A published tool a caller names, ready for the broker: its ``tool_ref`` and, unless the quarantine holds it,
-    its resolution (the broker resolves a held tool itself, to refuse it)."""
+    """A published tool a caller names, ready for the broker: the profile its calls run under, its ``tool_ref`` and,
+    unless the quarantine holds it, its resolution (the broker resolves a held tool itself, to refuse it)."""
 
+    profile: AgentProfile
     tool: PublishedTool
     tool_ref: str
     resolved: ResolvedTool | None
@@ -522,7 +523,7 @@ class AgentCatalog:
         tool = _tool_of(entry, tool_name)
         policy = self._policies.policy_for(principal.workspace_id, service.id, tool_name)
         _require_tool_enabled(policy, tool_name)
-        _require_not_held(self._holds(principal, entry), entry.service, tool_name)
+        _require_not_held(self._holds(principal, entry, only=tool_name), entry.service, tool_name)
         definition = tool["definition"]
         input_schema = dict(definition.get("inputSchema") or {})
         ref = definition_ref(service.id, tool_name, tool["definition_hash"])
@@ -561,12 +562,10 @@ class AgentCatalog:
         """The published tool listed as ``function_name`` with its current ``tool_ref`` (recorded here) and, unless
         the quarantine holds it, its resolution as :meth:`resolve` gives it for that reference: the same catalogs
         and policy, read once for both. None: no such tool."""
-        for published, tool, policy in self._published(principal, agent, publishes):
-            if published.function_name != function_name:
-                continue
+        for published, tool, policy in self._published(principal, agent, publishes, function_name):
             ref = self._issue_ref(principal.workspace_id, published.service.id, published.tool_name, tool)
             if published.held:  # its call is refused by the broker's own resolution, saying why
-                return PublishedCall(published, ref, None)
+                return PublishedCall(agent, published, ref, None)
             resolved = ResolvedTool(
                 service=published.service,
                 tool_name=published.tool_name,
@@ -577,13 +576,17 @@ class AgentCatalog:
                 definition_hash=tool["definition_hash"],
                 policy=policy,
             )
-            return PublishedCall(published, ref, resolved)
+            return PublishedCall(agent, published, ref, resolved)
         return None
 
     def _published(
-        self, principal: Principal, agent: AgentProfile, publishes: Callable[[str, str], bool]
+        self,
+        principal: Principal,
+        agent: AgentProfile,
+        publishes: Callable[[str, str], bool],
+        function_name: str | None = None,
     ) -> Iterator[tuple[PublishedTool, dict[str, Any], ToolPolicy]]:
-        """:meth:`published`, each with its snapshot entry and its policy."""
+        """:meth:`published` (with ``function_name``, that tool only), each with its snapshot entry and its policy."""
         require_agent(principal)
         _require_own(principal, agent)
         loaded = self._load(principal, agent)
@@ -593,13 +596,18 @@ class AgentCatalog:
             if not service.enabled or entry.view.snapshot is None:
                 continue
             policies = self._policies.of_service(_reader(principal), service.id)
-            held = self._holds(principal, entry)
+            held: dict[str, Hold] | None = None
             for tool in entry.tools:
+                name = _name_in(names, service.id, tool["name"])
+                if function_name is not None and name != function_name:
+                    continue
                 policy = policies.of(tool["name"])
                 if not policy.enabled or not publishes(service.id, tool["name"]):
                     continue
+                if held is None:
+                    held = self._holds(principal, entry, only=None if function_name is None else tool["name"])
                 published = PublishedTool(
-                    function_name=_name_in(names, service.id, tool["name"]),
+                    function_name=name,
                     service=service,
                     tool_name=tool["name"],
                     definition=tool["definition"],
@@ -645,7 +653,9 @@ class AgentCatalog:
         tool = _tool_of(entry, tool_name)
         definition = tool["definition"]
         input_schema = dict(definition.get("inputSchema") or {})
-        _require_not_held(self._holds(principal, entry), service, tool_name)  # the hold first: describing won't help
+        _require_not_held(
+            self._holds(principal, entry, only=tool_name), service, tool_name
+        )  # before: describing won't help
         current = definition_ref(service.id, tool_name, tool["definition_hash"])
         if current != ref and not self._legacy_ref_holds(principal, service.id, tool_name, input_schema, ref):
             raise Conflict(
@@ -709,10 +719,11 @@ class AgentCatalog:
             return False
         return self._quarantine.pinned_how(principal.workspace_id, service_id, tool_name) == "baseline"
 
-    def _holds(self, principal: Principal, entry: _Loaded) -> dict[str, Hold]:
+    def _holds(self, principal: Principal, entry: _Loaded, only: str | None = None) -> dict[str, Hold]:
+        """The quarantine's holds of the entry's tools (with ``only``, of that tool alone)."""
         if self._quarantine is None or entry.view.snapshot is None:
             return {}
-        return self._quarantine.holds(principal.workspace_id, entry.service.id, entry.tools)
+        return self._quarantine.holds(principal.workspace_id, entry.service.id, entry.tools, only)
 
     def _disabled_names(self, principal: Principal, service: ExternalService) -> set[str]:
         return self._policies.of_service(_reader(principal), service.id).disabled()

@@ -190,7 +190,7 @@ class Gateway:
         submitted = await self._broker().submit(
             principal,
             tool_ref=found.tool_ref,
-            resolved=found.resolved,
+            published=found,
             arguments=arguments,
             agent_id=publication.endpoint_id,
             interactive=not principal.user_id.startswith("endpoint:"),

@@ -130,15 +130,23 @@ class ToolQuarantine:
 
     # ------------------------------------------------------------------------------------------ the catalog's side
 
-    def holds(self, workspace_id: str, service_id: str, tools: Sequence[dict[str, Any]]) -> dict[str, Hold]:
-        """The held tools among ``tools`` (snapshot entries: ``name``, ``definition``, ``definition_hash``), by name.
-        A service without a baseline gets one from these tools first (nothing held then)."""
+    def holds(
+        self, workspace_id: str, service_id: str, tools: Sequence[dict[str, Any]], only: str | None = None
+    ) -> dict[str, Hold]:
+        """The held tools among ``tools`` (snapshot entries: ``name``, ``definition``, ``definition_hash``), by name;
+        with ``only``, of that tool alone (its pin read, not every pin of the service: a call's check). A service
+        without a baseline gets one from these tools first (nothing held then)."""
         marker = self._store.get(settings_key(workspace_id, service_id))
         if marker is None or "baseline_at" not in marker:
             if not tools:
                 return {}
             marker = self.set_baseline(workspace_id, service_id, tools)
-        pins = self._pins(workspace_id, service_id)
+        if only is None:
+            pins = self._pins(workspace_id, service_id)
+        else:
+            tools = [tool for tool in tools if tool["name"] == only]
+            pin = self._store.get(pin_key(workspace_id, service_id, only)) if tools else None
+            pins = {} if pin is None else {only: pin}
         held: dict[str, Hold] = {}
         to_pin: list[dict[str, Any]] = []
         for tool in tools:
