@@ -58,6 +58,12 @@ class Store(Protocol):
         """Delete and return the live item that was there (None when there was none)."""
         ...
 
+    def sync_soon(self) -> Callable[[], None]:
+        """Start making every write this process made so far durable, without waiting (writes made with
+        ``durable=False``); the returned function waits until they are (blocking), raising ``errors.Unavailable``
+        if they could not be. Nothing to do where every acknowledged write is durable (DynamoDB)."""
+        ...
+
     def writes_at_once(self) -> AbstractContextManager[None]:
         """A block in which this thread's writes never wait: a write that would (for another writer, a disk sync,
         the network) raises ``errors.Unavailable`` with code ``store_busy`` and writes nothing. For an event loop,

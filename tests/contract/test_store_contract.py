@@ -502,3 +502,6 @@ def test_writes_that_need_no_disk_sync_keep_every_other_promise(store: Store) ->
     assert (wins, losses) == (4, 4)
     store.put(item(n=7))  # a durable write after them
     assert store.get(K) == item(n=7)
+    store.update(K, Update(add={"n": 1}), durable=False)
+    store.sync_soon()()  # made durable (SQLite), or was already (DynamoDB): either way, nothing else changes
+    assert store.get(K) == item(n=8)

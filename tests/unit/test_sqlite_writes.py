@@ -163,3 +163,53 @@ def test_writes_at_once_never_wait_and_write_nothing_when_they_would(
     finally:
         store._writer.release()
     assert store.get(K) == {**K.as_dict(), "value": "waited"}
+
+
+def test_sync_soon_syncs_what_was_written_while_the_caller_goes_on(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes made without a sync are synced by the store's sync thread once asked; the wait returns when they are on
+    disk, at once when nothing is left to sync."""
+    store.put({**K.as_dict(), "value": "first"})  # the file, its WAL and their first sync
+    syncs = _Syncs(monkeypatch, seconds=0.05)
+    store.put({**K.as_dict(), "value": "a"}, durable=False)
+    store.update(K, Update(set={"value": "b"}), durable=False)
+    assert syncs.of_wal() == 0
+    started = threading.Event()
+    real_sync = syncs.__call__
+
+    def noted(fd: int) -> None:
+        started.set()
+        real_sync(fd)
+
+    monkeypatch.setattr(os, "fsync", noted)
+    wait = store.sync_soon()  # returns before the sync
+    assert started.wait(timeout=60), "the sync thread synced the WAL without anyone waiting"
+    wait()
+    assert syncs.of_wal() == 1  # both writes, one sync
+    store.sync_soon()()  # nothing new: no sync
+    assert syncs.of_wal() == 1
+    assert store.get(K) == {**K.as_dict(), "value": "b"}
+
+
+def test_a_failed_background_sync_is_raised_to_the_one_who_waits_and_tried_again(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.put({**K.as_dict(), "value": "first"})
+    real, broken, attempts = os.fsync, threading.Event(), []
+
+    def failing(fd: int) -> None:
+        attempts.append(broken.is_set())
+        if broken.is_set():
+            raise OSError(5, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", failing)
+    broken.set()
+    store.put({**K.as_dict(), "value": "a"}, durable=False)
+    with pytest.raises(Unavailable) as failed:
+        store.sync_soon()()  # whichever of the sync thread and the waiter synced, the waiter is told
+    assert failed.value.code == "store_unavailable"
+    broken.clear()
+    store.sync_soon()()  # the disk answers again: synced
+    assert attempts[-1] is False

@@ -201,12 +201,15 @@ class ToolCallBroker:
         if isinstance(admitted, Submitted):
             return admitted
         running, secrets = admitted
+        synced = self._store.sync_soon()  # the call's record reaches the disk while the tool runs upstream
         outcome = await self._steps.call_upstream(running, prepared().service, until=until, secrets=secrets)
 
-        def record_and_end() -> ToolCall:  # one hop: the outcome's durable write, its event, the agent's callback
-            recorded = self._steps.record(running, outcome)
+        def record_and_end() -> ToolCall:  # one hop: the outcome's write, its event, the agent's callback
             # A step-up (SEP-835), or the upstream's own question: paused like a first authorization or approval.
-            if recorded.status in ("awaiting_oauth", "awaiting_approval"):
+            pauses = outcome.status in ("awaiting_oauth", "awaiting_approval")
+            recorded = self._steps.record(running, outcome, durable=pauses)
+            synced()  # never answered before the call is on disk
+            if pauses:
                 self._workflow().start(
                     CallStart(
                         recorded.id,
@@ -216,7 +219,9 @@ class ToolCallBroker:
                     )
                 )
                 return recorded
-            return self._steps.end(recorded)[0]
+            ended = self._steps.end(recorded)[0]
+            self._store.sync_soon()  # the outcome, right behind its answer
+            return ended
 
         call = await to_thread.run_sync(record_and_end)
         if call.status in ("awaiting_oauth", "awaiting_approval"):
@@ -305,9 +310,11 @@ class ToolCallBroker:
 
     def _open(self, draft: _Draft, callback: str | None) -> tuple[ToolCall, Mapping[str, str] | None]:
         """Record a call about to run and open its service's credentials. The record is not synced to disk on its
-        own (SQLite: so it can be written at once): the outcome's write, durable, syncs it too before the agent is
-        answered. A crash of the process loses neither; only a power cut during the call may forget that it was
-        made, when its agent got no answer either."""
+        own (SQLite: so it can be written at once): :meth:`submit` has it synced while the tool runs upstream, and
+        answers the agent once it is on disk; the outcome is written without waiting for a sync and synced right
+        behind. A crash of the process loses nothing; a power cut may forget a call whose agent got no answer, or
+        the outcome of one answered a moment before (its record then shows it running, and it ends uncertain, as
+        any call interrupted while it ran), never a call its agent was answered about."""
         running = self._record(draft, "running", callback=callback, durable=False)
         return running, self._secrets_of(draft)
 

@@ -310,9 +310,10 @@ class ToolCalls:
         sets: Mapping[str, Any] | None = None,
         removes: Iterable[str] = (),
         at_version: int | None = None,
+        durable: bool = True,
     ) -> ToolCall:
         """Move ``call`` to ``to`` if it is still in one of ``leaving`` (default: its current status) and, with
-        ``at_version``, still at that version.
+        ``at_version``, still at that version (``durable`` as for :meth:`~mcpbridge.ports.Store.update`).
 
         Raises Conflict ``already_resolved`` when another move got there first.
         """
@@ -340,6 +341,7 @@ class ToolCalls:
                 call_key(call.workspace_id, call.id),
                 Update(set=changes, remove=sorted(dropped), add={"version": 1}),
                 condition=condition,
+                durable=durable,
             )
         except ConditionFailed:
             raise Conflict("this call was already resolved", code="already_resolved") from None

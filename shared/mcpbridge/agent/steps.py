@@ -328,13 +328,13 @@ class ToolCallSteps:
             )
         return Outcome("awaiting_oauth", self._calls.oauth_pause(call, url, step_up=True, scope=scope))
 
-    def record(self, call: ToolCall, outcome: Outcome) -> ToolCall:
-        """Move a ``running`` call to its outcome (blocking: a store write); a step-up's pause is announced like
-        any OAuth pause."""
+    def record(self, call: ToolCall, outcome: Outcome, *, durable: bool = True) -> ToolCall:
+        """Move a ``running`` call to its outcome (blocking: a store write; ``durable=False``: without waiting for a
+        disk sync, for a caller that has one made); a step-up's pause is announced like any OAuth pause."""
         # A pause for input drops the token of an earlier wait (it is of an ended step) and that wait's routing
         # (the question is the caller's to answer).
         removes = ("sealed_task_token", "approval_routing") if outcome.status == "awaiting_approval" else ()
-        moved = self._calls.move(call, outcome.status, sets=outcome.sets, removes=removes)
+        moved = self._calls.move(call, outcome.status, sets=outcome.sets, removes=removes, durable=durable)
         if moved.status == "awaiting_oauth":
             self._publish("tool_call.oauth_required", moved)
         elif moved.status == "awaiting_approval":

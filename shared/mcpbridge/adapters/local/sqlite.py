@@ -16,19 +16,22 @@ the file. A write made with ``durable=False`` returns without waiting for the sy
 loses nothing (the commit is in the operating system's cache), while a power cut or a crash of the operating system
 may roll back the last such writes, never anything acknowledged as durable (the next sync covers them too). That
 is for records worth less than a disk sync on every request: the rate limit's log, the time an endpoint or a key
-was last used, and the record of an agent tool call about to run at once, whose outcome (durable) is written
-before its agent is answered. Everything else is durable: what a person or an agent was told is done (a key, an
-endpoint, a document, a call's outcome, a paused call waiting for an approval) survives a power cut.
+was last used. :meth:`SqliteStore.sync_soon` has the store's sync thread sync what was written so far while the
+caller goes on, and hands back the wait for it: an agent tool call that runs at once is recorded ``running`` without
+a sync, that record is synced while the tool runs upstream, and its agent is answered once it is on disk; the
+outcome is written without waiting and synced at once behind it. Everything else is durable: what a person or an
+agent was told is done (a key, an endpoint, a document, a paused call waiting for an approval) survives a power cut.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,8 @@ from mcpbridge.domain.items import (
 from mcpbridge.errors import ConditionFailed, InvalidInput, Unavailable
 from mcpbridge.ports import Clock
 
+log = logging.getLogger("mcpbridge.store")
+
 _WRITER_WAIT_SECONDS = 30.0  # as long as SQLite's own busy timeout
 
 # Larger than any character, so "prefix || _TOP" bounds every string that starts with prefix.
@@ -81,6 +86,8 @@ class _WalSync:
         self._committed = 0  # commits counted so far
         self._synced = 0  # commits known to be on disk
         self._syncing = False
+        self._wanted = 0  # commits the sync thread is asked to sync (soon)
+        self._thread: threading.Thread | None = None
         self._inode: tuple[int, int] | None = None  # the WAL file whose directory entry is synced
 
     def committed(self) -> int:
@@ -88,6 +95,34 @@ class _WalSync:
         with self._changed:
             self._committed += 1
             return self._committed
+
+    def soon(self) -> Callable[[], None]:
+        """Have the sync thread sync every commit counted so far, without waiting; the wait for it (which syncs
+        itself if the thread has not got there: a failure is raised to the one who waits)."""
+        with self._changed:
+            ticket = self._committed
+            if self._synced >= ticket:
+                return _nothing
+            self._wanted = max(self._wanted, ticket)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="sqlite-wal-sync", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+        return functools.partial(self.wait, ticket)
+
+    def _run(self) -> None:
+        """The sync thread: syncs what :meth:`soon` asked for, in groups."""
+        while True:
+            with self._changed:
+                while self._synced >= self._wanted:
+                    self._changed.wait()
+                target = self._wanted
+            try:
+                self.wait(target)
+            except OSError as exc:  # the one who waits syncs again and is told
+                log.warning("the SQLite store could not sync its journal: %s", exc)
+                with self._changed:
+                    self._wanted = self._synced  # asked again by the next soon()
 
     def wait(self, ticket: int) -> None:
         with self._changed:
@@ -124,6 +159,10 @@ class _WalSync:
             finally:
                 os.close(directory)
             self._inode = (stat.st_dev, stat.st_ino)
+
+
+def _nothing() -> None:
+    return None
 
 
 class SqliteStore:
@@ -187,6 +226,23 @@ class SqliteStore:
                 conn.close()
             self._connections.clear()
         self._local = threading.local()
+
+    def sync_soon(self) -> Callable[[], None]:
+        """Start making every write of this process so far durable, without waiting (see the module docstring); the
+        returned function waits until they are (blocking; raises ``Unavailable`` if the sync failed)."""
+        if getattr(self._local, "syncs_itself", False):
+            return _nothing  # no WAL: SQLite synced each commit
+        wait = self._wal_sync.soon()
+
+        def synced() -> None:
+            try:
+                wait()
+            except OSError as exc:
+                raise Unavailable(
+                    f"the SQLite store could not sync its journal: {exc}", code="store_unavailable"
+                ) from exc
+
+        return synced
 
     @contextmanager
     def writes_at_once(self) -> Iterator[None]:
