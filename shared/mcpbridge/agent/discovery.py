@@ -361,7 +361,7 @@ class AgentCatalog:
             service = entry.service
             if not service.enabled or entry.view.snapshot is None or (wanted and service.id != wanted):
                 continue
-            policies = self._policies.of_service(_reader(principal), service.id)
+            policies = self._policies.of_service(_reader(principal), service)
             held = self._holds(principal, entry)
             for tool in entry.tools:
                 policy = policies.of(tool["name"])
@@ -495,7 +495,7 @@ class AgentCatalog:
         for entry in loaded:
             if entry.view.snapshot is None:
                 continue
-            policies = self._policies.of_service(_reader(principal), entry.service.id)
+            policies = self._policies.of_service(_reader(principal), entry.service)
             held = self._holds(principal, entry)
             kept = []
             for tool in entry.tools:
@@ -595,7 +595,7 @@ class AgentCatalog:
             service = entry.service
             if not service.enabled or entry.view.snapshot is None:
                 continue
-            policies = self._policies.of_service(_reader(principal), service.id)
+            policies = self._policies.of_service(_reader(principal), service)
             held: dict[str, Hold] | None = None
             for tool in entry.tools:
                 name = _name_in(names, service.id, tool["name"])
@@ -726,7 +726,7 @@ class AgentCatalog:
         return self._quarantine.holds(principal.workspace_id, entry.service.id, entry.tools, only)
 
     def _disabled_names(self, principal: Principal, service: ExternalService) -> set[str]:
-        return self._policies.of_service(_reader(principal), service.id).disabled()
+        return self._policies.of_service(_reader(principal), service).disabled()
 
     def _record_ref(self, workspace_id: str, ref: str, service_id: str, tool_name: str) -> None:
         now = self._clock.now()

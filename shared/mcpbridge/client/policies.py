@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from mcpbridge.client.registry import ServiceRegistry, require_reader, require_writer
 from mcpbridge.client.snapshots import Snapshots
-from mcpbridge.domain.external_services import scope_for
+from mcpbridge.domain.external_services import ExternalService, scope_for
 from mcpbridge.domain.identity import Principal, timestamp
 from mcpbridge.domain.items import Condition, Item, Key, Update
 from mcpbridge.errors import ConditionFailed, InvalidInput, NotFound
@@ -86,13 +86,16 @@ class ToolPolicies:
         """The policies stored for a service of the workspace (or a builtin one), by tool name."""
         require_reader(principal)
         service = self._registry.get(principal, service_id)
-        items = every_item(self._store, f"WS#{principal.workspace_id}", sk_prefix=f"SVCTOOL#{service.id}#")
-        return [_policy_of(item) for item in items]
+        return self._stored(principal.workspace_id, service.id)
 
-    def of_service(self, principal: Principal, service_id: str) -> ServicePolicies:
-        """Every tool's policy for a service, as the catalog and the agents show them."""
-        service = self._registry.get(principal, service_id)
-        return ServicePolicies(service.id, self.list(principal, service.id))
+    def of_service(self, principal: Principal, service: ExternalService) -> ServicePolicies:
+        """Every tool's policy for a service the caller has just read, as the catalog and the agents show them."""
+        require_reader(principal)
+        return ServicePolicies(service.id, self._stored(principal.workspace_id, service.id))
+
+    def _stored(self, workspace_id: str, service_id: str) -> builtins.list[ToolPolicy]:
+        items = every_item(self._store, f"WS#{workspace_id}", sk_prefix=f"SVCTOOL#{service_id}#")
+        return [_policy_of(item) for item in items]
 
     def set(
         self,

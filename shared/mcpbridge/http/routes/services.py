@@ -673,7 +673,7 @@ async def list_service_tools(
     """The catalog's tools, in the server's order, with the workspace's policies; the first call pulls the catalog
     when there is none."""
     view = await catalog.current(principal, service_id)
-    policies = await to_thread.run_sync(tool_policies.of_service, principal, service_id)
+    policies = await to_thread.run_sync(tool_policies.of_service, principal, view.service)
     snapshot = view.snapshot or {}
     # In the server's own order, within one catalog snapshot: a cursor of an older one is refused.
     tools, next_cursor = page_of(
