@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from mcpbridge.agent.discovery import PublishedCall, ResolvedTool
     from mcpbridge.agent.policy_gate import PolicyGate, Routing
     from mcpbridge.agent.profiles import AgentProfile
+    from mcpbridge.agent.results import Outcome
     from mcpbridge.client.policies import ToolPolicy
     from mcpbridge.rules.evaluate import Decision
 
@@ -203,30 +204,31 @@ class ToolCallBroker:
         running, secrets = admitted
         synced = self._store.sync_soon()  # the call's record reaches the disk while the tool runs upstream
         outcome = await self._steps.call_upstream(running, prepared().service, until=until, secrets=secrets)
-
-        def record_and_end() -> ToolCall:  # one hop: the outcome's write, its event, the agent's callback
-            # A step-up (SEP-835), or the upstream's own question: paused like a first authorization or approval.
-            pauses = outcome.status in ("awaiting_oauth", "awaiting_approval")
-            recorded = self._steps.record(running, outcome, durable=pauses)
-            synced()  # never answered before the call is on disk
-            if pauses:
-                self._workflow().start(
-                    CallStart(
-                        recorded.id,
-                        recorded.workspace_id,
-                        recorded.approval_timeout_seconds,
-                        recorded.oauth_timeout_seconds,
-                    )
-                )
-                return recorded
-            ended = self._steps.end(recorded)[0]
-            self._store.sync_soon()  # the outcome, right behind its answer
-            return ended
-
-        call = await to_thread.run_sync(record_and_end)
+        call = await to_thread.run_sync(self._record_and_end, running, outcome, synced)
         if call.status in ("awaiting_oauth", "awaiting_approval"):
             return Submitted(call=call, paused=True)
         return Submitted(call=call, paused=False, agent_result=outcome.for_agent)
+
+    def _record_and_end(self, running: ToolCall, outcome: Outcome, synced: Callable[[], None]) -> ToolCall:
+        """One hop after the upstream answered: the outcome's write, its event, the agent's callback; returns once
+        ``synced`` says the call's record is on disk (never answered before)."""
+        # A step-up (SEP-835), or the upstream's own question: paused like a first authorization or approval.
+        pauses = outcome.status in ("awaiting_oauth", "awaiting_approval")
+        recorded = self._steps.record(running, outcome, durable=pauses)
+        synced()
+        if pauses:
+            self._workflow().start(
+                CallStart(
+                    recorded.id,
+                    recorded.workspace_id,
+                    recorded.approval_timeout_seconds,
+                    recorded.oauth_timeout_seconds,
+                )
+            )
+            return recorded
+        ended = self._steps.end(recorded)[0]
+        self._store.sync_soon()  # the outcome, right behind its answer
+        return ended
 
     async def _on_store(self, work: Callable[[], _T]) -> _T:
         """Run ``work`` (a call's checks and first write) where the store makes it cheapest: on the event loop when
@@ -353,10 +355,7 @@ class ToolCallBroker:
         published: PublishedCall | None = None,
     ) -> _Draft:
         user_id = self._acting_user(principal, acting_user_id)
-        if published is not None and published.profile.id == agent_id and published.tool_ref == tool_ref:
-            profile, resolved = published.profile, published.resolved
-        else:
-            profile, resolved = self._tools.profile(principal, agent_id), None
+        profile, resolved = self._found(principal, agent_id, tool_ref, published)
         try:
             if resolved is None:
                 resolved = self._tools.resolve(principal, agent_id, tool_ref)
@@ -417,6 +416,14 @@ class ToolCallBroker:
         if self._user_usable is not None and not self._user_usable(principal.workspace_id, acting_user_id):
             raise Forbidden("the user this call would act for is disabled or being deleted", code="user_inactive")
         return acting_user_id
+
+    def _found(
+        self, principal: Principal, agent_id: str | None, tool_ref: str, published: PublishedCall | None
+    ) -> tuple[AgentProfile, ResolvedTool | None]:
+        """The profile a call runs under and its tool as ``published`` has them resolved (None: resolve it)."""
+        if published is not None and published.profile.id == agent_id and published.tool_ref == tool_ref:
+            return published.profile, published.resolved
+        return self._tools.profile(principal, agent_id), None
 
     def _approval_required(self, workspace_id: str, service_id: str, tool_name: str) -> bool:
         try:

@@ -8,7 +8,7 @@ busy handler, which polls with sleeps of up to 100 ms; the busy handler is left 
 
 Durability. A write returns once it is durable, so neither a crash of the process nor a power cut loses it: every
 commit is made with ``synchronous=NORMAL`` (the WAL is written, not synced), then, outside the write lock, the WAL
-file is synced before the write returns (group commit, :class:`_WalSync`): one ``fsync`` makes every commit made
+file is synced before the write returns (group commit, :mod:`.wal_sync`): one ``fsync`` makes every commit made
 before it durable, so writers that commit while a sync is under way share the next one instead of each holding the
 write lock through a sync of its own, as ``synchronous=FULL`` would. Nothing acknowledged is unsynced, and WAL
 frames carry checksums, so a power cut during a sync rolls back only writes not yet acknowledged, never corrupting
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import os
 import sqlite3
 import threading
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpbridge.adapters.local.sqlite_schema import COLUMNS, initialise, rewrite
+from mcpbridge.adapters.local.wal_sync import WalSync, nothing_to_sync
 from mcpbridge.domain.items import (
     INDEX_KEYS,
     Check,
@@ -63,106 +63,10 @@ from mcpbridge.domain.items import (
 from mcpbridge.errors import ConditionFailed, InvalidInput, Unavailable
 from mcpbridge.ports import Clock
 
-log = logging.getLogger("mcpbridge.store")
-
 _WRITER_WAIT_SECONDS = 30.0  # as long as SQLite's own busy timeout
 
 # Larger than any character, so "prefix || _TOP" bounds every string that starts with prefix.
 _TOP = "\U0010ffff"
-
-
-class _WalSync:
-    """Group commit: :meth:`wait` returns once every commit counted before it is on disk, one ``fsync`` of the WAL
-    file serving every commit made before that sync started (see the module docstring).
-
-    Syncing the WAL by path is what ``synchronous=FULL`` does through SQLite's own handle: ``fsync`` flushes the
-    file's data whichever descriptor names it. The WAL file lasts as long as a connection is open; a new one (after
-    every connection closed, which checkpoints the WAL into the database and syncs it) also gets its directory
-    synced once, so its name survives a power cut as well."""
-
-    def __init__(self, wal: Path) -> None:
-        self._wal = wal
-        self._changed = threading.Condition()
-        self._committed = 0  # commits counted so far
-        self._synced = 0  # commits known to be on disk
-        self._syncing = False
-        self._wanted = 0  # commits the sync thread is asked to sync (soon)
-        self._thread: threading.Thread | None = None
-        self._inode: tuple[int, int] | None = None  # the WAL file whose directory entry is synced
-
-    def committed(self) -> int:
-        """Count a commit just made (under the write lock); its ticket for :meth:`wait`."""
-        with self._changed:
-            self._committed += 1
-            return self._committed
-
-    def soon(self) -> Callable[[], None]:
-        """Have the sync thread sync every commit counted so far, without waiting; the wait for it (which syncs
-        itself if the thread has not got there: a failure is raised to the one who waits)."""
-        with self._changed:
-            ticket = self._committed
-            if self._synced >= ticket:
-                return _nothing
-            self._wanted = max(self._wanted, ticket)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="sqlite-wal-sync", daemon=True)
-                self._thread.start()
-            self._changed.notify_all()
-        return functools.partial(self.wait, ticket)
-
-    def _run(self) -> None:
-        """The sync thread: syncs what :meth:`soon` asked for, in groups."""
-        while True:
-            with self._changed:
-                while self._synced >= self._wanted:
-                    self._changed.wait()
-                target = self._wanted
-            try:
-                self.wait(target)
-            except OSError as exc:  # the one who waits syncs again and is told
-                log.warning("the SQLite store could not sync its journal: %s", exc)
-                with self._changed:
-                    self._wanted = self._synced  # asked again by the next soon()
-
-    def wait(self, ticket: int) -> None:
-        with self._changed:
-            while self._synced < ticket:
-                if self._syncing:
-                    self._changed.wait()
-                    continue
-                self._syncing, target = True, self._committed
-                try:
-                    self._changed.release()
-                    try:
-                        self._sync()
-                    finally:
-                        self._changed.acquire()
-                    self._synced = max(self._synced, target)
-                finally:  # synced or failed: the next waiter checks, or syncs itself
-                    self._syncing = False
-                    self._changed.notify_all()
-
-    def _sync(self) -> None:
-        try:
-            fd = os.open(self._wal, os.O_RDONLY)
-        except FileNotFoundError:
-            return  # no WAL: its last checkpoint put every commit in the database file and synced it
-        try:
-            os.fsync(fd)
-            stat = os.fstat(fd)
-        finally:
-            os.close(fd)
-        if self._inode != (stat.st_dev, stat.st_ino):
-            directory = os.open(self._wal.parent, os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
-            self._inode = (stat.st_dev, stat.st_ino)
-
-
-def _nothing() -> None:
-    return None
 
 
 class SqliteStore:
@@ -180,7 +84,7 @@ class SqliteStore:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._writer = threading.Lock()  # one writer of this process at a time (see the module docstring)
-        self._wal_sync = _WalSync(path.with_name(path.name + "-wal"))
+        self._wal_sync = WalSync(path.with_name(path.name + "-wal"))
         self._ready = False
 
     # ------------------------------------------------------------------------------------------ connections
@@ -231,7 +135,7 @@ class SqliteStore:
         """Start making every write of this process so far durable, without waiting (see the module docstring); the
         returned function waits until they are (blocking; raises ``Unavailable`` if the sync failed)."""
         if getattr(self._local, "syncs_itself", False):
-            return _nothing  # no WAL: SQLite synced each commit
+            return nothing_to_sync  # no WAL: SQLite synced each commit
         wait = self._wal_sync.soon()
 
         def synced() -> None:
