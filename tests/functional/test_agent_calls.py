@@ -314,6 +314,37 @@ def test_a_call_runs_at_once_while_another_process_holds_the_store(
     assert upstream.ran == [("echo", {"text": "free"}), ("echo", {"text": "held"})]
 
 
+def test_a_call_is_answered_only_once_its_record_is_on_disk(
+    client: TestClient, container: Container, service_id: str, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running call's record is synced while the tool runs upstream: asked for before the tool runs, waited for
+    before the answer; its outcome is synced right behind the answer."""
+    if container.settings.backend != "local":
+        pytest.skip("every acknowledged DynamoDB write is durable already")
+    ref = tool_ref(client, service_id, "echo")
+    events: list[tuple[str, int]] = []  # what happened, and how many times the tool had run by then
+    waits: list[Any] = []
+    sync_soon = SqliteStore.sync_soon
+
+    def spied(store: SqliteStore) -> Any:
+        wait = sync_soon(store)
+        events.append(("asked", len(upstream.ran)))
+
+        def waited() -> None:
+            wait()
+            events.append(("synced", len(upstream.ran)))
+
+        waits.append(waited)
+        return waited
+
+    monkeypatch.setattr(SqliteStore, "sync_soon", spied)
+    answered = client.post(CALLS, json={"tool_ref": ref, "arguments": {"text": "kept"}})
+    assert answered.json()["status"] == "completed", answered.text
+    assert events == [("asked", 0), ("synced", 1), ("asked", 1)], events
+    waits[1]()  # the outcome's sync, asked for behind the answer, ends
+    assert events[-1] == ("synced", 1)
+
+
 def test_arguments_are_checked_against_the_schema(client: TestClient, service_id: str, upstream: Upstream) -> None:
     ref = tool_ref(client, service_id, "delete_page")
     for arguments in ({"id": "seven"}, {}, {"id": 7, "extra": True}):
