@@ -563,6 +563,28 @@ def test_approval_timeout_rejects(
     assert upstream.ran == []
 
 
+def test_a_question_of_the_upstream_left_unanswered_times_out_as_such(
+    client: TestClient, container: Container, service_id: str, upstream: Upstream
+) -> None:
+    """A call waiting for an answer to its upstream's own question (as the relay pauses it) ends rejected when no
+    one answers in time, its reason an input timeout, not an approval timeout."""
+    agent = client.post("/api/v1/agents", json={"name": "quick", "approval_timeout_seconds": 30}).json()
+    require_approval(client, service_id, "delete_page")
+    ref = tool_ref(client, service_id, "delete_page")
+    paused = client.post(CALLS, json={"tool_ref": ref, "arguments": {"id": 1}, "agent_id": agent["id"]})
+    assert paused.status_code == 202, paused.text
+    call_id = paused.json()["pending_id"]
+    calls = container.tool_call_records
+    call = calls.find(client.get("/api/v1/me").json()["workspace_id"], call_id)
+    question = {"key": "q1", "message": "Which page?", "requested_schema": {"type": "object", "properties": {}}}
+    calls.move(call, "awaiting_approval", sets=calls.input_pause(call, question))
+    container.clock.advance(31)  # type: ignore[attr-defined]
+    done = settled(client, call_id)
+    assert done["status"] == "rejected"
+    assert done["error"] == {"code": "input_timeout", "message": "input timeout"}
+    assert upstream.ran == []
+
+
 def test_a_tool_disabled_while_waiting_is_refused(client: TestClient, service_id: str, upstream: Upstream) -> None:
     require_approval(client, service_id, "delete_page")
     paused = client.post(CALLS, json={"tool_ref": tool_ref(client, service_id, "delete_page"), "arguments": {"id": 1}})

@@ -39,6 +39,8 @@ log = logging.getLogger("mcpbridge.agent")
 MAX_INPUT_ROUNDS = 5
 """Questions an upstream may put in one call (each a pause and a run of the tool); beyond, its answer stands."""
 TIMEOUT_REASONS: dict[PendingKind, str] = {"approval": "approval timeout", "oauth": "authorization timeout"}
+INPUT_TIMEOUT = "input timeout"
+"""The reason of a call whose upstream asked a question no one answered in time."""
 
 
 class OAuthGate(Protocol):
@@ -181,11 +183,13 @@ class ToolCallSteps:
         self._workflow().send_success(task_token, {"resolved": True})
 
     def timeout(self, call_id: str, workspace_id: str, kind: PendingKind) -> dict[str, str]:
-        """The wait ran out: reject (approval) or cancel (OAuth) unless a person resolved it first."""
+        """The wait ran out: reject (approval, or an answer to the upstream's question) or cancel (OAuth) unless a
+        person resolved it first."""
         call = self._calls.find(workspace_id, call_id)
         if call.status == WAITING[kind]:
             to = "rejected" if kind == "approval" else "cancelled"
-            reason = TIMEOUT_REASONS[kind]
+            # A wait for an answer to the upstream's own question is no approval: its timeout says so.
+            reason = INPUT_TIMEOUT if call.input_request is not None else TIMEOUT_REASONS[kind]
             moved = self._moved(
                 call, to, leaving=[WAITING[kind]], sets={"error": _error(reason.replace(" ", "_"), reason)}
             )

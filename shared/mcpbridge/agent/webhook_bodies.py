@@ -17,7 +17,7 @@ from mcpbridge.outbound.policy import EgressPolicy
 APPROVAL_PAGE: Final = "/console/approvals/{call_id}"
 ATTEMPT_TIMEOUT_SECONDS: Final = 10.0
 MAX_ANSWER_BYTES: Final = 64 * 1024
-_TIMEOUT_CODES: Final = frozenset({"approval_timeout", "authorization_timeout"})
+_TIMEOUT_CODES: Final = frozenset({"approval_timeout", "authorization_timeout", "input_timeout"})
 
 
 def signature(secret: str, sent_at: str, body: bytes) -> str:
