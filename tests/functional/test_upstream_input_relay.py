@@ -266,6 +266,40 @@ def _rpc(endpoint: dict[str, Any], method: str, params: dict[str, Any]) -> dict[
     return answer
 
 
+def test_a_client_of_form_elicitation_only_is_asked_the_question_and_told_of_an_approval(hub: Hub) -> None:
+    """A 2026-07-28 client declaring form-mode elicitation alone: the upstream's form question comes as an
+    ``InputRequiredResult`` it can answer; a wait for an approval (a URL-mode page) comes as the waiting notice."""
+    with hub.http() as http:
+        approval = http.put(f"{SERVICES}/{hub.service_id}/tool-approvals/echo", json={"require_approval": True})
+        assert approval.status_code == 200, approval.text
+        created = http.post(
+            ENDPOINTS,
+            json={"name": "form only", "services": [{"service_id": hub.service_id, "tools": [TOOL, "echo"]}]},
+        )
+    assert created.status_code == 201, created.text
+    endpoint = created.json()
+    form_only = {"elicitation": {"form": {}}}
+
+    def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        body, headers = modern_request(method, params, endpoint["token"], form_only)
+        answer: dict[str, Any] = httpx.post(endpoint["url"], json=body, headers=headers, timeout=30).json()
+        return answer
+
+    listed = [tool["name"] for tool in rpc("tools/list", {})["result"]["tools"]]
+    names = {name.split("_")[2]: name for name in listed if name.startswith("mcp_everything_")}
+    asked = rpc("tools/call", {"name": names["trigger"], "arguments": {}})["result"]
+    assert asked["resultType"] == "input_required", asked
+    ((key, request),) = asked["inputRequests"].items()
+    assert key.startswith("input_")
+    assert request["params"]["mode"] == "form"
+    assert request["params"]["message"] == QUESTION
+    waiting = rpc("tools/call", {"name": names["echo"], "arguments": {"message": "hi"}})["result"]
+    assert "resultType" not in waiting or waiting["resultType"] != "input_required", waiting
+    assert waiting["isError"] is False
+    assert waiting["structuredContent"]["status"] == "awaiting_approval"
+    assert waiting["structuredContent"]["approval_url"].endswith(waiting["structuredContent"]["call_id"])
+
+
 def test_an_earlier_client_gets_the_question_in_a_notice_and_answers_it_with_answer_call(hub: Hub) -> None:
     endpoint = _endpoint(hub)
 

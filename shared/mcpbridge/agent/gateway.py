@@ -28,14 +28,15 @@
   tools) answers the tool's result once the call has run, the same notice while it still waits, and an error result
   naming the reason after a rejection, a timeout or a failure. Only the caller who made a call may check it, through
   the endpoint that made it.
-* **Pauses** (2026-07-28, a client that declares URL-mode elicitation). The call answers ``InputRequiredResult``: an
+* **Pauses** (2026-07-28, a client that declares elicitation). The call answers ``InputRequiredResult``: an
   input request ``approval`` (or ``oauth``), a URL-mode elicitation to the approval page (or to the caller's own
   consent URL), and a ``requestState`` sealed by mcpbridge (:mod:`mcpbridge.agent.request_state`: bound to the
   endpoint, the caller, the tool and its arguments). The client's retry with that state gets the tool's result once
   the call has run; while it still waits, ``InputRequiredResult`` again, with only the state when the client was
   sent to that page already; an error result naming the reason after a rejection or a timeout; the waiting notice
   above when its person declined or dismissed the page (the call still waits for its approver). A retry takes no
-  count of the endpoint's rate limit. A modern client without URL elicitation gets the handshake-era notice.
+  count of the endpoint's rate limit. A modern client that does not declare the mode the wait needs (URL for an
+  approval or a consent, form for the upstream's own question) gets the handshake-era notice.
 """
 
 from __future__ import annotations
@@ -182,11 +183,13 @@ class Gateway:
         idempotency_key: str | None = None,
         *,
         paused_as: str | None = None,
+        elicits: frozenset[str] = frozenset({"url", "form"}),
         as_task: bool = False,
     ) -> dict[str, Any]:
         """Call a published tool through the broker: its result, or the notice of a call that waits (with
-        ``paused_as``, the name the client called: an ``InputRequiredResult`` instead, 2026-07-28). With an
-        idempotency key used before for the same call: that call as it stands (its result, once it ran)."""
+        ``paused_as``, the name the client called: an ``InputRequiredResult`` instead, 2026-07-28, when the wait's
+        question is of a mode in ``elicits``: URL for an approval or a consent, form for the upstream's own question).
+        With an idempotency key used before for the same call: that call as it stands (its result, once it ran)."""
         submitted = await self._broker().submit(
             principal,
             tool_ref=found.tool_ref,
@@ -203,7 +206,11 @@ class Gateway:
         if as_task and call.status in _WAITING:
             return call_tasks.created(call, self._broker().records.retention_seconds)
         if paused_as is not None and call.status in _WAITING:
-            return self._input_required(publication, principal, call, paused_as, arguments, base_url, asked=None)
+            question = self._question(call, principal, base_url)
+            if question is None or question[1].get("mode", "form") in elicits:
+                return self._input_required(
+                    publication, principal, call, paused_as, arguments, base_url, asked=None, question=question
+                )
         return self._answer(call, principal, base_url, notice=submitted.notice)
 
     def resume(
@@ -236,8 +243,17 @@ class Gateway:
         if call.status in _WAITING:
             if call.input_request is None and _declined(input_responses):
                 return waiting_notice(call, base_url, self._broker().authorization_url(call, principal))
+            question = self._question(call, principal, base_url)
             return self._input_required(
-                publication, principal, call, name, arguments, base_url, asked=paused.asked, state=request_state
+                publication,
+                principal,
+                call,
+                name,
+                arguments,
+                base_url,
+                asked=paused.asked,
+                question=question,
+                state=request_state,
             )
         return self._answer(call, principal, base_url)
 
@@ -251,12 +267,13 @@ class Gateway:
         base_url: str,
         *,
         asked: str | None,
+        question: tuple[str, dict[str, Any]] | None,
         state: str | None = None,
     ) -> dict[str, Any]:
         """``InputRequiredResult``: a URL-mode elicitation to the page the call waits on (the approval page, or the
         caller's own OAuth consent), unless the client was sent there already; and the sealed ``requestState`` (the
-        client's own ``state`` again when nothing new is asked: no sealing per poll)."""
-        question = self._question(call, principal, base_url)
+        client's own ``state`` again when nothing new is asked: no sealing per poll). ``question``: what
+        :meth:`_question` asks of the call now."""
         if question is None or question[0] == asked:
             if state is not None:
                 return {"resultType": "input_required", "requestState": state}

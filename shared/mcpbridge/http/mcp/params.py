@@ -119,6 +119,11 @@ def declares_extension(meta: Mapping[str, Any] | None, extension: str) -> bool:
     return extension in (declared_capability(meta, "extensions") or {})
 
 
-def elicits_urls(meta: Mapping[str, Any] | None) -> bool:
-    """Whether the client declares URL-mode elicitation."""
-    return isinstance((declared_capability(meta, "elicitation") or {}).get("url"), Mapping)
+def elicitation_modes(meta: Mapping[str, Any] | None) -> frozenset[str]:
+    """The elicitation modes the client declares (``form``, ``url``); an ``elicitation`` capability naming neither
+    is form mode, as before modes had names."""
+    declared = declared_capability(meta, "elicitation")
+    if declared is None:
+        return frozenset()
+    modes = frozenset(mode for mode in ("form", "url") if isinstance(declared.get(mode), Mapping))
+    return modes or frozenset({"form"})

@@ -43,7 +43,7 @@ from mcpbridge.errors import Conflict, Forbidden, InvalidInput, MCPBridgeError, 
 from mcpbridge.http.mcp import protocol, tool_outputs, tool_tasks
 from mcpbridge.http.mcp.app import SERVER_CARD
 from mcpbridge.http.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Reply
-from mcpbridge.http.mcp.params import declares_extension, elicits_urls
+from mcpbridge.http.mcp.params import declares_extension, elicitation_modes
 from mcpbridge.http.mcp.primitives import Primitives
 from mcpbridge.http.mcp.protocol import TASKS_EXTENSION, Resume, ServerIdentity
 from mcpbridge.http.mcp.tools import INSTRUCTIONS, SPECS, SPECS_BY_NAME, ToolContext, ToolSpec
@@ -405,10 +405,10 @@ class EndpointTools:
                 except MCPBridgeError as exc:
                     return error_result(exc.code, exc.message, exc.status)
             key = (meta or {}).get(IDEMPOTENCY_META)
-            asks = modern and elicits_urls(meta)
+            elicits = elicitation_modes(meta) if modern else frozenset()
             as_task = modern and declares_extension(meta, TASKS_EXTENSION)
             answered = await self._gateway_call(
-                name, arguments, key if isinstance(key, str) else None, modern=asks, resume=resume, as_task=as_task
+                name, arguments, key if isinstance(key, str) else None, elicits=elicits, resume=resume, as_task=as_task
             )
             if answered is not None:
                 return answered
@@ -459,13 +459,13 @@ class EndpointTools:
         arguments: dict[str, Any],
         key: str | None,
         *,
-        modern: bool = False,
+        elicits: frozenset[str] = frozenset(),
         resume: Resume | None = None,
         as_task: bool = False,
     ) -> dict[str, Any] | None:
         """A call of a published external tool or of ``check_call``; None when ``name`` is neither. In the modern
-        era a call that waits for a person answers ``InputRequiredResult``, and its retry (``resume``) the call as
-        it stands."""
+        era a call that waits for a person answers ``InputRequiredResult`` when the client takes the elicitation
+        mode its wait needs (``elicits``: the modes it declares), and its retry (``resume``) the call as it stands."""
         container, authority = self._app.container, self._authority
         gateway, principal = container.gateway, self._caller()
         publication = container.publication_of(authority.endpoint)
@@ -507,7 +507,8 @@ class EndpointTools:
                 arguments,
                 self._base_url,
                 key,
-                paused_as=name if modern else None,
+                paused_as=name if elicits else None,
+                elicits=elicits,
                 as_task=as_task,
             )
         except Conflict as exc:
