@@ -44,9 +44,10 @@ if TYPE_CHECKING:
     from mcpbridge.agent.calls import ToolCalls
     from mcpbridge.agent.discovery import AgentCatalog
     from mcpbridge.agent.external_reads import ExternalReads
-    from mcpbridge.agent.gateway import Gateway, Publication
+    from mcpbridge.agent.gateway import Gateway
     from mcpbridge.agent.policy_gate import PolicyGate
     from mcpbridge.agent.profiles import AgentProfile, AgentProfiles
+    from mcpbridge.agent.publications import Publication
     from mcpbridge.agent.steps import OAuthGate, ToolCallSteps
     from mcpbridge.agent.tool_resolution import ToolResolution
     from mcpbridge.agent.tool_search import ToolIndex
@@ -903,7 +904,7 @@ class Container:
         return self.publication_of(endpoint).profile
 
     def publication_of(self, endpoint: Endpoint) -> Publication:
-        from mcpbridge.agent.gateway import publication_of
+        from mcpbridge.agent.publications import publication_of
 
         return publication_of(
             endpoint.id,

@@ -58,10 +58,11 @@ class Store(Protocol):
         """Delete and return the live item that was there (None when there was none)."""
         ...
 
-    def sync_soon(self) -> Callable[[], None]:
+    def sync_soon(self, *, within: float = 0.0) -> Callable[[], None]:
         """Start making every write this process made so far durable, without waiting (writes made with
-        ``durable=False``); the returned function waits until they are (blocking), raising ``errors.Unavailable``
-        if they could not be. Nothing to do where every acknowledged write is durable (DynamoDB)."""
+        ``durable=False``): at once, or within ``within`` seconds, sharing a sync asked for meanwhile; the returned
+        function waits until they are (blocking), raising ``errors.Unavailable`` if they could not be. Nothing to do
+        where every acknowledged write is durable (DynamoDB)."""
         ...
 
     def writes_at_once(self) -> AbstractContextManager[None]:

@@ -326,8 +326,8 @@ def test_a_call_is_answered_only_once_its_record_is_on_disk(
     waits: list[Any] = []
     sync_soon = SqliteStore.sync_soon
 
-    def spied(store: SqliteStore) -> Any:
-        wait = sync_soon(store)
+    def spied(store: SqliteStore, **kwargs: Any) -> Any:
+        wait = sync_soon(store, **kwargs)
         events.append(("asked", len(upstream.ran)))
 
         def waited() -> None:

@@ -192,6 +192,26 @@ def test_sync_soon_syncs_what_was_written_while_the_caller_goes_on(
     assert store.get(K) == {**K.as_dict(), "value": "b"}
 
 
+def test_a_sync_asked_within_a_delay_shares_an_earlier_one_or_comes_on_its_own(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``within``: the sync thread lets a sync wait that long for another to cover it; none comes: it syncs alone."""
+    store.put({**K.as_dict(), "value": "first"})
+    syncs = _Syncs(monkeypatch)
+    store.put({**K.as_dict(), "value": "a"}, durable=False)
+    later = store.sync_soon(within=60)  # an hour would do: the next sync covers it
+    store.put({**K.as_dict(), "value": "b"}, durable=False)
+    store.sync_soon()()  # asked at once: one sync, covering both writes
+    later()  # returns at once: covered
+    assert syncs.of_wal() == 1
+    store.put({**K.as_dict(), "value": "c"}, durable=False)
+    alone = store.sync_soon(within=0.05)
+    while syncs.of_wal() < 2:  # no one else syncs: the thread does, on its own (a hang is pytest-timeout's)
+        time.sleep(0.01)
+    alone()
+    assert syncs.of_wal() == 2
+
+
 def test_a_failed_background_sync_is_raised_to_the_one_who_waits_and_tried_again(
     store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -59,6 +59,9 @@ BACKGROUND_NOTICE = (
     "{service} may take up to {timeout:g} s to answer, longer than a request may wait here ({budget:g} s): the call "
     "runs in the background; poll GET /api/v1/agent/tool-calls/{call_id} (or pass callback_task_token)"
 )
+OUTCOME_SYNC_SECONDS = 0.02
+"""How long a call's outcome, written after its answer went out, may wait to share another write's disk sync (the
+next call's record, under load) before it is synced on its own: what a power cut right after an answer may lose."""
 OAUTH_NOTICE = (
     "This tool needs your authorization of {service}. Authorize it in the console (MCP services), then ask again; "
     "the agent continues without the tool for now."
@@ -227,7 +230,7 @@ class ToolCallBroker:
             )
             return recorded
         ended = self._steps.end(recorded)[0]
-        self._store.sync_soon()  # the outcome, right behind its answer
+        self._store.sync_soon(within=OUTCOME_SYNC_SECONDS)  # the outcome: with the next call's sync, or on its own
         return ended
 
     async def _on_store(self, work: Callable[[], _T]) -> _T:

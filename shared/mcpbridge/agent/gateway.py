@@ -41,8 +41,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from mcpbridge.agent import call_tasks
@@ -55,7 +54,7 @@ from mcpbridge.agent.paused_call_tools import (
     tool_result,
     waiting_notice,
 )
-from mcpbridge.agent.profiles import AgentProfile
+from mcpbridge.agent.publications import Publication
 from mcpbridge.agent.request_state import InvalidRequestState, PausedCall, arguments_digest
 from mcpbridge.agent.request_state import open_state as request_state_of
 from mcpbridge.agent.request_state import seal as seal_request_state
@@ -66,50 +65,14 @@ from mcpbridge.agent.search_mode import (
     SEARCH_LIMIT_MAX,
     SEARCH_TOOLS_TOOL,
 )
-from mcpbridge.domain.identity import Principal, Scope
+from mcpbridge.domain.identity import Principal
 from mcpbridge.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from mcpbridge.agent.broker import ToolCallBroker
     from mcpbridge.ports import SecretBox
 
-ENDPOINT_IDENTITY: Final = "endpoint:{endpoint_id}"
 _WAITING: Final = frozenset({"awaiting_approval", "awaiting_oauth", "approved", "ready", "running"})
-
-
-@dataclass(frozen=True)
-class Publication:
-    """What one endpoint publishes of the external services: for each service id, its tool names (``("*",)``: every
-    enabled tool)."""
-
-    endpoint_id: str
-    workspace_id: str
-    name: str
-    services: tuple[tuple[str, tuple[str, ...]], ...]
-    search_mode: bool = False
-    """``search_tools`` and ``call_tool`` are listed in place of the external tools."""
-
-    def publishes(self, service_id: str, tool_name: str) -> bool:
-        for published, tools in self.services:
-            if published == service_id:
-                return tools == ("*",) or tool_name in tools
-        return False
-
-    @property
-    def profile(self) -> AgentProfile:
-        """The endpoint's calls run under a profile that selects its services (default timeouts)."""
-        return AgentProfile(
-            id=self.endpoint_id,
-            workspace_id=self.workspace_id,
-            name=self.name,
-            mcp_selection_mode="selected",
-            mcp_services=tuple(service_id for service_id, _ in self.services),
-        )
-
-
-def caller(workspace_id: str, endpoint_id: str, user_id: str | None) -> Principal:
-    """Who a call through the endpoint runs as: the OAuth user, or the endpoint's own identity (static token)."""
-    return Principal(workspace_id, user_id or ENDPOINT_IDENTITY.format(endpoint_id=endpoint_id), "", "viewer", Scope())
 
 
 def listed(tool: PublishedTool) -> dict[str, Any]:
@@ -404,11 +367,3 @@ def _declined(responses: Mapping[str, Any] | None) -> bool:
         isinstance(response, Mapping) and response.get("action") in ("decline", "cancel")
         for response in (responses or {}).values()
     )
-
-
-def publication_of(
-    endpoint_id: str, workspace_id: str, name: str, services: Sequence[Any], *, search_mode: bool = False
-) -> Publication:
-    """A :class:`Publication` from an endpoint's ``services`` (objects with ``service_id`` and ``tools``)."""
-    published = tuple((s.service_id, tuple(s.tools)) for s in services)
-    return Publication(endpoint_id, workspace_id, name, published, search_mode=search_mode)

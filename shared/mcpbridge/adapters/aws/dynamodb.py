@@ -368,7 +368,7 @@ class DynamoStore:
             current = raw if is_live(raw, self._clock.now()) else None
             raise ConditionFailed(condition.name, current) from None
 
-    def sync_soon(self) -> Callable[[], None]:
+    def sync_soon(self, *, within: float = 0.0) -> Callable[[], None]:
         """Every acknowledged write is durable already: nothing to wait for."""
         return _synced
 

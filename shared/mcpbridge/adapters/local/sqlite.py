@@ -131,12 +131,13 @@ class SqliteStore:
             self._connections.clear()
         self._local = threading.local()
 
-    def sync_soon(self) -> Callable[[], None]:
-        """Start making every write of this process so far durable, without waiting (see the module docstring); the
-        returned function waits until they are (blocking; raises ``Unavailable`` if the sync failed)."""
+    def sync_soon(self, *, within: float = 0.0) -> Callable[[], None]:
+        """Start making every write of this process so far durable, without waiting (see the module docstring), at
+        once or within ``within`` seconds; the returned function waits until they are (blocking; raises
+        ``Unavailable`` if the sync failed)."""
         if getattr(self._local, "syncs_itself", False):
             return nothing_to_sync  # no WAL: SQLite synced each commit
-        wait = self._wal_sync.soon()
+        wait = self._wal_sync.soon(within)
 
         def synced() -> None:
             try:

@@ -371,7 +371,7 @@ class EndpointTools:
         return container.gateway.tools(publication, self._caller())
 
     def _caller(self) -> Principal:
-        from mcpbridge.agent.gateway import caller
+        from mcpbridge.agent.publications import caller
 
         endpoint = self._authority.endpoint
         return caller(endpoint.workspace_id, endpoint.id, self._authority.user_id)
