@@ -596,7 +596,8 @@ class AgentCatalog:
             if not service.enabled or entry.view.snapshot is None:
                 continue
             policies = self._policies.of_service(_reader(principal), service)
-            held: dict[str, Hold] | None = None
+            # Listing: every tool's hold, read (and a first baseline set) as before; one named tool: its own pin only.
+            held = self._holds(principal, entry) if function_name is None else None
             for tool in entry.tools:
                 name = _name_in(names, service.id, tool["name"])
                 if function_name is not None and name != function_name:
@@ -605,7 +606,7 @@ class AgentCatalog:
                 if not policy.enabled or not publishes(service.id, tool["name"]):
                     continue
                 if held is None:
-                    held = self._holds(principal, entry, only=None if function_name is None else tool["name"])
+                    held = self._holds(principal, entry, only=tool["name"])
                 published = PublishedTool(
                     function_name=name,
                     service=service,
