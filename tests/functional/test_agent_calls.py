@@ -28,9 +28,9 @@ from mcpbridge.bootstrap import Container
 from mcpbridge.domain import credentials
 from mcpbridge.domain.identity import Scope as KeyScope
 from mcpbridge.errors import Conflict
-from mcpbridge.http.apps import create_combined_app
 from mcpbridge.identity.accounts import _api_key_item, _workspace_item
 from mcpbridge.outbound.policy import EgressPolicy
+from tests.support.admin_api import admin_client
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
 from tests.support.everything import handle_stateless, serve
@@ -94,8 +94,7 @@ def container(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
 
 @pytest.fixture
 def client(container: Container) -> Iterator[TestClient]:
-    with TestClient(create_combined_app(container), raise_server_exceptions=False) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+    with admin_client(container) as test_client:
         yield test_client
 
 

@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from mcpbridge.bootstrap import Container
 from mcpbridge.cli import main
 from mcpbridge.http.apps import create_combined_app
+from tests.support.admin_api import admin_client
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
 from tests.support.live_server import live_server
@@ -41,9 +42,7 @@ def container(
 
 @pytest.fixture
 def client(container: Container) -> Iterator[TestClient]:
-    app = create_combined_app(container)
-    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+    with admin_client(container, "http://127.0.0.1") as test_client:
         kb = test_client.post("/api/v1/knowledge-bases", json={"name": "Handbook"})
         assert kb.status_code == 201, kb.text
         doc = test_client.post(

@@ -14,9 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mcpbridge.bootstrap import Container
-from mcpbridge.http.apps import create_combined_app
 from mcpbridge.http.mcp.resources import document_uri
 from mcpbridge.knowledge.documents import blob_key
+from tests.support.admin_api import admin_client
 from tests.support.containers import container_on
 from tests.support.embedder import HashingEmbedder
 
@@ -34,9 +34,7 @@ def container(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
 
 @pytest.fixture
 def client(container: Container) -> Iterator[TestClient]:
-    app = create_combined_app(container)
-    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+    with admin_client(container, "http://127.0.0.1") as test_client:
         yield test_client
 
 

@@ -19,6 +19,7 @@ from mcpbridge.errors import UpstreamError
 from mcpbridge.http.apps import create_combined_app
 from mcpbridge.ports import ChatMessage
 from mcpbridge.publishing.usage_instructions import SYSTEM_PROMPT
+from tests.support.admin_api import admin_client
 from tests.support.containers import container_on
 from tests.support.live_server import live_server
 
@@ -56,9 +57,7 @@ def container(
 
 @pytest.fixture
 def client(container: Container) -> Iterator[TestClient]:
-    app = create_combined_app(container)
-    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+    with admin_client(container, "http://127.0.0.1") as test_client:
         yield test_client
 
 

@@ -19,6 +19,7 @@ from mcpbridge.http.apps import create_combined_app
 from mcpbridge.outbound.policy import EgressPolicy
 from mcpbridge.ports import ChatMessage
 from mcpbridge.settings import Settings
+from tests.support.admin_api import admin_client
 from tests.support.embedder import HashingEmbedder
 
 
@@ -107,8 +108,7 @@ def container(tmp_path: Path) -> Iterator[Container]:
 
 @pytest.fixture
 def client(container: Container) -> Iterator[TestClient]:
-    with TestClient(create_combined_app(container), raise_server_exceptions=False) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+    with admin_client(container) as test_client:
         yield test_client
 
 

@@ -17,8 +17,8 @@ import requests
 from fastapi.testclient import TestClient
 
 from mcpbridge.bootstrap import Container
-from mcpbridge.http.apps import create_combined_app
 from mcpbridge.knowledge.images import manifest_blob
+from tests.support.admin_api import admin_client
 from tests.support.containers import container_on
 from tests.support.images import text_image
 
@@ -45,9 +45,7 @@ def container(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.fixture
 def client(container: Container) -> Iterator[TestClient]:
-    app = create_combined_app(container)
-    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+    with admin_client(container, "http://127.0.0.1") as test_client:
         yield test_client
 
 

@@ -21,8 +21,8 @@ from starlette.types import Receive, Scope, Send
 
 from mcpbridge.bootstrap import Container
 from mcpbridge.client.tool_catalog import MAX_DEFINITION_BYTES, head_key
-from mcpbridge.http.apps import create_combined_app
 from mcpbridge.outbound.policy import EgressPolicy
+from tests.support.admin_api import admin_client
 from tests.support.clock import FakeClock
 from tests.support.containers import container_on
 from tests.support.everything import Everything, handle_stateless, serve
@@ -103,8 +103,7 @@ def container(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
 
 @pytest.fixture
 def client(container: Container) -> Iterator[TestClient]:
-    with TestClient(create_combined_app(container), raise_server_exceptions=False) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+    with admin_client(container) as test_client:
         yield test_client
 
 

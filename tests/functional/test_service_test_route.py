@@ -18,8 +18,8 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from mcpbridge.bootstrap import Container
-from mcpbridge.http.apps import create_combined_app
 from mcpbridge.settings import Settings
+from tests.support.admin_api import admin_client
 from tests.support.everything import handle_stateless
 from tests.support.live_server import live_server
 
@@ -58,8 +58,7 @@ def container(tmp_path: Path) -> Iterator[Container]:
 
 @pytest.fixture
 def client(container: Container) -> Iterator[TestClient]:
-    with TestClient(create_combined_app(container), raise_server_exceptions=False) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {container.identity.initialize().api_key}"
+    with admin_client(container) as test_client:
         yield test_client
 
 
