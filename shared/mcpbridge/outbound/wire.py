@@ -6,7 +6,7 @@ connection) that was a sixth of the client's CPU. :class:`AsyncioBackend` opens 
 ``loop.create_connection`` and :class:`WireStream` reads from the protocol's own buffer: a read that finds data
 returns at once, one that waits does so on a future, its timeout a timer on the loop (no task cancellation).
 httpcore2's connection pool (``network_backend=``) runs HTTP/1.1 over it. Writes are held until the stream is read
-(or :data:`_COALESCE_BYTES` are held): httpcore2 writes a request's head, its body and its end one by one, and each
+(or :data:`COALESCE_BYTES` are held): httpcore2 writes a request's head, its body and its end one by one, and each
 write to a socket was a system call and a segment of its own (a third of the time of a tool call's exchange with a
 local server went to them); an HTTP/1.1 client reads the answer after sending, so the request leaves whole.
 
@@ -33,7 +33,7 @@ _PAUSE_READING_BYTES = 1024 * 1024
 """Stop reading from the socket while this much is buffered and unread (the kernel's buffers push back)."""
 
 
-_COALESCE_BYTES = 64 * 1024
+COALESCE_BYTES = 64 * 1024
 """Writes are held until a read, or until this much is held (a large body is sent as it comes)."""
 
 CLOSE_WAIT = 0.5
@@ -149,7 +149,7 @@ class WireStream(httpcore2.AsyncNetworkStream):
         if wire.transport is None or wire.transport.is_closing() or wire.lost is not None:
             raise httpcore2.WriteError("the connection is closed")
         wire.held += buffer
-        if len(wire.held) >= _COALESCE_BYTES:
+        if len(wire.held) >= COALESCE_BYTES:
             await self._send(timeout)
 
     async def _send(self, timeout: float | None) -> None:
